@@ -1,0 +1,79 @@
+"""The ``tmem`` command line. Commands are grouped by noun; each group lives in its own module and registers here.
+
+Errors derived from TmemError print one line (``Error: ...``) and exit 1, without a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tmem.cli.context import AppContext
+from tmem.errors import TmemError
+from tmem.settings import Settings
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--dir",
+    "home",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="TMEM_HOME",
+    default=None,
+    help="Memory directory (env TMEM_HOME; default a per-user data dir).",
+)
+@click.option(
+    "--llm",
+    type=click.Choice(["openai", "none"]),
+    envvar="TMEM_LLM",
+    default=None,
+    help="'openai' for any OpenAI-compatible endpoint, 'none' for the extractive mode (env TMEM_LLM).",
+)
+@click.option("--llm-model", envvar="TMEM_LLM_MODEL", default=None, help="Construction model (env TMEM_LLM_MODEL).")
+@click.version_option(package_name="tmem")
+@click.pass_context
+def cli(ctx: click.Context, home: Path | None, llm: str | None, llm_model: str | None) -> None:
+    """tmem: long-term conversational memory that anticipates, not archives."""
+    overrides: dict[str, object] = {}
+    if home is not None:
+        overrides["home"] = home
+    if llm is not None:
+        overrides["llm"] = llm
+    if llm_model is not None:
+        overrides["llm_model"] = llm_model
+        if llm is None:
+            overrides.setdefault("llm", "openai")
+    app = AppContext(settings=Settings(**overrides))  # type: ignore[arg-type]
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+def _register() -> None:
+    from tmem.cli import build_cmds, eval_cmds, ingest_cmds, llm_cmds, search_cmds
+
+    for module in (ingest_cmds, llm_cmds, build_cmds, search_cmds, eval_cmds):
+        module.register(cli)
+
+
+_register()
+
+
+def main() -> None:
+    try:
+        rc = cli.main(standalone_mode=False)
+        if isinstance(rc, int) and rc != 0:
+            sys.exit(rc)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except TmemError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("Interrupted; rerun the same command to resume.", err=True)
+        sys.exit(130)

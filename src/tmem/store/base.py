@@ -1,0 +1,166 @@
+"""The store interface. Every method is scoped by space; nothing reads or writes across spaces.
+
+The first backend is SQLite (:mod:`tmem.store.sqlite`); the interface assumes nothing SQLite-specific so that a
+PostgreSQL backend can follow. Writes inside :meth:`Store.transaction` are all-or-nothing; outside one, each write
+method is its own transaction.
+
+Upsert semantics: ``put_*`` replaces a record with the same id (and its links) in the same space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from tmem.models import (
+    Item,
+    LLMCall,
+    PendingRequest,
+    Persona,
+    Scene,
+    Session,
+    Space,
+    SpaceSummary,
+    Topic,
+    TopicSceneLink,
+    Trigger,
+    TriggerFamily,
+    Turn,
+)
+
+Vector = npt.NDArray[np.float32]
+
+
+class Store(Protocol):
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None: ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """All writes inside commit together or not at all. Nested calls join the outer transaction."""
+        ...
+
+    # ------------------------------------------------------------------ spaces
+    def ensure_space(self, name: str) -> Space: ...
+
+    def get_space(self, name: str) -> Space:
+        """Raises NotFoundError (naming the known spaces) when absent."""
+        ...
+
+    def has_space(self, name: str) -> bool: ...
+
+    def set_speakers(self, space: str, speakers: Sequence[str]) -> None: ...
+
+    def list_spaces(self) -> list[SpaceSummary]: ...
+
+    def delete_space(self, name: str) -> None:
+        """Removes the space and everything in it (records, embeddings, LLM log)."""
+        ...
+
+    # ------------------------------------------------------------------ sessions and turns
+    def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None: ...
+
+    def sessions(self, space: str) -> list[Session]:
+        """In arrival order (seq)."""
+        ...
+
+    def turns(self, space: str, ids: Sequence[str] | None = None) -> list[Turn]:
+        """In arrival order (seq); when ids are given, only those (unknown ids raise NotFoundError)."""
+        ...
+
+    # ------------------------------------------------------------------ scenes
+    def put_scenes(self, space: str, scenes: Sequence[Scene]) -> None:
+        """Upsert; a turn may belong to one scene only (violations raise IntegrityError)."""
+        ...
+
+    def scenes(self, space: str, ids: Sequence[str] | None = None) -> list[Scene]:
+        """In seq order."""
+        ...
+
+    def delete_scenes(self, space: str, ids: Sequence[str]) -> None:
+        """Also removes their topic links, item links and scene-hosted triggers."""
+        ...
+
+    # ------------------------------------------------------------------ topics
+    def put_topics(self, space: str, topics: Sequence[Topic]) -> None: ...
+
+    def topics(self, space: str, ids: Sequence[str] | None = None) -> list[Topic]: ...
+
+    def link_topics(self, space: str, links: Sequence[TopicSceneLink]) -> None:
+        """Idempotent: an existing link is kept as is."""
+        ...
+
+    def topic_links(self, space: str) -> list[TopicSceneLink]: ...
+
+    # ------------------------------------------------------------------ items
+    def put_items(self, space: str, items: Sequence[Item]) -> None: ...
+
+    def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]:
+        """In seq order, superseded items included (check ``superseded_by``)."""
+        ...
+
+    def delete_items(self, space: str, ids: Sequence[str]) -> None:
+        """Also removes their scene links and item-hosted triggers."""
+        ...
+
+    # ------------------------------------------------------------------ triggers
+    def put_triggers(self, space: str, triggers: Sequence[Trigger]) -> None: ...
+
+    def triggers(
+        self,
+        space: str,
+        *,
+        family: TriggerFamily | None = None,
+        host_ids: Sequence[str] | None = None,
+    ) -> list[Trigger]: ...
+
+    def delete_triggers(self, space: str, host_ids: Sequence[str]) -> None: ...
+
+    # ------------------------------------------------------------------ persona
+    def put_persona(self, space: str, persona: Persona) -> None: ...
+
+    def personas(self, space: str) -> list[Persona]: ...
+
+    # ------------------------------------------------------------------ build checkpoints
+    def get_state(self, space: str, key: str) -> str | None:
+        """Small key/value checkpoints for the build (e.g. 'segment.cursor')."""
+        ...
+
+    def set_state(self, space: str, key: str, value: str | None) -> None:
+        """None deletes the key."""
+        ...
+
+    def state_keys(self, space: str, prefix: str = "") -> dict[str, str]: ...
+
+    # ------------------------------------------------------------------ embeddings cache
+    def get_embeddings(self, space: str, model_id: str, text_hashes: Sequence[str]) -> dict[str, Vector]:
+        """Only the hashes that are cached are returned."""
+        ...
+
+    def put_embeddings(self, space: str, model_id: str, vectors: dict[str, Vector]) -> None: ...
+
+    # ------------------------------------------------------------------ LLM log, cache and batch protocol
+    def log_llm_call(self, call: LLMCall) -> None: ...
+
+    def cached_response(self, space: str, request_hash: str) -> str | None:
+        """The validated JSON of the newest successful call with this hash, if any."""
+        ...
+
+    def llm_calls(self, space: str | None = None) -> list[LLMCall]:
+        """All logged calls (of one space, or of all), oldest first."""
+        ...
+
+    def put_pending(self, requests: Sequence[PendingRequest]) -> None: ...
+
+    def pending(self, space: str | None = None) -> list[PendingRequest]: ...
+
+    def delete_pending(self, request_hashes: Sequence[str]) -> None: ...
+
+
+def iter_batches(seq: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    """Split a sequence of ids into chunks (backends with parameter limits use it)."""
+    for start in range(0, len(seq), size):
+        yield seq[start : start + size]
