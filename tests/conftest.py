@@ -1,0 +1,40 @@
+"""Test-wide guards: live network calls are blocked (loopback stays open for the local stub servers)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+_real_connect = socket.socket.connect
+
+
+def _is_loopback(address: Any) -> bool:
+    if isinstance(address, tuple) and address:
+        host = str(address[0])
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+    return isinstance(address, (str, bytes))  # unix domain sockets are local
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    if not _is_loopback(address):
+        raise RuntimeError(f"Live network call blocked in tests: {address!r}. Use the scripted LLM or a local stub.")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _block_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TMEM_LLM", "TMEM_LLM_MODEL", "TMEM_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    yield
