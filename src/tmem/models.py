@@ -171,7 +171,9 @@ class Trigger(Record):
 
 
 class PersonaTrait(Record):
-    category: str = Field(description="identity, occupation, relationships, preferences, hobbies, values, health, goals")
+    category: str = Field(
+        description="identity, occupation, relationships, preferences, hobbies, values, health, goals"
+    )
     value: str
     item_ids: list[str] = Field(default_factory=list, description="Items supporting the trait.")
 

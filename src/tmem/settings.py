@@ -80,7 +80,5 @@ class Settings(BaseSettings):
                 "OPENAI_BASE_URL (or pass --llm openai --llm-model NAME)."
             )
         if not self.llm_model:
-            raise ConfigError(
-                "No LLM configured: set TMEM_LLM_MODEL and OPENAI_BASE_URL, or run with --llm none."
-            )
+            raise ConfigError("No LLM configured: set TMEM_LLM_MODEL and OPENAI_BASE_URL, or run with --llm none.")
         return self.llm_model

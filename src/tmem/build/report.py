@@ -24,7 +24,5 @@ class BuildReport(BaseModel):
     mode: str
     stages: list[StageReport] = Field(default_factory=list)
     seconds: float = 0.0
-    descriptive_only: bool = Field(
-        default=False, description="True in extractive mode: no Bridge, Horizon or persona."
-    )
+    descriptive_only: bool = Field(default=False, description="True in extractive mode: no Bridge, Horizon or persona.")
     counts: dict[str, int] = Field(default_factory=dict, description="Nodes per type after the build.")

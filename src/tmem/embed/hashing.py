@@ -7,6 +7,7 @@ cosine, which is enough to exercise dense code paths. Never use it to judge retr
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -40,7 +41,7 @@ class HashEmbedder:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = _WORD.findall(text.lower())
-            features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+            features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
             for feature in features:
                 col, sign = self._bucket(feature)
                 out[row, col] += sign

@@ -11,7 +11,7 @@ tests. It returns text; it never validates.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -69,6 +69,7 @@ class ChatRequest:
     json_schema: dict[str, Any]
     temperature: float = 0.0
     stage: str = ""
+    strict: bool = True  # False when the schema has free-form maps that strict json_schema cannot express
 
 
 @dataclass(frozen=True)
@@ -80,3 +81,10 @@ class ChatReply:
 
 class ChatBackend(Protocol):
     async def chat(self, request: ChatRequest) -> ChatReply: ...
+
+
+@runtime_checkable
+class ClosableBackend(Protocol):
+    """A backend holding connections; :meth:`tmem.llm.service.StructuredLLM.aclose` closes it."""
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,210 @@
+"""Schema migrations for the SQLite store: an ordered list of small functions, each recorded in ``migrations``.
+
+Never edit a released migration; append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _run_script(db: sqlite3.Connection, script: str) -> None:
+    """Execute DDL statements one by one (``executescript`` would commit the open transaction)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    _run_script(
+        db,
+        """
+        CREATE TABLE spaces (
+            name TEXT PRIMARY KEY,
+            speakers TEXT NOT NULL DEFAULT '[]'
+        );
+        CREATE TABLE sessions (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            started_at TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            PRIMARY KEY (space, id)
+        );
+        CREATE UNIQUE INDEX sessions_seq ON sessions(space, seq);
+        CREATE TABLE turns (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            speaker TEXT NOT NULL,
+            text TEXT NOT NULL,
+            time TEXT NOT NULL,
+            caption TEXT,
+            PRIMARY KEY (space, id),
+            FOREIGN KEY (space, session_id) REFERENCES sessions(space, id) ON DELETE CASCADE
+        );
+        CREATE UNIQUE INDEX turns_seq ON turns(space, seq);
+        CREATE TABLE scenes (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            narrative TEXT NOT NULL,
+            start TEXT NOT NULL,
+            "end" TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            PRIMARY KEY (space, id)
+        );
+        CREATE TABLE scene_turns (
+            space TEXT NOT NULL,
+            scene_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            PRIMARY KEY (space, turn_id),
+            FOREIGN KEY (space, scene_id) REFERENCES scenes(space, id) ON DELETE CASCADE,
+            FOREIGN KEY (space, turn_id) REFERENCES turns(space, id) ON DELETE CASCADE
+        );
+        CREATE INDEX scene_turns_scene ON scene_turns(space, scene_id);
+        CREATE TABLE topics (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            label TEXT NOT NULL,
+            description TEXT NOT NULL,
+            PRIMARY KEY (space, id)
+        );
+        CREATE TABLE topic_scenes (
+            space TEXT NOT NULL,
+            topic_id TEXT NOT NULL,
+            scene_id TEXT NOT NULL,
+            PRIMARY KEY (space, topic_id, scene_id),
+            FOREIGN KEY (space, topic_id) REFERENCES topics(space, id) ON DELETE CASCADE,
+            FOREIGN KEY (space, scene_id) REFERENCES scenes(space, id) ON DELETE CASCADE
+        );
+        CREATE TABLE items (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('atomic', 'connected')),
+            topic_id TEXT,
+            speaker TEXT,
+            date TEXT,
+            supersedes TEXT,
+            superseded_by TEXT,
+            turn_ids TEXT NOT NULL DEFAULT '[]',
+            mode TEXT NOT NULL,
+            PRIMARY KEY (space, id)
+        );
+        CREATE TABLE item_scenes (
+            space TEXT NOT NULL,
+            item_id TEXT NOT NULL,
+            scene_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            PRIMARY KEY (space, item_id, scene_id),
+            FOREIGN KEY (space, item_id) REFERENCES items(space, id) ON DELETE CASCADE,
+            FOREIGN KEY (space, scene_id) REFERENCES scenes(space, id) ON DELETE CASCADE
+        );
+        CREATE INDEX item_scenes_scene ON item_scenes(space, scene_id);
+        CREATE TABLE triggers (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            family TEXT NOT NULL CHECK (family IN ('entity', 'bridge', 'scene', 'horizon')),
+            host_kind TEXT NOT NULL CHECK (host_kind IN ('item', 'scene')),
+            host_id TEXT NOT NULL,
+            grp INTEGER NOT NULL,
+            fields TEXT NOT NULL,
+            PRIMARY KEY (space, id)
+        );
+        CREATE INDEX triggers_host ON triggers(space, host_id);
+        CREATE TABLE trigger_views (
+            space TEXT NOT NULL,
+            trigger_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            text TEXT NOT NULL,
+            PRIMARY KEY (space, trigger_id, position),
+            FOREIGN KEY (space, trigger_id) REFERENCES triggers(space, id) ON DELETE CASCADE
+        );
+        CREATE TABLE personas (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            speaker TEXT NOT NULL,
+            traits TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            PRIMARY KEY (space, speaker)
+        );
+        CREATE TABLE build_state (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (space, key)
+        );
+        CREATE TABLE embeddings (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            model_id TEXT NOT NULL,
+            text_hash TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (space, model_id, text_hash)
+        );
+        CREATE TABLE llm_calls (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            stage TEXT NOT NULL,
+            model TEXT NOT NULL,
+            request_hash TEXT NOT NULL,
+            tokens_in INTEGER NOT NULL,
+            tokens_out INTEGER NOT NULL,
+            latency_ms REAL NOT NULL,
+            attempts INTEGER NOT NULL,
+            outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'error', 'cached', 'batch')),
+            created_at TEXT NOT NULL,
+            response TEXT,
+            error TEXT
+        );
+        CREATE INDEX llm_calls_hash ON llm_calls(space, request_hash);
+        CREATE TABLE pending_requests (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            request_hash TEXT NOT NULL,
+            stage TEXT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (space, request_hash)
+        );
+        """,
+    )
+
+
+MIGRATIONS: list[tuple[str, Migration]] = [
+    ("001_initial", _m001_initial),
+]
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet recorded, each in its own transaction. Returns the names applied."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT)"
+    )
+    done = {row[0] for row in db.execute("SELECT version FROM migrations")}
+    applied: list[str] = []
+    for version, (name, fn) in enumerate(MIGRATIONS, start=1):
+        if version in done:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            fn(db)
+            db.execute(
+                "INSERT INTO migrations(version, name, applied_at) VALUES (?, ?, ?)",
+                (version, name, datetime.now(UTC).isoformat()),
+            )
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        applied.append(name)
+    return applied

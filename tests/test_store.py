@@ -1,0 +1,233 @@
+"""The SQLite store: round trips, isolation between spaces, invariants, transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tmem.errors import IntegrityError, NotFoundError
+from tmem.models import (
+    Item,
+    ItemKind,
+    LLMCall,
+    PendingRequest,
+    Persona,
+    PersonaTrait,
+    Scene,
+    Session,
+    Topic,
+    TopicSceneLink,
+    Trigger,
+    TriggerFamily,
+    TriggerView,
+    Turn,
+)
+from tmem.store.sqlite import SQLiteStore
+
+T0 = datetime(2023, 5, 8, 13, 56)
+
+
+def _seed(store: SQLiteStore, space: str, n_turns: int = 4) -> list[Turn]:
+    store.ensure_space(space)
+    session = Session(id="session_1", seq=0, started_at=T0, content_hash="h1")
+    turns = [
+        Turn(
+            id=f"D1:{i + 1}",
+            session_id="session_1",
+            seq=i,
+            speaker="Caroline" if i % 2 == 0 else "Melanie",
+            text=f"turn {i} in {space}",
+            time=T0 + timedelta(minutes=i),
+            caption="a photo of a dog" if i == 1 else None,
+        )
+        for i in range(n_turns)
+    ]
+    store.add_session(space, session, turns)
+    return turns
+
+
+def _scene(sid: str, turn_ids: list[str], seq: int = 0) -> Scene:
+    return Scene(
+        id=sid, seq=seq, title="t", summary="s", narrative="n", turn_ids=turn_ids, start=T0, end=T0 + timedelta(hours=1)
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore.open(tmp_path / "tmem.db")
+    yield s
+    s.close()
+
+
+def test_turns_round_trip_and_summary(store: SQLiteStore) -> None:
+    turns = _seed(store, "a")
+    assert store.turns("a") == turns
+    assert store.turns("a", ["D1:2"]) == [turns[1]]
+    with pytest.raises(NotFoundError):
+        store.turns("a", ["D9:9"])
+    (summary,) = store.list_spaces()
+    assert (summary.sessions, summary.turns, summary.build_state) == (1, 4, "not built")
+    store.set_state("a", "build.mode", "extractive")
+    store.set_state("a", "build.sessions", "1")
+    assert store.list_spaces()[0].build_state == "built"
+
+
+def test_every_turn_in_one_scene(store: SQLiteStore) -> None:
+    _seed(store, "a")
+    store.put_scenes("a", [_scene("s1", ["D1:1", "D1:2"])])
+    with pytest.raises(IntegrityError, match="exactly one scene"):
+        store.put_scenes("a", [_scene("s2", ["D1:2", "D1:3"], seq=1)])
+    assert [s.id for s in store.scenes("a")] == ["s1"]  # the failed write left nothing behind
+    with pytest.raises(IntegrityError):
+        store.put_scenes("a", [_scene("s3", ["D7:1"], seq=2)])  # not a turn of the space
+
+
+def test_upsert_scene_replaces_turns_and_keeps_links(store: SQLiteStore) -> None:
+    _seed(store, "a")
+    store.put_scenes("a", [_scene("s1", ["D1:1", "D1:2"])])
+    store.put_topics("a", [Topic(id="t1", seq=0, label="pets")])
+    store.link_topics("a", [TopicSceneLink(topic_id="t1", scene_id="s1")])
+    store.put_scenes("a", [_scene("s1", ["D1:1", "D1:2", "D1:3"])])
+    assert store.scenes("a")[0].turn_ids == ["D1:1", "D1:2", "D1:3"]
+    assert store.topic_links("a") == [TopicSceneLink(topic_id="t1", scene_id="s1")]
+
+
+def test_delete_scene_cascades(store: SQLiteStore) -> None:
+    _seed(store, "a")
+    store.put_scenes("a", [_scene("s1", ["D1:1"]), _scene("s2", ["D1:2"], 1)])
+    store.put_topics("a", [Topic(id="t1", seq=0, label="x")])
+    store.link_topics("a", [TopicSceneLink(topic_id="t1", scene_id="s1")])
+    store.put_triggers(
+        "a",
+        [
+            Trigger(
+                id="tr1",
+                family=TriggerFamily.HORIZON,
+                host_kind="scene",
+                host_id="s1",
+                views=[TriggerView(name="horizon:0", text="planning a trip")],
+            )
+        ],
+    )
+    store.delete_scenes("a", ["s1"])
+    assert [s.id for s in store.scenes("a")] == ["s2"]
+    assert store.topic_links("a") == [] and store.triggers("a") == []
+
+
+def test_atomic_item_needs_one_scene(store: SQLiteStore) -> None:
+    _seed(store, "a")
+    store.put_scenes("a", [_scene("s1", ["D1:1"]), _scene("s2", ["D1:2"], 1)])
+    with pytest.raises(IntegrityError):
+        store.put_items("a", [Item(id="i1", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1", "s2"])])
+    item = Item(id="i2", text="y", kind=ItemKind.CONNECTED, scene_ids=["s2", "s1"], date="2023-05-07")
+    store.put_items("a", [item])
+    assert store.items("a") == [item]
+
+
+def test_spaces_are_isolated(store: SQLiteStore) -> None:
+    _seed(store, "a")
+    _seed(store, "b", n_turns=2)
+    store.put_scenes("a", [_scene("s1", ["D1:1"])])
+    store.put_scenes("b", [_scene("s1", ["D1:1"])])  # same ids in another space do not collide
+    store.put_persona("a", Persona(speaker="Caroline", traits=[PersonaTrait(category="identity", value="x")]))
+    assert store.personas("b") == []
+    assert len(store.turns("b")) == 2
+    store.delete_space("a")
+    assert [s.name for s in store.list_spaces()] == ["b"]
+    assert [s.id for s in store.scenes("b")] == ["s1"]
+    with pytest.raises(NotFoundError, match="Known spaces: b"):
+        store.get_space("a")
+
+
+def test_transaction_rolls_back_everything(store: SQLiteStore) -> None:
+    store.ensure_space("a")
+    with pytest.raises(RuntimeError), store.transaction():
+        store.set_state("a", "k", "v")
+        store.put_topics("a", [Topic(id="t", seq=0, label="l")])
+        raise RuntimeError("boom")
+    assert store.get_state("a", "k") is None and store.topics("a") == []
+
+
+def test_llm_log_cache_and_pending(store: SQLiteStore) -> None:
+    call = LLMCall(
+        space="a",
+        stage="segment",
+        model="m",
+        request_hash="h",
+        tokens_in=10,
+        tokens_out=2,
+        latency_ms=1.0,
+        attempts=1,
+        outcome="ok",
+        created_at=T0,
+        response='{"x": 1}',
+    )
+    store.log_llm_call(call)
+    assert store.cached_response("a", "h") == '{"x": 1}'
+    assert store.cached_response("b", "h") is None  # the cache is per space
+    store.put_pending([PendingRequest(space="a", stage="items", request_hash="p", body="{}")])
+    assert [p.request_hash for p in store.pending("a")] == ["p"]
+    store.delete_pending(["p"])
+    assert store.pending() == [] and store.llm_calls("a") == [call]
+
+
+def test_state_prefix_is_literal(store: SQLiteStore) -> None:
+    store.ensure_space("a")
+    store.set_state("a", "build.mode", "llm")
+    store.set_state("a", "buildXmode", "other")
+    assert store.state_keys("a", "build.") == {"build.mode": "llm"}
+
+
+def test_reopen_persists(tmp_path: Path) -> None:
+    s = SQLiteStore.open(tmp_path / "x.db")
+    _seed(s, "a")
+    s.close()
+    s2 = SQLiteStore.open(tmp_path / "x.db")
+    assert len(s2.turns("a")) == 4
+    s2.close()
+
+
+_text = st.text(min_size=1, max_size=30)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    vectors=st.dictionaries(
+        st.text(alphabet="0123456789abcdef", min_size=4, max_size=8),
+        st.lists(st.floats(-1, 1, width=32), min_size=3, max_size=3),
+        max_size=5,
+    ),
+    traits=st.lists(st.tuples(_text, _text), max_size=4),
+    views=st.lists(st.tuples(_text, _text), min_size=1, max_size=4),
+)
+def test_round_trips_are_lossless(
+    vectors: dict[str, list[float]], traits: list[tuple[str, str]], views: list[tuple[str, str]]
+) -> None:
+    store = SQLiteStore.open(":memory:")
+    _seed(store, "a")
+    store.put_scenes("a", [_scene("s1", ["D1:1", "D1:3"])])
+    arrays = {k: np.asarray(v, dtype=np.float32) for k, v in vectors.items()}
+    store.put_embeddings("a", "m", arrays)
+    got = store.get_embeddings("a", "m", [*list(arrays), "missing"])
+    assert set(got) == set(arrays) and all(np.array_equal(got[k], arrays[k]) for k in arrays)
+    persona = Persona(speaker="C", traits=[PersonaTrait(category=c, value=v, item_ids=["i"]) for c, v in traits])
+    store.put_persona("a", persona)
+    assert store.personas("a") == [persona]
+    trig = Trigger(
+        id="t",
+        family=TriggerFamily.SCENE,
+        host_kind="scene",
+        host_id="s1",
+        fields={n: t for n, t in views},
+        views=[TriggerView(name=n, text=t) for n, t in views],
+    )
+    store.put_triggers("a", [trig])
+    assert store.triggers("a") == [trig]
+    assert store.triggers("a", family=TriggerFamily.HORIZON) == []
+    store.close()
