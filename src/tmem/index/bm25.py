@@ -1,0 +1,76 @@
+"""A BM25 index over arbitrary (id, text) documents, built on bm25s.
+
+Tokenisation is deliberately simple and language-light: lower case, runs of word characters, English stop words
+removed (bm25s' list). No stemmer is required (PyStemmer is optional in bm25s and not a tmem dependency).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import bm25s
+import numpy as np
+from bm25s.stopwords import STOPWORDS_EN
+
+from tmem.errors import InputError
+from tmem.index.topk import Mask, Scores, top_k
+
+_TOKEN = re.compile(r"\w+")
+_STOP = frozenset(STOPWORDS_EN)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens without English stop words."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOP]
+
+
+class BM25Index:
+    """Okapi BM25 (bm25s' Lucene variant, k1=1.5, b=0.75) over a fixed corpus.
+
+    Build once with :meth:`build`; :meth:`scores` gives one score per document (0 where no query token occurs),
+    :meth:`search` the best documents with a positive score.
+    """
+
+    def __init__(self, ids: list[str], model: bm25s.BM25 | None, vocab: frozenset[str]) -> None:
+        self._ids = ids
+        self._model = model
+        self._vocab = vocab
+
+    @classmethod
+    def build(cls, ids: Sequence[str], texts: Sequence[str]) -> BM25Index:
+        if len(ids) != len(texts):
+            raise InputError(f"BM25Index.build got {len(ids)} ids but {len(texts)} texts; pass one text per id.")
+        if len(set(ids)) != len(ids):
+            raise InputError("BM25Index.build got duplicate ids; every document needs a distinct id.")
+        if not ids:
+            return cls([], None, frozenset())
+        corpus = [tokenize(t) for t in texts]
+        model = bm25s.BM25()
+        model.index(corpus, show_progress=False)
+        vocab = frozenset(str(tok) for tok in model.vocab_dict if tok != "")
+        return cls(list(ids), model, vocab)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def ids(self) -> list[str]:
+        return self._ids
+
+    def query_tokens(self, query: str) -> list[str]:
+        """The query's tokens that occur in the corpus (the only ones that can score)."""
+        return [t for t in tokenize(query) if t in self._vocab]
+
+    def scores(self, query: str) -> Scores:
+        """One BM25 score per document, in build order; all zeros when no query token is in the corpus."""
+        tokens = self.query_tokens(query)
+        if self._model is None or not tokens:
+            return np.zeros(len(self._ids), dtype=np.float32)
+        return np.asarray(self._model.get_scores(tokens), dtype=np.float32)
+
+    def search(self, query: str, k: int, mask: Mask | None = None) -> list[tuple[str, float]]:
+        """The ``k`` best documents with a positive score (inside ``mask`` when given), best first."""
+        scores = self.scores(query)
+        rows = top_k(scores, k, mask, positive_only=True)
+        return [(self._ids[r], float(scores[r])) for r in rows]
