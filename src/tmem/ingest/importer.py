@@ -1,0 +1,157 @@
+"""Writing validated sessions into a store: idempotent, append-only, all-or-nothing.
+
+* A session whose content hash (start time and turns: ids, speakers, texts, times, captions) is already stored in
+  the space is skipped; importing the same file twice changes nothing.
+* A session whose id is stored with different content is an InputError: sessions are never overwritten.
+* New sessions append: session and turn ``seq`` continue after the stored ones, in input order.
+* Turn ids are unique within a space; a turn without its own time gets the session's start.
+* ``Space.speakers`` keeps the stored order, then the declared speakers, then any other speaker by first appearance.
+* Everything one call writes is inside one store transaction: on any error nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from tmem.errors import InputError
+from tmem.ingest.reader import Format, read_file
+from tmem.ingest.types import ImportReport, SpaceImportReport, SpaceInput
+from tmem.models import Session, SessionInput, Turn
+from tmem.store.base import Store
+from tmem.util.text import text_hash
+
+
+def session_content_hash(session: SessionInput) -> str:
+    """Hash of what a session says (its id excluded): start time and every turn field, in order."""
+    canonical = {
+        "started_at": session.started_at.isoformat(),
+        "turns": [
+            [t.id, t.speaker, t.text, None if t.time is None else t.time.isoformat(), t.caption] for t in session.turns
+        ],
+    }
+    return text_hash(json.dumps(canonical, ensure_ascii=False, separators=(",", ":")))
+
+
+def import_file(
+    store: Store, path: str | Path, fmt: Format = "auto", space: str | None = None
+) -> ImportReport:
+    """Read ``path`` (see :func:`tmem.ingest.read_file`) and import every space in it in one transaction."""
+    spaces = read_file(path, fmt, space=space)
+    return import_spaces(store, spaces, source=str(path))
+
+
+def import_sessions(
+    store: Store,
+    space: str,
+    sessions: Sequence[SessionInput],
+    *,
+    speakers: Sequence[str] = (),
+    source: str = "sessions given by the caller",
+) -> ImportReport:
+    """Import sessions built in code (e.g. the evaluation harness's stitched sessions) into ``space``.
+
+    Input is checked as a file would be: non-empty space name, speakers and turns, session and turn ids unique.
+    """
+    space_input = SpaceInput(name=space, speakers=list(speakers), sessions=list(sessions))
+    _check_input(space_input, source)
+    return import_spaces(store, [space_input], source=source)
+
+
+def import_spaces(store: Store, spaces: Sequence[SpaceInput], *, source: str) -> ImportReport:
+    """Import validated spaces in one transaction; raises InputError (and writes nothing) on a conflict."""
+    report = ImportReport(source=source)
+    with store.transaction():
+        for space in spaces:
+            report.spaces.append(_import_space(store, space, source))
+    return report
+
+
+def _check_input(space: SpaceInput, source: str) -> None:
+    if not space.name.strip():
+        raise InputError(f"{source}: the space name is empty; name the space.")
+    session_ids: set[str] = set()
+    turn_ids: set[str] = set()
+    for session in space.sessions:
+        where = f"{source}: space {space.name!r}, session {session.id!r}"
+        if not session.id.strip():
+            raise InputError(f"{source}: space {space.name!r} has a session with an empty id; give it an id.")
+        if session.id in session_ids:
+            raise InputError(f"{where}: the session id appears twice; give each session its own id.")
+        session_ids.add(session.id)
+        if not session.turns:
+            raise InputError(f"{where}: has no turns; a session needs at least one turn.")
+        for turn in session.turns:
+            if not turn.id.strip() or not turn.speaker.strip():
+                raise InputError(f"{where}, turn {turn.id!r}: turn id and speaker must be non-empty.")
+            if turn.id in turn_ids:
+                raise InputError(f"{where}: turn id {turn.id!r} appears twice; turn ids are unique in a space.")
+            turn_ids.add(turn.id)
+
+
+def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportReport:
+    created = not store.has_space(space.name)
+    stored_space = store.ensure_space(space.name)
+    stored_sessions = store.sessions(space.name)
+    stored_turns = store.turns(space.name)
+    by_hash = {s.content_hash: s for s in stored_sessions}
+    by_id = {s.id: s for s in stored_sessions}
+    turn_owner = {t.id: t.session_id for t in stored_turns}
+    next_session_seq = max((s.seq for s in stored_sessions), default=-1) + 1
+    next_turn_seq = max((t.seq for t in stored_turns), default=-1) + 1
+
+    report = SpaceImportReport(space=space.name, created=created)
+    speakers = list(stored_space.speakers)
+    for name in space.speakers:
+        if name not in speakers:
+            speakers.append(name)
+    for session in space.sessions:
+        content_hash = session_content_hash(session)
+        if content_hash in by_hash:
+            report.sessions_skipped.append(session.id)
+            continue
+        if session.id in by_id:
+            old = by_id[session.id]
+            raise InputError(
+                f"{source}: space {space.name!r}: session {session.id!r} is already stored with different content "
+                f"(stored: started {old.started_at.isoformat()}; file: started {session.started_at.isoformat()}, "
+                f"{len(session.turns)} turns). Stored sessions are never overwritten: give the new session another "
+                "id to append it, or import it into another space."
+            )
+        turns: list[Turn] = []
+        for turn in session.turns:
+            if turn.id in turn_owner:
+                raise InputError(
+                    f"{source}: space {space.name!r}: turn id {turn.id!r} of session {session.id!r} is already used "
+                    f"by session {turn_owner[turn.id]!r}; turn ids must be unique within a space (give the turn "
+                    "another id, or leave it out to get '<session id>:<n>')."
+                )
+            turn_owner[turn.id] = session.id
+            turns.append(
+                Turn(
+                    id=turn.id,
+                    session_id=session.id,
+                    seq=next_turn_seq,
+                    speaker=turn.speaker,
+                    text=turn.text,
+                    time=turn.time or session.started_at,
+                    caption=turn.caption,
+                )
+            )
+            next_turn_seq += 1
+            if turn.speaker not in speakers:
+                speakers.append(turn.speaker)
+        stored = Session(
+            id=session.id, seq=next_session_seq, started_at=session.started_at, content_hash=content_hash
+        )
+        store.add_session(space.name, stored, turns)
+        next_session_seq += 1
+        by_hash[content_hash] = stored
+        by_id[session.id] = stored
+        report.sessions_added.append(session.id)
+        report.turns_added += len(turns)
+    if speakers != list(stored_space.speakers):
+        store.set_speakers(space.name, speakers)
+    report.speakers = speakers
+    return report

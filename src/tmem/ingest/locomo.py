@@ -1,0 +1,100 @@
+"""Reader for LoCoMo's JSON (``locomo10.json`` and its splits).
+
+The file is a list of samples; each sample becomes one space named by its ``sample_id``. Inside ``conversation``,
+every ``session_N`` list is a session dated by ``session_N_date_time`` (``"1:56 pm on 8 May, 2023"``); sessions are
+ordered by N and keep the id ``session_N``. Turns keep ``dia_id`` (``D3:7``) as their id, their speaker and text, and
+``blip_caption`` as the image caption. Decisions (docs/ingest.md): ``img_url``, ``query`` and ``re-download`` are
+not kept (``query`` is the search term the dataset's authors used to find the picture, not something a speaker said
+or saw); a ``session_N_date_time`` without a ``session_N`` list and an empty ``session_N`` list are ignored (the
+official data has both as placeholders); the other sample fields (``qa``, ``observation``, summaries) are the
+benchmark's, not the conversation's, and are read by the evaluation harness instead.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tmem.ingest.source import (
+    Loc,
+    expect_list,
+    expect_object,
+    expect_timestamp,
+    optional_str,
+    required,
+    required_str,
+)
+from tmem.ingest.types import SpaceInput
+from tmem.models import SessionInput, TurnInput
+
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+
+
+def looks_like_locomo(data: Any) -> bool:
+    """True for a list of objects with a ``conversation`` (or one such object)."""
+    if isinstance(data, dict):
+        return "conversation" in data
+    return isinstance(data, list) and bool(data) and all(isinstance(s, dict) and "conversation" in s for s in data)
+
+
+def read_locomo(data: Any, file: str) -> list[SpaceInput]:
+    """Validate a parsed LoCoMo document; raises InputError naming the JSON path of the first problem."""
+    root = Loc(file)
+    samples = [data] if isinstance(data, dict) else expect_list(data, root, "LoCoMo samples")
+    if not samples:
+        raise root.error("contains no samples; a LoCoMo file is a list of objects with a 'conversation'.")
+    spaces: list[SpaceInput] = []
+    seen: dict[str, Loc] = {}
+    for i, raw in enumerate(samples):
+        loc = root if isinstance(data, dict) else root.index(i)
+        space = _read_sample(raw, loc)
+        if space.name in seen:
+            raise loc.key("sample_id").error(
+                f"sample_id {space.name!r} already used at {seen[space.name].path}; sample ids name spaces and "
+                "must be unique."
+            )
+        seen[space.name] = loc
+        spaces.append(space)
+    return spaces
+
+
+def _read_sample(raw: Any, loc: Loc) -> SpaceInput:
+    sample = expect_object(raw, loc, "a LoCoMo sample")
+    name = required_str(sample, "sample_id", loc, "the conversation's id")
+    conv_loc = loc.key("conversation")
+    conv = expect_object(required(sample, "conversation", loc, "the dialogue"), conv_loc, "the dialogue")
+    speakers = [required_str(conv, key, conv_loc, "a speaker's name") for key in ("speaker_a", "speaker_b")]
+    numbered = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.match(key)))
+    sessions: list[SessionInput] = []
+    seen_turns: dict[str, Loc] = {}
+    for number, key in numbered:
+        turns_raw = expect_list(conv[key], conv_loc.key(key), "the session's turns")
+        if not turns_raw:
+            continue  # an empty placeholder session in the dataset (documented above)
+        date_key = f"{key}_date_time"
+        what = f"when session {number} started"
+        started = expect_timestamp(required(conv, date_key, conv_loc, what), conv_loc.key(date_key), what)
+        turns = []
+        for j, turn_raw in enumerate(turns_raw):
+            turn_loc = conv_loc.key(key).index(j)
+            turn = _read_turn(turn_raw, turn_loc)
+            if turn.id in seen_turns:
+                raise turn_loc.key("dia_id").error(
+                    f"dia_id {turn.id!r} is already used at {seen_turns[turn.id].path}; turn ids must be unique "
+                    "within a conversation."
+                )
+            seen_turns[turn.id] = turn_loc
+            turns.append(turn)
+        sessions.append(SessionInput(id=key, started_at=started, turns=turns))
+    if not sessions:
+        raise conv_loc.error("has no non-empty 'session_N' list; a LoCoMo conversation needs at least one session.")
+    return SpaceInput(name=name, speakers=speakers, sessions=sessions)
+
+
+def _read_turn(raw: Any, loc: Loc) -> TurnInput:
+    turn = expect_object(raw, loc, "a turn")
+    speaker = required_str(turn, "speaker", loc, "who said the turn")
+    text = required_str(turn, "text", loc, "what was said", nonempty=False)
+    dia_id = required_str(turn, "dia_id", loc, "the turn id, e.g. 'D1:3'")
+    caption = optional_str(turn, "blip_caption", loc, "the shared image's caption")
+    return TurnInput(id=dia_id, speaker=speaker, text=text, caption=caption or None)
