@@ -95,6 +95,10 @@ class Store(Protocol):
 
     def topic_links(self, space: str) -> list[TopicSceneLink]: ...
 
+    def delete_topics(self, space: str, ids: Sequence[str]) -> None:
+        """Also removes their scene links (used when a provisional scene is re-segmented)."""
+        ...
+
     # ------------------------------------------------------------------ items
     def put_items(self, space: str, items: Sequence[Item]) -> None: ...
 

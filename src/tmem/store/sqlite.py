@@ -349,6 +349,13 @@ class SQLiteStore:
             )
         ]
 
+    def delete_topics(self, space: str, ids: Sequence[str]) -> None:
+        with self.transaction():
+            for chunk in iter_batches(list(ids), _CHUNK):
+                marks = _placeholders(len(chunk))
+                self._exec(f"DELETE FROM topic_scenes WHERE space = ? AND topic_id IN ({marks})", (space, *chunk))
+                self._exec(f"DELETE FROM topics WHERE space = ? AND id IN ({marks})", (space, *chunk))
+
     # ------------------------------------------------------------------ items
     def put_items(self, space: str, items: Sequence[Item]) -> None:
         with self.transaction():
