@@ -1,0 +1,186 @@
+"""Answering a question from memory: retrieve, assemble the context, ask the QA model, count every token.
+
+Questions are dated. A :class:`QuestionTime` says when the question is asked; the prompt states it, because
+relative questions ("how long ago...") are meaningless without it. For LoCoMo the date is unknown beyond "after
+the last session", so the prompt says exactly that; LoCoMo-Plus gives a query time. The machine's clock is never
+used.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tmem.answer.context import AnswerContext, assemble_context, format_date
+from tmem.answer.prompting import PromptTemplate, load_template
+from tmem.answer.schemas import CotAnswer, MemoryReply, ShortAnswer
+from tmem.llm.base import LLM, Message
+from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.types import SearchResult
+from tmem.util.text import count_tokens
+
+Variant = Literal["short", "cot"]
+STAGE_ANSWER = "answer"
+STAGE_REPLY = "answer.reply"
+
+
+class Searcher(Protocol):
+    """What answering needs from retrieval (:class:`tmem.retrieve.Retriever` satisfies it)."""
+
+    def search(self, space: str, query: str, config: RetrievalConfig | None = None) -> SearchResult: ...
+
+
+class QuestionTime(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime = Field(description="The date the question is asked, or the last session's date (see relation).")
+    relation: Literal["at", "after"] = Field(
+        default="at", description="'at': asked on that date; 'after': asked some time after that date."
+    )
+
+    def line(self) -> str:
+        if self.relation == "after":
+            return (
+                f"The question is asked after the last conversation session, which took place on "
+                f"{format_date(self.at)}."
+            )
+        return f"Today is {format_date(self.at)}."
+
+
+class AnswerTokens(BaseModel):
+    """Answer-time tokens: the context (count_tokens) and what the model reported."""
+
+    model_config = ConfigDict(frozen=True)
+
+    evidence: int = Field(description="count_tokens of the scenes and items handed to the model.")
+    persona: int = Field(description="count_tokens of the persona notes appended after the evidence.")
+    prompt: int = Field(description="count_tokens of the whole prompt (instructions, context, question).")
+    llm_input: int = Field(description="Input tokens the LLM reported (0 when the answer came from the cache).")
+    llm_output: int = Field(description="Output tokens the LLM reported (0 when cached).")
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    space: str
+    question: str
+    answer: str
+    reasoning: str | None = None
+    variant: str
+    question_time: QuestionTime
+    model: str
+    cached: bool
+    context: AnswerContext
+    search: SearchResult
+    tokens: AnswerTokens
+
+
+def _template(name: str) -> PromptTemplate:
+    return load_template("tmem.answer", name)
+
+
+def answer_messages(question: str, context: AnswerContext, when: QuestionTime, variant: Variant) -> list[Message]:
+    template = _template("short_answer.txt" if variant == "short" else "cot_answer.txt")
+    return template.render(time_line=when.line(), context=context.text, question=question)
+
+
+def reply_messages(
+    message: str, context: AnswerContext, when: QuestionTime, *, speaker: str, listener: str
+) -> list[Message]:
+    template = _template("memory_reply.txt")
+    return template.render(
+        time_line=when.line(), context=context.text, question=message, speaker=speaker, listener=listener
+    )
+
+
+def _prompt_tokens(messages: list[Message]) -> int:
+    return sum(count_tokens(m.content) for m in messages)
+
+
+class Answerer:
+    """Answers questions over one store with one QA model. ``llm`` is any :class:`tmem.llm.base.LLM`."""
+
+    def __init__(self, searcher: Searcher, llm: LLM) -> None:
+        self._searcher = searcher
+        self._llm = llm
+
+    def search(self, space: str, question: str, config: RetrievalConfig | None = None) -> SearchResult:
+        return self._searcher.search(space, question, config)
+
+    async def answer(
+        self,
+        space: str,
+        question: str,
+        when: QuestionTime,
+        *,
+        variant: Variant = "short",
+        config: RetrievalConfig | None = None,
+        result: SearchResult | None = None,
+    ) -> Answer:
+        """Retrieve (unless ``result`` is given) and answer ``question`` as asked at ``when``."""
+        found = result if result is not None else self.search(space, question, config)
+        context = assemble_context(found)
+        messages = answer_messages(question, context, when, variant)
+        reasoning: str | None = None
+        if variant == "cot":
+            cot = await self._llm.complete(messages, CotAnswer, stage=STAGE_ANSWER, space=space)
+            text, reasoning, usage, cached = cot.output.answer, cot.output.reasoning, cot.usage, cot.cached
+        else:
+            short = await self._llm.complete(messages, ShortAnswer, stage=STAGE_ANSWER, space=space)
+            text, usage, cached = short.output.answer, short.usage, short.cached
+        return Answer(
+            space=space,
+            question=question,
+            answer=text.strip(),
+            reasoning=reasoning,
+            variant=variant,
+            question_time=when,
+            model=self._llm.model,
+            cached=cached,
+            context=context,
+            search=found,
+            tokens=AnswerTokens(
+                evidence=context.evidence_tokens,
+                persona=context.persona_tokens,
+                prompt=_prompt_tokens(messages),
+                llm_input=usage.input_tokens,
+                llm_output=usage.output_tokens,
+            ),
+        )
+
+    async def reply(
+        self,
+        space: str,
+        message: str,
+        when: QuestionTime,
+        *,
+        speaker: str,
+        listener: str,
+        config: RetrievalConfig | None = None,
+        result: SearchResult | None = None,
+    ) -> Answer:
+        """A memory-aware reply to ``message`` from ``speaker`` (LoCoMo-Plus triggers)."""
+        found = result if result is not None else self.search(space, message, config)
+        context = assemble_context(found)
+        messages = reply_messages(message, context, when, speaker=speaker, listener=listener)
+        out = await self._llm.complete(messages, MemoryReply, stage=STAGE_REPLY, space=space)
+        return Answer(
+            space=space,
+            question=message,
+            answer=out.output.reply.strip(),
+            variant="reply",
+            question_time=when,
+            model=self._llm.model,
+            cached=out.cached,
+            context=context,
+            search=found,
+            tokens=AnswerTokens(
+                evidence=context.evidence_tokens,
+                persona=context.persona_tokens,
+                prompt=_prompt_tokens(messages),
+                llm_input=out.usage.input_tokens,
+                llm_output=out.usage.output_tokens,
+            ),
+        )
