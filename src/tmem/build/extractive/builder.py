@@ -1,0 +1,244 @@
+"""The extractive (no-LLM) build: scenes, topics, atomic items and Entity triggers, session by session.
+
+This is the descriptive half of T-Mem only: no Bridge, Horizon or Scene triggers and no persona. Sessions are the
+unit of work and of checkpointing: each new session is segmented, its scenes join topics online, its substantive
+turns become items with Entity triggers, and everything it produced is written in one transaction together with the
+cursor ``extractive.sessions``. A killed build resumes after the last committed session; a build after more sessions
+were imported processes only those. Session breaks always close scenes in this mode, so old scenes are never
+reopened, and topic centroids are rebuilt from stored memberships in arrival order, so an incremental build takes
+the same decisions as a full one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from tqdm import tqdm
+
+from tmem.build.extractive.cluster import OnlineTopics
+from tmem.build.extractive.items import entity_triggers, is_substantive, item_from_turn
+from tmem.build.extractive.keyphrases import extract_keyphrases
+from tmem.build.extractive.scenes import make_scene, make_topic, topic_id
+from tmem.build.extractive.segment import segment_session
+from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport, StageReport
+from tmem.embed.base import Embedder
+from tmem.errors import BuildError
+from tmem.models import BuildMode, Scene, Session, Topic, TopicSceneLink, Trigger, Turn
+from tmem.store.base import Store
+from tmem.util.text import text_hash
+
+__all__ = ["STATE_CURSOR", "build_extractive", "turn_embedding_text"]
+
+STATE_CURSOR = "extractive.sessions"  # sessions (in seq order) whose extractive nodes are committed
+
+Matrix = npt.NDArray[np.float32]
+
+
+def turn_embedding_text(turn: Turn) -> str:
+    """What a turn's vector encodes: its text, plus the caption of an image it shared."""
+    return turn.text if not turn.caption else f"{turn.text} (image: {turn.caption})"
+
+
+def _embed(store: Store, space: str, embedder: Embedder, texts: Sequence[str]) -> Matrix:
+    """Embed through the store's embedding cache (model id + text hash): a rerun embeds nothing twice."""
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    hashes = [text_hash(t) for t in texts]
+    cached = store.get_embeddings(space, embedder.model_id, hashes)
+    missing: dict[str, str] = {}
+    for h, t in zip(hashes, texts, strict=True):
+        if h not in cached and h not in missing:
+            missing[h] = t
+    if missing:
+        result = embedder.embed(list(missing.values()))
+        if result.vectors.shape != (len(missing), embedder.dim):
+            raise BuildError(
+                f"Embedder {embedder.model_id} returned shape {result.vectors.shape} for {len(missing)} texts; "
+                "check the embedding model configuration."
+            )
+        fresh = {h: result.vectors[i].astype(np.float32) for i, h in enumerate(missing)}
+        store.put_embeddings(space, embedder.model_id, fresh)
+        cached.update(fresh)
+    return np.stack([cached[h] for h in hashes]).astype(np.float32)
+
+
+def _scene_vector(turn_vectors: Matrix) -> Matrix:
+    mean = turn_vectors.astype(np.float64).mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    unit: Matrix = (mean / norm if norm > 0 else mean).astype(np.float32)
+    return unit
+
+
+@dataclass
+class _Counters:
+    scenes: StageReport = field(default_factory=lambda: StageReport(stage="segment"))
+    topics: StageReport = field(default_factory=lambda: StageReport(stage="topics"))
+    items: StageReport = field(default_factory=lambda: StageReport(stage="items"))
+    triggers: StageReport = field(default_factory=lambda: StageReport(stage="triggers"))
+
+    def all(self) -> list[StageReport]:
+        return [self.scenes, self.topics, self.items, self.triggers]
+
+
+class _Run:
+    """State of one build call over one space."""
+
+    def __init__(self, store: Store, space: str, embedder: Embedder) -> None:
+        self.store = store
+        self.space = space
+        self.embedder = embedder
+        self.speakers = list(store.get_space(space).speakers)
+        self.turns_by_session: dict[str, list[Turn]] = {}
+        for t in store.turns(space):
+            self.turns_by_session.setdefault(t.session_id, []).append(t)
+        self.turn_by_id = {t.id: t for ts in self.turns_by_session.values() for t in ts}
+        self.scenes = store.scenes(space)
+        self.clusters = OnlineTopics()
+        self.c = _Counters()
+
+    def restore_topics(self) -> None:
+        """Rebuild the online clustering state from the stored topics and memberships."""
+        topics = self.store.topics(self.space)
+        if not topics:
+            return
+        scene_seq = {s.id: s.seq for s in self.scenes}
+        members: dict[str, list[str]] = {t.id: [] for t in topics}
+        for link in self.store.topic_links(self.space):
+            if link.topic_id not in members or link.scene_id not in scene_seq:
+                raise BuildError(
+                    f"Space {self.space!r} holds a topic link {link.topic_id} -> {link.scene_id} to a missing "
+                    f"record; run `tmem check {self.space}` and rebuild the space."
+                )
+            members[link.topic_id].append(link.scene_id)
+        member_ids = {sid for m in members.values() for sid in m}
+        vectors = self.scene_vectors([s for s in self.scenes if s.id in member_ids])
+        for topic in sorted(topics, key=lambda t: t.seq):
+            ordered = sorted(members[topic.id], key=lambda sid: scene_seq[sid])
+            self.clusters.restore(topic.id, topic.seq, [(sid, vectors[sid]) for sid in ordered])
+
+    def scene_vectors(self, scenes: Sequence[Scene]) -> dict[str, Matrix]:
+        """Each scene's vector (the normalised mean of its turns' vectors; turn vectors come from the cache)."""
+        texts = [turn_embedding_text(self.turn_by_id[tid]) for s in scenes for tid in s.turn_ids]
+        vecs = _embed(self.store, self.space, self.embedder, texts)
+        out: dict[str, Matrix] = {}
+        row = 0
+        for scene in scenes:
+            out[scene.id] = _scene_vector(vecs[row : row + len(scene.turn_ids)])
+            row += len(scene.turn_ids)
+        return out
+
+    def build_session(self, session: Session, cursor: int) -> None:
+        t0 = time.perf_counter()
+        turns = self.turns_by_session.get(session.id, [])
+        vectors = _embed(self.store, self.space, self.embedder, [turn_embedding_text(t) for t in turns])
+        ranges = segment_session(vectors)
+        next_seq = max((s.seq for s in self.scenes), default=-1) + 1
+        new_scenes = [
+            make_scene(turns[a:b], vectors[a:b], next_seq + k, self.speakers) for k, (a, b) in enumerate(ranges)
+        ]
+        self.scenes.extend(new_scenes)
+        t1 = time.perf_counter()
+        before = {t.id for t in self.clusters.topics}
+        links: list[TopicSceneLink] = []
+        touched: set[str] = set()
+        for scene, (a, b) in zip(new_scenes, ranges, strict=True):
+            for topic in self.clusters.assign(scene.id, _scene_vector(vectors[a:b]), topic_id(scene.id)):
+                links.append(TopicSceneLink(topic_id=topic.id, scene_id=scene.id))
+                touched.add(topic.id)
+        topics = self._topics(touched)
+        t2 = time.perf_counter()
+        scene_of_turn = {tid: s.id for s in new_scenes for tid in s.turn_ids}
+        session_phrases = {
+            k.text.lower(): k
+            for k in extract_keyphrases(
+                [t.text + (f"\n{t.caption}" if t.caption else "") for t in turns], exclude=self.speakers
+            )
+        }
+        items = [item_from_turn(t, scene_of_turn[t.id]) for t in turns if is_substantive(t)]
+        t3 = time.perf_counter()
+        triggers: list[Trigger] = []
+        for item in items:
+            turn = self.turn_by_id[item.turn_ids[0]]
+            triggers.extend(entity_triggers(item, turn, session_phrases, self.speakers))
+        t4 = time.perf_counter()
+        with self.store.transaction():
+            self.store.put_scenes(self.space, new_scenes)
+            self.store.put_topics(self.space, topics)
+            self.store.link_topics(self.space, links)
+            self.store.put_items(self.space, items)
+            self.store.put_triggers(self.space, triggers)
+            self.store.set_state(self.space, STATE_CURSOR, str(cursor))
+        t5 = time.perf_counter()
+        opened = sum(1 for t in topics if t.id not in before)
+        self.c.scenes.created += len(new_scenes)
+        self.c.topics.created += opened
+        self.c.topics.updated += len(topics) - opened
+        self.c.items.created += len(items)
+        self.c.triggers.created += len(triggers)
+        self.c.scenes.seconds += t1 - t0 + (t5 - t4)  # the write is counted with segmentation
+        self.c.topics.seconds += t2 - t1
+        self.c.items.seconds += t3 - t2
+        self.c.triggers.seconds += t4 - t3
+
+    def _topics(self, touched: set[str]) -> list[Topic]:
+        """Records of every topic that gained a scene, relabelled over all its members."""
+        by_id = {s.id: s for s in self.scenes}
+        out: list[Topic] = []
+        for state in self.clusters.topics:
+            if state.id not in touched:
+                continue
+            member_turns = [self.turn_by_id[tid] for sid in state.members for tid in by_id[sid].turn_ids]
+            out.append(make_topic(state.id, state.seq, member_turns, self.speakers))
+        return out
+
+
+async def build_extractive(store: Store, space: str, *, embedder: Embedder, progress: bool = False) -> BuildReport:
+    """Build (or extend) the extractive memory of ``space``: only sessions not yet covered are processed.
+
+    Raises BuildError when the space already holds an LLM-built memory (the two modes are not mixed).
+    """
+    started = time.perf_counter()
+    mode = store.get_state(space, STATE_MODE)
+    run = _Run(store, space, embedder)
+    if mode == BuildMode.LLM.value or any(s.mode is not BuildMode.EXTRACTIVE for s in run.scenes):
+        raise BuildError(
+            f"Space {space!r} was built with an LLM; the extractive mode does not extend it. Build it with the "
+            "configured LLM, or delete the space, import it again and build with --llm none."
+        )
+    sessions = store.sessions(space)
+    cursor = int(store.get_state(space, STATE_CURSOR) or 0)
+    if cursor > len(sessions):
+        raise BuildError(
+            f"Space {space!r} records {cursor} built sessions but holds {len(sessions)}; delete and rebuild it."
+        )
+    run.c.scenes.skipped = cursor
+    run.restore_topics()
+    todo = sessions[cursor:]
+    bar = tqdm(total=len(todo), desc=f"extractive {space}", unit="session", disable=not progress)
+    try:
+        for offset, session in enumerate(todo):
+            run.build_session(session, cursor + offset + 1)
+            bar.update(1)
+    finally:
+        bar.close()
+    store.set_state(space, STATE_MODE, BuildMode.EXTRACTIVE.value)
+    store.set_state(space, STATE_SESSIONS, str(len(sessions)))
+    counts = {
+        "scenes": len(store.scenes(space)),
+        "topics": len(store.topics(space)),
+        "topic_links": len(store.topic_links(space)),
+        "items": len(store.items(space)),
+        "triggers": len(store.triggers(space)),
+    }
+    return BuildReport(
+        space=space,
+        mode=BuildMode.EXTRACTIVE.value,
+        stages=run.c.all(),
+        seconds=time.perf_counter() - started,
+        descriptive_only=True,
+        counts=counts,
+    )

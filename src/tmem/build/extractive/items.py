@@ -1,0 +1,138 @@
+"""Atomic items and Entity triggers from single turns, without a model.
+
+Substantive rule: a turn yields an item when its text and image caption together hold at least
+``MIN_CONTENT_WORDS`` distinct content words (words that are neither stopwords nor conversational fillers, see
+:data:`tmem.build.extractive.keyphrases.STOPWORDS`). "Hey Mel! Good to see you!" has none and is skipped; "I went to
+a LGBTQ support group yesterday" has five and is kept.
+
+Item text format (self-contained, so that it reads correctly out of context)::
+
+    On 8 May 2023, Caroline said: "I went to a LGBTQ support group yesterday [7 May 2023] and it was so
+    powerful." Caroline shared an image: a photo of a dog walking past a wall with a painting of a woman.
+
+- the prefix names the date the turn was said (the turn time from the conversation) and the speaker;
+- the turn text is quoted verbatim, with each relative date expression followed by its absolute resolution in
+  square brackets;
+- an image caption, when present, follows as its own sentence.
+
+``Item.date`` is the start of the first resolved expression (the date the fact refers to) or, when the turn holds no
+relative expression, the date it was said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tmem.build.extractive.dates import ResolvedDate, format_day, resolve_relative_dates
+from tmem.build.extractive.keyphrases import Keyphrase, content_words, extract_keyphrases
+from tmem.models import BuildMode, Item, ItemKind, Trigger, TriggerFamily, TriggerView, Turn
+from tmem.util.text import text_hash
+
+__all__ = [
+    "MAX_ENTITY_TRIGGERS",
+    "MIN_CONTENT_WORDS",
+    "entity_triggers",
+    "is_substantive",
+    "item_from_turn",
+    "item_id",
+    "render_item_text",
+]
+
+MIN_CONTENT_WORDS = 3
+MAX_ENTITY_TRIGGERS = 4
+
+
+def item_id(turn_id: str) -> str:
+    return "xi-" + text_hash(turn_id)[:16]
+
+
+def trigger_id(host_id: str, group: int) -> str:
+    return "xe-" + text_hash(f"{host_id}|{group}")[:16]
+
+
+def is_substantive(turn: Turn) -> bool:
+    words = set(content_words(turn.text))
+    if turn.caption:
+        words |= set(content_words(turn.caption))
+    return len(words) >= MIN_CONTENT_WORDS
+
+
+def _annotate(text: str, resolved: Sequence[ResolvedDate]) -> str:
+    out: list[str] = []
+    pos = 0
+    for r in resolved:
+        out.append(text[pos : r.end_char])
+        out.append(f" [{r.label}]")
+        pos = r.end_char
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def render_item_text(turn: Turn) -> tuple[str, list[ResolvedDate]]:
+    """The self-contained item text of a turn and the date expressions it resolved."""
+    said = turn.time.date()
+    body = " ".join(turn.text.split())
+    resolved = resolve_relative_dates(body, said)
+    text = f'On {format_day(said)}, {turn.speaker} said: "{_annotate(body, resolved)}"'
+    if turn.caption:
+        caption = " ".join(turn.caption.split()).rstrip(".")
+        text += f" {turn.speaker} shared an image: {caption}."
+    return text, resolved
+
+
+def item_from_turn(turn: Turn, scene_id: str) -> Item:
+    text, resolved = render_item_text(turn)
+    fact_date = resolved[0].start if resolved else turn.time.date()
+    return Item(
+        id=item_id(turn.id),
+        text=text,
+        kind=ItemKind.ATOMIC,
+        scene_ids=[scene_id],
+        topic_id=None,
+        speaker=turn.speaker,
+        date=fact_date.isoformat(),
+        turn_ids=[turn.id],
+        seq=turn.seq,
+        mode=BuildMode.EXTRACTIVE,
+    )
+
+
+def entity_triggers(
+    item: Item, turn: Turn, session_phrases: dict[str, Keyphrase], speakers: Sequence[str]
+) -> list[Trigger]:
+    """Entity triggers of an item: its names first, then its best keyphrases (scored over the whole session).
+
+    ``session_phrases`` maps a lower-cased phrase to its keyphrase record computed over the turn's session, so that a
+    phrase the session keeps returning to outranks a passing one. At most :data:`MAX_ENTITY_TRIGGERS` per item.
+    """
+    texts = [turn.text] + ([turn.caption] if turn.caption else [])
+    local = extract_keyphrases(texts, exclude=speakers)
+    ranked: list[tuple[int, float, int, str, bool]] = []
+    for k in local:
+        key = k.text.lower()
+        session = session_phrases.get(key)
+        is_name = session.is_name if session is not None else k.is_name
+        score = session.score if session is not None else k.score
+        ranked.append((0 if is_name else 1, -score, k.first_pos, k.text, is_name))
+    ranked.sort()
+    triggers: list[Trigger] = []
+    seen: set[str] = set()
+    for _, _, _, phrase, is_name in ranked:
+        if phrase.lower() in seen:
+            continue
+        seen.add(phrase.lower())
+        group = len(triggers)
+        triggers.append(
+            Trigger(
+                id=trigger_id(item.id, group),
+                family=TriggerFamily.ENTITY,
+                host_kind="item",
+                host_id=item.id,
+                group=group,
+                fields={"concept": phrase, "source": "name" if is_name else "keyphrase"},
+                views=[TriggerView(name="concept", text=phrase)],
+            )
+        )
+        if len(triggers) == MAX_ENTITY_TRIGGERS:
+            break
+    return triggers
