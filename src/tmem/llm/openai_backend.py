@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -88,11 +89,12 @@ class OpenAIBackend:
                 if not _is_transient_status(exc.status_code):
                     raise LLMError(_explain(exc, request.model, self.base_url)) from exc
                 retries = await self._backoff(retries, exc, _retry_after(exc))
-            except (openai.APIConnectionError, openai.APIResponseValidationError) as exc:
+            except (openai.APIConnectionError, openai.APIResponseValidationError, json.JSONDecodeError) as exc:
                 # APIConnectionError covers timeouts (APITimeoutError) and dropped or refused connections: the
                 # request may never have reached the model, and a new connection usually succeeds.
-                # APIResponseValidationError: the body was cut off or garbled on the way (a proxy or a dropped
-                # stream), not a statement by the model; sending again is safe because requests are idempotent.
+                # APIResponseValidationError / JSONDecodeError (the SDK lets the latter through when a 200 body is
+                # not JSON): the HTTP body was cut off or replaced on the way (a proxy or gateway page, a dropped
+                # stream) - not a statement by the model; sending again is safe because requests are idempotent.
                 retries = await self._backoff(retries, exc, None)
             else:
                 return _reply(completion, request.model)
@@ -189,7 +191,7 @@ def _explain(exc: openai.APIStatusError, model: str, base_url: str) -> str:
         )
     else:
         hint = f"check the server at {base_url}"
-    return f"The LLM server refused the request: HTTP {status}: {message}. {hint.capitalize()}."
+    return f"The LLM server refused the request: HTTP {status}: {message}. {hint[0].upper()}{hint[1:]}."
 
 
 def _reply(completion: ChatCompletion, model: str) -> ChatReply:
