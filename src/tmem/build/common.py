@@ -1,0 +1,184 @@
+"""Helpers shared by the LLM construction stages: prompt templates, data fencing, date formatting, stable ids and
+the bounded, batch-aware way a stage runs its independent requests."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any, TypeVar
+
+from tqdm import tqdm
+
+from tmem.build.report import StageReport
+from tmem.errors import BatchPending, BuildError
+from tmem.llm.base import LLM, LLMResult, Message
+from tmem.models import Turn
+from tmem.util.text import text_hash
+
+T = TypeVar("T")
+M = TypeVar("M")
+
+_USER_MARK = "<<<USER>>>"
+
+
+@cache
+def _template(name: str) -> tuple[Template, Template]:
+    text = resources.files("tmem.build").joinpath("prompts", name).read_text(encoding="utf-8")
+    if _USER_MARK not in text:
+        raise BuildError(f"Prompt template {name} lacks the {_USER_MARK} line separating system and user parts")
+    system, user = text.split(_USER_MARK, 1)
+    return Template(system.strip() + "\n"), Template(user.strip() + "\n")
+
+
+def render(name: str, **values: object) -> list[Message]:
+    """System + user messages from ``prompts/<name>``; ``$placeholders`` are filled, unknown ones raise."""
+    system, user = _template(name)
+    data = {k: str(v) for k, v in values.items()}
+    return [
+        Message(role="system", content=system.substitute(data)),
+        Message(role="user", content=user.substitute(data)),
+    ]
+
+
+def fmt_date(when: datetime) -> str:
+    """'8 May 2023' (no leading zero, no clock)."""
+    return f"{when.day} {when.strftime('%B %Y')}"
+
+
+def fmt_time(when: datetime) -> str:
+    """'8 May 2023, 13:56'."""
+    return f"{fmt_date(when)}, {when.strftime('%H:%M')}"
+
+
+def fmt_span(start: datetime, end: datetime) -> str:
+    if start.date() == end.date():
+        return fmt_date(start)
+    return f"{fmt_date(start)} to {fmt_date(end)}"
+
+
+def fmt_turn(turn: Turn) -> str:
+    """One turn as the model reads it: ``[D1:3] 8 May 2023, 13:56 · Caroline: text [image: caption]``."""
+    line = f"[{turn.id}] {fmt_time(turn.time)} · {turn.speaker}: {_one_line(turn.text)}"
+    if turn.caption:
+        line += f" [shares an image: {_one_line(turn.caption)}]"
+    return line
+
+
+def fmt_turns(turns: Sequence[Turn], *, show_sessions: bool = True) -> str:
+    """Turns in order; a session change is shown as a marker line (evidence, not a rule)."""
+    lines: list[str] = []
+    session: str | None = None
+    for turn in turns:
+        if show_sessions and turn.session_id != session:
+            lines.append(f"--- {turn.session_id} (from {fmt_time(turn.time)}) ---")
+            session = turn.session_id
+        lines.append(fmt_turn(turn))
+    return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def stable_id(prefix: str, *parts: str) -> str:
+    """Id derived from content only: reruns and resumed builds produce the same ids."""
+    return f"{prefix}_{text_hash(chr(31).join(parts))[:16]}"
+
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def check_iso_date(value: str | None, where: str) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if not _ISO_DATE.match(value):
+        raise ValueError(f"{where}: date {value!r} must be an ISO date YYYY-MM-DD (or null when unknown)")
+    try:
+        datetime.strptime(value, "%Y-%m-%d")
+    except ValueError as exc:
+        raise ValueError(f"{where}: date {value!r} is not a calendar date") from exc
+    return value
+
+
+def chunks(seq: Sequence[T], size: int) -> list[list[T]]:
+    return [list(seq[i : i + size]) for i in range(0, len(seq), size)]
+
+
+@dataclass
+class StageRun:
+    """Book-keeping of one stage run: the report, the progress bar and the batch-pending collection."""
+
+    stage: str
+    llm: LLM
+    space: str
+    concurrency: int
+    progress: bool
+    report: StageReport = field(init=False)
+    pending: list[BatchPending] = field(default_factory=list)
+    _bar: tqdm[Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.report = StageReport(stage=self.stage)
+        self._sem = asyncio.Semaphore(self.concurrency)
+
+    def start(self, total: int) -> None:
+        enabled = self.progress and sys.stderr.isatty()
+        self._bar = tqdm(total=total, desc=self.stage, file=sys.stderr, disable=not enabled, leave=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    async def ask(self, messages: list[Message], output_model: type[M]) -> LLMResult[M]:  # type: ignore[type-var]
+        """One request, counted in the report. BatchPending propagates (see :meth:`gather`)."""
+        async with self._sem:
+            result: LLMResult[M] = await self.llm.complete(  # type: ignore[type-var]
+                messages, output_model, stage=self.stage, space=self.space
+            )
+        if result.cached:
+            self.report.cached_calls += 1
+        else:
+            self.report.llm_calls += 1
+        return result
+
+    def advance(self, n: int = 1) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+
+    async def gather(self, jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+        """Run independent jobs with bounded concurrency; results in job order.
+
+        In batch mode every job whose request is uncached raises BatchPending; all jobs still run so that the stage
+        writes ALL its currently independent requests, then one BatchPending is raised for the stage.
+        """
+
+        async def guarded(job: Callable[[], Awaitable[T]]) -> T | None:
+            try:
+                result = await job()
+                self.advance(1)
+                return result
+            except BatchPending as exc:  # collected: the stage exports every pending request at once
+                self.pending.append(exc)
+                return None
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(guarded(job)) for job in jobs]
+        except BaseExceptionGroup as failed:  # a real failure cancels the stage's other requests; surface the first
+            first = failed.exceptions[0]
+            if len(failed.exceptions) > 1:
+                first.add_note(f"{len(failed.exceptions) - 1} more request(s) of stage {self.stage} failed too")
+            raise first from None
+        results = [task.result() for task in tasks]
+        if self.pending:
+            raise self.pending[0]
+        return [r for r in results if r is not None]

@@ -1,0 +1,305 @@
+"""Item extraction per topic (paper §3.2.2).
+
+One call per topic label over its new scenes returns atomic items (one source scene) and connected items (several
+source scenes) in the same response. Only topics that gained scenes since the last build are read; the extractor
+sees the topic's earlier scenes and existing items, so it adds new facts only and marks a changed fact as updating
+the older item (recorded as ``supersedes`` / ``superseded_by``). A topic with more than ``item_scenes_per_call`` new
+scenes is read chunk by chunk, in order, each chunk seeing the items of the previous ones.
+
+Item ids derive from kind, normalised text and source scenes, so a fact produced twice (by two topics sharing a
+scene, or by a rerun) is stored once; the first topic (in topic order) to produce it owns it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tmem.build.common import StageRun, check_iso_date, chunks, fmt_span, fmt_turns, render, stable_id
+from tmem.build.options import BuildOptions
+from tmem.build.revert import load_covered, save_covered
+from tmem.llm.base import Message
+from tmem.models import BuildMode, Item, ItemKind, Scene, Topic, Turn
+from tmem.store.base import Store
+
+STAGE = "items"
+
+
+class AtomicItemOut(BaseModel):
+    text: str = Field(description="One self-contained fact naming its people, with absolute dates.")
+    speaker: str | None = Field(description="The speaker the fact is about, exactly as in the dialogue, or null.")
+    date: str | None = Field(description="ISO date YYYY-MM-DD the fact refers to; null only for timeless facts.")
+    scene: str = Field(description="Reference of the one new source scene, e.g. 'S4'.")
+    turns: list[str] = Field(description="Ids of the turns stating the fact, e.g. ['D3:7'].")
+    updates: str | None = Field(description="Reference of the existing item this fact changes, e.g. 'E2', or null.")
+
+
+class ConnectedItemOut(BaseModel):
+    text: str = Field(description="One self-contained statement linking facts of several scenes, with dates.")
+    speaker: str | None = Field(description="The speaker the statement is about, or null.")
+    date: str | None = Field(description="ISO date YYYY-MM-DD of the latest fact it links, or null.")
+    scenes: list[str] = Field(description="References of all source scenes (two or more, at least one new).")
+    turns: list[str] = Field(description="Ids of the turns of the new scenes that support it.")
+    updates: str | None = Field(description="Reference of the existing item this statement changes, or null.")
+
+
+class ItemReply(BaseModel):
+    atomic_items: list[AtomicItemOut] = Field(description="Facts of one new scene each.")
+    connected_items: list[ConnectedItemOut] = Field(description="Statements linking two or more scenes.")
+
+
+@dataclass(frozen=True)
+class ExtractionRequest:
+    """One call's view: scenes by reference, which are new, existing items by reference, the speakers."""
+
+    topic: Topic
+    old: list[Scene]
+    new: list[Scene]
+    existing: list[Item]
+    speakers: list[str]
+    scene_refs: dict[str, Scene] = field(init=False)
+    item_refs: dict[str, Item] = field(init=False)
+
+    def __post_init__(self) -> None:
+        shown = sorted([*self.old, *self.new], key=lambda s: s.seq)
+        object.__setattr__(self, "scene_refs", {f"S{n + 1}": s for n, s in enumerate(shown)})
+        object.__setattr__(self, "item_refs", {f"E{n + 1}": it for n, it in enumerate(self.existing)})
+
+    def ref_of(self, scene: Scene) -> str:
+        return next(ref for ref, s in self.scene_refs.items() if s.id == scene.id)
+
+    @property
+    def new_refs(self) -> list[str]:
+        return [self.ref_of(s) for s in self.new]
+
+
+@dataclass(frozen=True)
+class Extracted:
+    kind: ItemKind
+    text: str
+    speaker: str | None
+    date: str | None
+    scene_ids: list[str]
+    turn_ids: list[str]
+    updates: str | None  # id of the existing item it supersedes
+
+
+def _norm_ref(ref: str) -> str:
+    return ref.strip().strip("[]").upper()
+
+
+def _name_in(speaker: str, text: str) -> bool:
+    first = speaker.split()[0] if speaker.split() else speaker
+    return re.search(rf"\b{re.escape(first)}", text, flags=re.IGNORECASE) is not None
+
+
+def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
+    """Validate a reply against its request; raises ValueError the model can act on."""
+    new_ids = {s.id for s in req.new}
+    out: list[Extracted] = []
+
+    def common(
+        where: str,
+        text: str,
+        speaker: str | None,
+        date: str | None,
+        updates: str | None,
+        scene_refs: list[str],
+        turns: list[str],
+        kind: ItemKind,
+    ) -> Extracted:
+        if not text.strip():
+            raise ValueError(f"{where}.text is empty")
+        if speaker is not None and speaker not in req.speakers:
+            raise ValueError(f"{where}.speaker {speaker!r} is not one of {req.speakers} (or null)")
+        if speaker is not None and not _name_in(speaker, text):
+            raise ValueError(f"{where}.text must name {speaker} (items are read without the dialogue)")
+        iso = check_iso_date(date, f"{where}")
+        scenes: list[Scene] = []
+        for ref in scene_refs:
+            scene = req.scene_refs.get(_norm_ref(ref))
+            if scene is None:
+                raise ValueError(f"{where}: scene {ref!r} is not one of {list(req.scene_refs)}")
+            if scene not in scenes:
+                scenes.append(scene)
+        if kind is ItemKind.ATOMIC and scenes[0].id not in new_ids:
+            raise ValueError(f"{where}: scene {scene_refs[0]} is not new; extract from the new scenes {req.new_refs}")
+        if kind is ItemKind.CONNECTED:
+            if len(scenes) < 2:
+                raise ValueError(f"{where}: a connected item needs two or more distinct scenes")
+            if not new_ids & {s.id for s in scenes}:
+                raise ValueError(f"{where}: a connected item must draw on at least one new scene {req.new_refs}")
+        allowed = {tid for s in scenes for tid in s.turn_ids}
+        turn_ids = [t.strip().strip("[]") for t in turns]
+        bad = [t for t in turn_ids if t not in allowed]
+        if bad or not turn_ids:
+            raise ValueError(
+                f"{where}.turns {turns} must list ids of turns of its source scene(s)"
+                + (f"; unknown: {bad}" if bad else "")
+            )
+        target = None
+        if updates is not None:
+            old = req.item_refs.get(_norm_ref(updates))
+            if old is None:
+                raise ValueError(f"{where}.updates {updates!r} is not an existing item ({list(req.item_refs)} or null)")
+            target = old.id
+        return Extracted(
+            kind, " ".join(text.split()), speaker, iso, [s.id for s in scenes], list(dict.fromkeys(turn_ids)), target
+        )
+
+    for n, a in enumerate(reply.atomic_items):
+        out.append(
+            common(f"atomic_items[{n}]", a.text, a.speaker, a.date, a.updates, [a.scene], a.turns, ItemKind.ATOMIC)
+        )
+    for n, c in enumerate(reply.connected_items):
+        out.append(
+            common(f"connected_items[{n}]", c.text, c.speaker, c.date, c.updates, c.scenes, c.turns, ItemKind.CONNECTED)
+        )
+    return out
+
+
+def reply_model(req: ExtractionRequest) -> type[ItemReply]:
+    class CheckedItemReply(ItemReply):
+        model_config = ConfigDict(title="ItemReply")
+
+        @model_validator(mode="after")
+        def _against_request(self) -> Self:
+            check_reply(self, req)
+            return self
+
+    CheckedItemReply.__name__ = CheckedItemReply.__qualname__ = "ItemReply"
+    return CheckedItemReply
+
+
+def messages_for(req: ExtractionRequest, turns: dict[str, Turn]) -> list[Message]:
+    old = (
+        "\n".join(f"[{req.ref_of(s)}] {fmt_span(s.start, s.end)} · {s.title}: {s.summary}" for s in req.old) or "(none)"
+    )
+    existing = (
+        "\n".join(f"[{ref}] {it.text}" + (f" ({it.date})" if it.date else "") for ref, it in req.item_refs.items())
+        or "(none)"
+    )
+    blocks = []
+    for s in req.new:
+        body = fmt_turns([turns[t] for t in s.turn_ids])
+        blocks.append(
+            f"[{req.ref_of(s)}] (new) {fmt_span(s.start, s.end)} · {s.title}\nNarrative: {s.narrative}\nTurns:\n{body}"
+        )
+    return render(
+        "items.md",
+        speakers=" and ".join(req.speakers) if req.speakers else "its speakers",
+        topic=f"{req.topic.label}: {req.topic.description}" if req.topic.description else req.topic.label,
+        old_scenes=old,
+        existing=existing,
+        new_scenes="\n\n".join(blocks),
+        new_refs=", ".join(req.new_refs),
+    )
+
+
+def item_id(kind: ItemKind, text: str, scene_ids: Sequence[str]) -> str:
+    return stable_id("i", kind.value, " ".join(text.casefold().split()), *sorted(scene_ids))
+
+
+@dataclass
+class TopicResult:
+    topic: Topic
+    items: list[Item]
+    supersede: dict[str, str]  # old item id -> new item id
+    covered: list[str]
+
+
+async def _extract_topic(
+    run: StageRun,
+    topic: Topic,
+    old: list[Scene],
+    new: list[Scene],
+    existing: list[Item],
+    speakers: list[str],
+    turns: dict[str, Turn],
+    options: BuildOptions,
+) -> TopicResult:
+    produced: list[Item] = []
+    supersede: dict[str, str] = {}
+    seen = {it.id for it in existing}
+    for part in chunks(new, options.item_scenes_per_call):
+        active = [it for it in [*existing, *produced] if it.id not in supersede and it.superseded_by is None]
+        shown = active[-options.item_existing_max :] if options.item_existing_max else []
+        req = ExtractionRequest(topic=topic, old=list(old), new=part, existing=shown, speakers=speakers)
+        result = await run.ask(messages_for(req, turns), reply_model(req))
+        for ex in check_reply(result.output, req):
+            iid = item_id(ex.kind, ex.text, ex.scene_ids)
+            if iid in seen:
+                continue  # the same fact again: duplicates are not re-added
+            seen.add(iid)
+            produced.append(
+                Item(
+                    id=iid,
+                    text=ex.text,
+                    kind=ex.kind,
+                    scene_ids=ex.scene_ids,
+                    topic_id=topic.id,
+                    speaker=ex.speaker,
+                    date=ex.date,
+                    supersedes=ex.updates,
+                    turn_ids=ex.turn_ids,
+                    mode=BuildMode.LLM,
+                )
+            )
+            if ex.updates is not None:
+                supersede.setdefault(ex.updates, iid)
+        old = [*old, *part]
+    return TopicResult(topic, produced, supersede, [s.id for s in new])
+
+
+async def run_items(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
+    """Extract items for every topic that gained scenes since its last extraction."""
+    covered = load_covered(store, space)
+    scenes = {s.id: s for s in store.scenes(space)}
+    members: dict[str, list[Scene]] = {}
+    for link in store.topic_links(space):
+        members.setdefault(link.topic_id, []).append(scenes[link.scene_id])
+    all_items = store.items(space)
+    speakers = list(store.get_space(space).speakers) or sorted({t.speaker for t in store.turns(space)})
+    turns = {t.id: t for t in store.turns(space)}
+    jobs = []
+    for topic in store.topics(space):
+        mine = sorted(members.get(topic.id, []), key=lambda s: s.seq)
+        done = set(covered.get(topic.id, []))
+        new = [s for s in mine if s.id not in done]
+        if not new:
+            run.report.skipped += 1
+            continue
+        old = [s for s in mine if s.id in done]
+        existing = [it for it in all_items if it.topic_id == topic.id]
+        jobs.append(partial(_extract_topic, run, topic, old, new, existing, speakers, turns, options))
+    run.start(total=len(jobs))
+    results = await run.gather(jobs)
+    known = {it.id: it for it in all_items}
+    next_seq = max((it.seq for it in all_items), default=-1) + 1
+    changed: list[str] = []
+    for res in results:  # topic order: the first topic to produce a fact owns it
+        for it in res.items:
+            if it.id in known:
+                continue
+            known[it.id] = it.model_copy(update={"seq": next_seq})
+            next_seq += 1
+            changed.append(it.id)
+        for old_id, new_id in res.supersede.items():
+            prior = known.get(old_id)
+            if prior is not None and new_id in known and prior.superseded_by is None:
+                known[old_id] = prior.model_copy(update={"superseded_by": new_id})
+                if old_id not in changed:
+                    changed.append(old_id)
+                    run.report.updated += 1
+        covered[res.topic.id] = sorted(set(covered.get(res.topic.id, [])) | set(res.covered))
+    fresh = [known[i] for i in changed]
+    with store.transaction():
+        store.put_items(space, fresh)
+        save_covered(store, space, covered)
+    run.report.created += len(fresh) - run.report.updated
+    run.close()

@@ -1,0 +1,154 @@
+"""Orchestration of LLM-mode construction: segment -> topics -> items -> item triggers -> scene triggers -> persona.
+
+Checkpoints: every stage derives its to-do list from the store (turns outside scenes, scenes without topics, topics
+with scenes not yet extracted, nodes without triggers) and writes each unit of work in one transaction. Sequential
+stages (segment, topics) write after every call; parallel stages write once all their calls are answered. A build
+killed at any moment and rerun therefore redoes only unwritten work, and every request it repeats is byte-identical
+(stable ordering, content-derived ids), so the LLM layer's cache answers it: no call is paid twice.
+
+Batch protocol: with ``options.batch_out`` the LLM only queues uncached requests; the first stage that meets one
+gathers all its currently independent requests, writes them with :func:`tmem.llm.batch.export_pending` and raises
+:class:`BatchPending`. Import the results (``tmem llm batch-import``) and build again to continue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from tmem.build.common import StageRun
+from tmem.build.items import STAGE as ITEMS_STAGE
+from tmem.build.items import run_items
+from tmem.build.options import BuildOptions
+from tmem.build.persona import STAGE as PERSONA_STAGE
+from tmem.build.persona import run_persona
+from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport
+from tmem.build.revert import STATE_COVERED
+from tmem.build.segment import STAGE as SEGMENT_STAGE
+from tmem.build.segment import STATE_OPEN_TAIL, run_segment
+from tmem.build.topics import STAGE as TOPICS_STAGE
+from tmem.build.topics import run_topics
+from tmem.build.triggers import ITEM_STAGE, SCENE_STAGE, run_item_triggers, run_scene_triggers
+from tmem.embed.base import Embedder
+from tmem.errors import BatchPending, BuildError, ConfigError, InputError
+from tmem.llm.base import LLM
+from tmem.models import BuildMode, TriggerFamily
+from tmem.store.base import Store
+
+StageFn = Callable[[Store, str, StageRun, BuildOptions], Awaitable[None]]
+
+STAGES: tuple[tuple[str, StageFn], ...] = (
+    (SEGMENT_STAGE, run_segment),
+    (TOPICS_STAGE, run_topics),
+    (ITEMS_STAGE, run_items),
+    (ITEM_STAGE, run_item_triggers),
+    (SCENE_STAGE, run_scene_triggers),
+    (PERSONA_STAGE, run_persona),
+)
+
+
+async def build_space(
+    store: Store,
+    space: str,
+    *,
+    llm: LLM | None,
+    embedder: Embedder,
+    options: BuildOptions | None = None,
+    progress: bool = False,
+) -> BuildReport:
+    """Build (or extend) the memory of ``space``; with ``llm=None`` the extractive mode builds it instead.
+
+    With ``options.batch_out`` set, ``llm`` must be a :class:`tmem.llm.service.StructuredLLM`; it is switched to batch
+    mode. Raises BatchPending when requests were written for the batch protocol, BuildError when the space holds a
+    memory of the other mode.
+    """
+    if llm is None:
+        from tmem.build.extractive import build_extractive
+
+        return await build_extractive(store, space, embedder=embedder, progress=progress)
+    options = options or BuildOptions()
+    store.get_space(space)  # NotFoundError naming the known spaces
+    if not store.turns(space):
+        raise InputError(f"Space {space!r} has no turns yet: import sessions first (`tmem import FILE`).")
+    mode = store.get_state(space, STATE_MODE)
+    if mode == BuildMode.EXTRACTIVE.value or any(s.mode is BuildMode.EXTRACTIVE for s in store.scenes(space)):
+        raise BuildError(
+            f"Space {space!r} holds an extractive (no-LLM) memory; the LLM mode does not extend it. Rebuild it with "
+            f"`tmem build {space} --rebuild` (drops the memory, keeps the conversation)."
+        )
+    if options.batch_out is not None:
+        _enable_batch(llm)
+    started = time.perf_counter()
+    report = BuildReport(space=space, mode=BuildMode.LLM.value)
+    for name, stage in STAGES:
+        run = StageRun(stage=name, llm=llm, space=space, concurrency=options.concurrency, progress=progress)
+        t0 = time.perf_counter()
+        try:
+            await stage(store, space, run, options)
+        except BatchPending as pending:
+            raise _export(store, space, name, options, pending) from None
+        finally:
+            run.close()
+            run.report.seconds = time.perf_counter() - t0
+        report.stages.append(run.report)
+    store.set_state(space, STATE_MODE, BuildMode.LLM.value)
+    store.set_state(space, STATE_SESSIONS, str(len(store.sessions(space))))
+    report.seconds = time.perf_counter() - started
+    report.counts = memory_counts(store, space)
+    return report
+
+
+def memory_counts(store: Store, space: str) -> dict[str, int]:
+    items = store.items(space)
+    counts = {
+        "scenes": len(store.scenes(space)),
+        "topics": len(store.topics(space)),
+        "topic_links": len(store.topic_links(space)),
+        "items": len(items),
+        "items_connected": sum(1 for it in items if it.kind.value == "connected"),
+        "items_superseded": sum(1 for it in items if it.superseded_by is not None),
+        "personas": len(store.personas(space)),
+    }
+    for family in TriggerFamily:
+        counts[f"triggers_{family.value}"] = len(store.triggers(space, family=family))
+    return counts
+
+
+def reset_space(store: Store, space: str) -> None:
+    """Drop the built memory of ``space`` (scenes, topics, items, triggers, build state); keep the conversation.
+
+    Personas are overwritten by the next LLM build (the store has no persona delete).
+    """
+    with store.transaction():
+        store.delete_items(space, [it.id for it in store.items(space)])
+        store.delete_scenes(space, [s.id for s in store.scenes(space)])
+        store.delete_topics(space, [t.id for t in store.topics(space)])
+        for key in store.state_keys(space):
+            if key.startswith(("build.", "segment.", "items.", "extractive.")) or key in (
+                STATE_OPEN_TAIL,
+                STATE_COVERED,
+            ):
+                store.set_state(space, key, None)
+
+
+def _enable_batch(llm: LLM) -> None:
+    from tmem.llm.service import StructuredLLM
+
+    if not isinstance(llm, StructuredLLM):
+        raise ConfigError("The batch protocol needs the StructuredLLM of tmem.llm.service (use make_llm).")
+    llm.batch = True
+
+
+def _export(store: Store, space: str, stage: str, options: BuildOptions, first: BatchPending) -> BatchPending:
+    from tmem.llm.batch import export_pending
+
+    assert options.batch_out is not None  # only the batch mode raises BatchPending
+    count = export_pending(store, options.batch_out, space=space)
+    return BatchPending(
+        f"Space {space!r}, stage {stage}: {count} uncached request(s) written to {options.batch_out}. Run them "
+        f"through the OpenAI Batch API (or any offline process), import the results with `tmem llm batch-import "
+        f"RESULTS.jsonl`, then run `tmem build {space}` again to continue.",
+        count=count,
+        stage=stage,
+        path=str(options.batch_out),
+    )

@@ -1,0 +1,52 @@
+"""Undo a provisional scene (the tail a previous build had to close) and everything built on it."""
+
+from __future__ import annotations
+
+import json
+
+from tmem.models import Scene
+from tmem.store.base import Store
+
+STATE_COVERED = "items.covered"  # JSON {topic_id: [scene ids whose items were extracted in that topic]}
+
+
+def load_covered(store: Store, space: str) -> dict[str, list[str]]:
+    raw = store.get_state(space, STATE_COVERED)
+    if raw is None:
+        return {}
+    loaded: dict[str, list[str]] = json.loads(raw)
+    return loaded
+
+
+def save_covered(store: Store, space: str, covered: dict[str, list[str]]) -> None:
+    store.set_state(space, STATE_COVERED, json.dumps({k: covered[k] for k in sorted(covered)}))
+
+
+def revert_scene(store: Store, space: str, scene: Scene) -> None:
+    """Remove ``scene``, its topic links, topics only it belonged to, items citing it (with their triggers, and the
+    supersession marks they set on older items) and its scene triggers. The caller holds a transaction."""
+    items = store.items(space)
+    doomed = {it.id for it in items if scene.id in it.scene_ids}
+    restored = [
+        it.model_copy(update={"superseded_by": None})
+        for it in items
+        if it.id not in doomed and it.superseded_by in doomed
+    ]
+    if restored:
+        store.put_items(space, restored)
+    if doomed:
+        store.delete_items(space, sorted(doomed))
+    links = store.topic_links(space)
+    own = {link.topic_id for link in links if link.scene_id == scene.id}
+    shared = {link.topic_id for link in links if link.scene_id != scene.id}
+    store.delete_scenes(space, [scene.id])
+    orphans = sorted(own - shared)
+    if orphans:
+        store.delete_topics(space, orphans)
+    covered = load_covered(store, space)
+    for topic_id in list(covered):
+        if topic_id in orphans:
+            del covered[topic_id]
+        else:
+            covered[topic_id] = [sid for sid in covered[topic_id] if sid != scene.id]
+    save_covered(store, space, covered)

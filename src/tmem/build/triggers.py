@@ -1,0 +1,244 @@
+"""Trigger instantiation (paper §3.2.3).
+
+- Entity + Bridge, jointly per item: N tuples (concept, bridge situation, one-clause rationale). Tuple g becomes an
+  ENTITY trigger (view ``concept``) and a BRIDGE trigger (views ``bridge`` and ``joint`` = concept | bridge |
+  rationale), both with ``group = g``.
+- Scene + Horizon, jointly per scene (from its narrative): a SCENE trigger with views ``situation``, ``object``,
+  ``event``, ``emotion`` and a HORIZON trigger with views ``horizon:0`` .. ``horizon:n``.
+
+Several items (scenes) share one call to meet the cost target; each node still gets its own triggers. Only nodes
+without triggers are sent, so an incremental build pays for new nodes only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tmem.build.common import StageRun, chunks, fmt_span, render, stable_id
+from tmem.build.options import BuildOptions
+from tmem.llm.base import Message
+from tmem.models import Item, Scene, Trigger, TriggerFamily, TriggerView
+from tmem.store.base import Store
+
+ITEM_STAGE = "triggers.item"
+SCENE_STAGE = "triggers.scene"
+SCENE_VIEWS = ("situation", "object", "event", "emotion")
+
+
+# ------------------------------------------------------------------------------------------- Entity + Bridge
+
+
+class TriggerTuple(BaseModel):
+    concept: str = Field(description="Superordinate concept naming what the item is an instance of, 1 to 6 words.")
+    bridge: str = Field(
+        description="One-sentence future situation, sharing no words with the item, where knowing it would matter."
+    )
+    rationale: str = Field(description="One clause: why the item matters in that situation.")
+
+
+class ItemTriggersOut(BaseModel):
+    item: str = Field(description="The item's reference as given, e.g. 'I1'.")
+    triggers: list[TriggerTuple] = Field(description="Exactly the requested number of distinct triggers.")
+
+
+class ItemTriggerReply(BaseModel):
+    items: list[ItemTriggersOut] = Field(description="One entry per item, in the order given.")
+
+
+def _refs_in_order(got: Sequence[str], refs: Sequence[str], what: str) -> None:
+    cleaned = [g.strip().strip("[]").upper() for g in got]
+    if cleaned != list(refs):
+        raise ValueError(f"{what} must list {list(refs)} once each, in order; got {list(got)}")
+
+
+def check_item_reply(reply: ItemTriggerReply, refs: Sequence[str], n: int) -> None:
+    _refs_in_order([e.item for e in reply.items], refs, "items")
+    for entry in reply.items:
+        if len(entry.triggers) != n:
+            raise ValueError(f"item {entry.item}: write exactly {n} triggers, got {len(entry.triggers)}")
+        for g, tup in enumerate(entry.triggers):
+            for name in ("concept", "bridge", "rationale"):
+                if not getattr(tup, name).strip():
+                    raise ValueError(f"item {entry.item}: triggers[{g}].{name} is empty")
+
+
+def item_reply_model(refs: Sequence[str], n: int) -> type[ItemTriggerReply]:
+    class CheckedItemTriggerReply(ItemTriggerReply):
+        model_config = ConfigDict(title="ItemTriggerReply")
+
+        @model_validator(mode="after")
+        def _against_request(self) -> Self:
+            check_item_reply(self, refs, n)
+            return self
+
+    CheckedItemTriggerReply.__name__ = CheckedItemTriggerReply.__qualname__ = "ItemTriggerReply"
+    return CheckedItemTriggerReply
+
+
+def item_messages(items: Sequence[Item], refs: Sequence[str], n: int) -> list[Message]:
+    lines = [f"[{ref}] {it.text}" for ref, it in zip(refs, items, strict=True)]
+    return render("item_triggers.md", n=n, items="\n".join(lines), count=len(items), refs=", ".join(refs))
+
+
+def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple]) -> list[Trigger]:
+    out: list[Trigger] = []
+    for g, tup in enumerate(tuples):
+        concept, bridge, rationale = (" ".join(x.split()) for x in (tup.concept, tup.bridge, tup.rationale))
+        out.append(
+            Trigger(
+                id=stable_id("tr", item.id, TriggerFamily.ENTITY.value, str(g)),
+                family=TriggerFamily.ENTITY,
+                host_kind="item",
+                host_id=item.id,
+                group=g,
+                fields={"concept": concept},
+                views=[TriggerView(name="concept", text=concept)],
+            )
+        )
+        out.append(
+            Trigger(
+                id=stable_id("tr", item.id, TriggerFamily.BRIDGE.value, str(g)),
+                family=TriggerFamily.BRIDGE,
+                host_kind="item",
+                host_id=item.id,
+                group=g,
+                fields={"concept": concept, "bridge": bridge, "rationale": rationale},
+                views=[
+                    TriggerView(name="bridge", text=bridge),
+                    TriggerView(name="joint", text=f"{concept} | {bridge} | {rationale}"),
+                ],
+            )
+        )
+    return out
+
+
+async def run_item_triggers(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
+    done = {t.host_id for t in store.triggers(space, family=TriggerFamily.ENTITY)}
+    items = store.items(space)
+    todo = [it for it in items if it.id not in done]
+    run.report.skipped += len(items) - len(todo)
+    n = options.item_triggers_n
+
+    async def call(group: list[Item]) -> list[Trigger]:
+        refs = [f"I{k + 1}" for k in range(len(group))]
+        result = await run.ask(item_messages(group, refs, n), item_reply_model(refs, n))
+        return [
+            tr
+            for it, entry in zip(group, result.output.items, strict=True)
+            for tr in item_trigger_records(it, entry.triggers)
+        ]
+
+    groups = chunks(todo, options.items_per_trigger_call)
+    run.start(total=len(groups))
+    results = await run.gather([partial(call, g) for g in groups])
+    records = [tr for batch in results for tr in batch]
+    store.put_triggers(space, records)
+    run.report.created += len(records)
+    run.close()
+
+
+# ------------------------------------------------------------------------------------------- Scene + Horizon
+
+
+class SceneTriggerOut(BaseModel):
+    scene: str = Field(description="The scene's reference as given, e.g. 'S1'.")
+    situation: str = Field(description="One sentence: setting and circumstances (who, where, when, life phase).")
+    object: str = Field(description="One sentence: the main things, people, places or works of the scene.")
+    event: str = Field(description="One sentence: what happened or was decided.")
+    emotion: str = Field(description="One sentence: how the people felt and why.")
+    horizon: list[str] = Field(
+        description="Forward-looking dimensions, one sentence each: future situations, needs or decisions under "
+        "which this scene should come back, even without shared words."
+    )
+
+
+class SceneTriggerReply(BaseModel):
+    scenes: list[SceneTriggerOut] = Field(description="One entry per scene, in the order given.")
+
+
+def check_scene_reply(reply: SceneTriggerReply, refs: Sequence[str], horizon_max: int) -> None:
+    _refs_in_order([e.scene for e in reply.scenes], refs, "scenes")
+    for entry in reply.scenes:
+        for name in SCENE_VIEWS:
+            if not getattr(entry, name).strip():
+                raise ValueError(f"scene {entry.scene}: {name} is empty")
+        dims = [h for h in entry.horizon if h.strip()]
+        if not 2 <= len(dims) <= horizon_max or len(dims) != len(entry.horizon):
+            raise ValueError(
+                f"scene {entry.scene}: horizon needs 2 to {horizon_max} non-empty sentences, got {len(entry.horizon)}"
+            )
+
+
+def scene_reply_model(refs: Sequence[str], horizon_max: int) -> type[SceneTriggerReply]:
+    class CheckedSceneTriggerReply(SceneTriggerReply):
+        model_config = ConfigDict(title="SceneTriggerReply")
+
+        @model_validator(mode="after")
+        def _against_request(self) -> Self:
+            check_scene_reply(self, refs, horizon_max)
+            return self
+
+    CheckedSceneTriggerReply.__name__ = CheckedSceneTriggerReply.__qualname__ = "SceneTriggerReply"
+    return CheckedSceneTriggerReply
+
+
+def scene_messages(scenes: Sequence[Scene], refs: Sequence[str], horizon_max: int) -> list[Message]:
+    blocks = [
+        f"[{ref}] {fmt_span(s.start, s.end)} · {s.title}\n{s.narrative}" for ref, s in zip(refs, scenes, strict=True)
+    ]
+    return render(
+        "scene_triggers.md",
+        horizon_max=horizon_max,
+        scenes="\n\n".join(blocks),
+        count=len(scenes),
+        refs=", ".join(refs),
+    )
+
+
+def scene_trigger_records(scene: Scene, out: SceneTriggerOut) -> list[Trigger]:
+    attrs = {name: " ".join(getattr(out, name).split()) for name in SCENE_VIEWS}
+    dims = {f"horizon:{k}": " ".join(h.split()) for k, h in enumerate(out.horizon)}
+    return [
+        Trigger(
+            id=stable_id("tr", scene.id, TriggerFamily.SCENE.value),
+            family=TriggerFamily.SCENE,
+            host_kind="scene",
+            host_id=scene.id,
+            fields=attrs,
+            views=[TriggerView(name=k, text=v) for k, v in attrs.items()],
+        ),
+        Trigger(
+            id=stable_id("tr", scene.id, TriggerFamily.HORIZON.value),
+            family=TriggerFamily.HORIZON,
+            host_kind="scene",
+            host_id=scene.id,
+            fields=dims,
+            views=[TriggerView(name=k, text=v) for k, v in dims.items()],
+        ),
+    ]
+
+
+async def run_scene_triggers(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
+    done = {t.host_id for t in store.triggers(space, family=TriggerFamily.SCENE)}
+    scenes = store.scenes(space)
+    todo = [s for s in scenes if s.id not in done]
+    run.report.skipped += len(scenes) - len(todo)
+
+    async def call(group: list[Scene]) -> list[Trigger]:
+        refs = [f"S{k + 1}" for k in range(len(group))]
+        result = await run.ask(
+            scene_messages(group, refs, options.horizon_max), scene_reply_model(refs, options.horizon_max)
+        )
+        return [tr for s, out in zip(group, result.output.scenes, strict=True) for tr in scene_trigger_records(s, out)]
+
+    groups = chunks(todo, options.scenes_per_trigger_call)
+    run.start(total=len(groups))
+    results = await run.gather([partial(call, g) for g in groups])
+    records = [tr for batch in results for tr in batch]
+    store.put_triggers(space, records)
+    run.report.created += len(records)
+    run.close()
