@@ -1,0 +1,272 @@
+"""The retrieval cascade of paper §3.4 and the :class:`Retriever` that serves it from a store.
+
+    Stage 1  topic prefilter: BM25 + dense over topic labels, fused by RRF, keep kT topics.
+    Stage 2  scenes admitted to the surviving topics, ranked by BM25 + dense, fused with the scenes reached through
+             Scene and Horizon views (never gated by the prefilter), keep kS.
+    Stage 3  items of the kept scenes ranked by BM25 + dense, fused with the items reached through Entity/Bridge
+             views (union top R, hard cosine gate), keep kI.
+
+Every hit keeps its routes. Choices the paper leaves open are documented in docs/retrieval.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from threading import Lock
+
+import numpy as np
+import numpy.typing as npt
+
+from tmem.embed.base import Embedder
+from tmem.index.space import SpaceIndex, scene_text
+from tmem.index.topk import Mask, Scores, top_k
+from tmem.models import ITEM_FAMILIES, TriggerFamily
+from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.fusion import Fused, Ranked, fuse, gate
+from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
+from tmem.retrieve.types import ItemHit, Route, SceneHit, SearchResult
+from tmem.store.base import Store
+
+Vector = npt.NDArray[np.float32]
+
+
+def _ranked(ids: Sequence[str], scores: Scores, rows: npt.NDArray[np.intp]) -> list[Ranked]:
+    return [Ranked(ids[r], float(scores[r])) for r in rows]
+
+
+def _trigger_route(
+    index: SpaceIndex, families: Sequence[TriggerFamily], qvec: Vector, top: int, threshold: float | None
+) -> list[Ranked]:
+    """Hosts reached through the views of ``families``: host score = NaN-aware max over all those views."""
+    if top <= 0 or not families:
+        return []
+    per_family = {fam: index.views[fam].host_scores(qvec) for fam in families}
+    combined = per_family[families[0]]
+    for fam in families[1:]:
+        combined = np.fmax(combined, per_family[fam])
+    rows = top_k(combined, top)
+    ids = index.ids["item"] if families[0] in ITEM_FAMILIES else index.ids["scene"]
+    out: list[Ranked] = []
+    for r in rows:
+        host = int(r)
+        winner = max(families, key=lambda f: -np.inf if np.isnan(per_family[f][host]) else per_family[f][host])
+        view = index.views[winner].best_view(qvec, host)
+        # the item route unites Entity and Bridge views: its view label names the family that gave the max
+        label = f"{winner.value}:{view}" if winner in ITEM_FAMILIES else view
+        out.append(Ranked(ids[host], float(combined[host]), label))
+    return gate(out, threshold)
+
+
+def _rerank(
+    fused: list[Fused], texts: Callable[[str], str], query: str, reranker: Reranker | None, depth: int
+) -> list[Fused]:
+    """Reorder the best ``depth`` fused hits by the reranker's score (the rest keep their fused order after them)."""
+    if reranker is None or not fused:
+        return fused
+    head, tail = fused[:depth], fused[depth:]
+    scores = reranker.score(query, [texts(f.id) for f in head])
+    order = sorted(range(len(head)), key=lambda n: (-scores[n], n))
+    out = []
+    for rank, n in enumerate(order, start=1):
+        f = head[n]
+        route = Route(name=f"rerank.{reranker.model_id}", rank=rank, score=scores[n])
+        out.append(Fused(f.id, scores[n], [*f.routes, route]))
+    return out + tail
+
+
+def run_cascade(
+    index: SpaceIndex,
+    query: str,
+    qvec: Vector,
+    config: RetrievalConfig,
+    reranker: Reranker | None = None,
+) -> SearchResult:
+    """One search over a built index with an already embedded query."""
+    cfg = config
+    bm25_all = index.bm25.scores(query)
+    n_scenes = len(index.scenes)
+
+    # ---------------- Stage 1: topic prefilter
+    surviving: list[Fused] = []
+    admitted: Mask = np.ones(n_scenes, dtype=np.bool_)
+    if cfg.enabled("TF") and index.topics:
+        t_ids = index.ids["topic"]
+        t_bm = index.bm25_scores("topic", query, bm25_all)
+        t_de = index.dense["topic"].scores(qvec)
+        surviving = fuse(
+            {
+                "topic.bm25": _ranked(t_ids, t_bm, top_k(t_bm, cfg.depth, positive_only=True)),
+                "topic.dense": _ranked(t_ids, t_de, top_k(t_de, cfg.depth)),
+            },
+            cfg.k0,
+        )[: cfg.k_topics]
+        admitted = index.unlinked_scenes.copy() if cfg.admit_unlinked_scenes else np.zeros(n_scenes, np.bool_)
+        for f in surviving:
+            admitted[index.topic_scenes[index.topic_pos[f.id]]] = True
+    surviving_ids = {f.id for f in surviving}
+
+    # ---------------- Stage 2: scenes
+    s_ids = index.ids["scene"]
+    s_bm = index.bm25_scores("scene", query, bm25_all)
+    s_de = index.dense["scene"].scores(qvec)
+    scene_lists: dict[str, list[Ranked]] = {
+        "scene.bm25": _ranked(s_ids, s_bm, top_k(s_bm, cfg.depth, admitted, positive_only=True)),
+        "scene.dense": _ranked(s_ids, s_de, top_k(s_de, cfg.depth, admitted)),
+    }
+    # Trigger routes are never gated by the topic prefilter (the bypass).
+    if cfg.enabled("ST"):
+        scene_lists["scene.trigger.scene"] = _trigger_route(
+            index, (TriggerFamily.SCENE,), qvec, cfg.scene_trigger_top, cfg.scene_trigger_gate
+        )
+    if cfg.enabled("HT"):
+        scene_lists["scene.trigger.horizon"] = _trigger_route(
+            index, (TriggerFamily.HORIZON,), qvec, cfg.scene_trigger_top, cfg.scene_trigger_gate
+        )
+
+    def scene_text_of(sid: str) -> str:
+        return scene_text(index.scenes[index.scene_pos[sid]])
+
+    fused_scenes = _rerank(fuse(scene_lists, cfg.k0), scene_text_of, query, reranker, cfg.rerank_depth)
+    kept_scenes = fused_scenes[: cfg.k_scenes]
+
+    # ---------------- Stage 3: items
+    kept_items: list[Fused] = []
+    if cfg.enabled("IC"):
+        pool: Mask = np.zeros(len(index.items), dtype=np.bool_)
+        for f in kept_scenes:
+            pool[index.scene_items[index.scene_pos[f.id]]] = True
+        i_ids = index.ids["item"]
+        i_bm = index.bm25_scores("item", query, bm25_all)
+        i_de = index.dense["item"].scores(qvec)
+        n_pool = int(pool.sum())
+        item_lists: dict[str, list[Ranked]] = {
+            "item.bm25": _ranked(i_ids, i_bm, top_k(i_bm, max(cfg.depth, n_pool), pool, positive_only=True)),
+            "item.dense": _ranked(i_ids, i_de, top_k(i_de, max(cfg.depth, n_pool), pool)),
+        }
+        if cfg.enabled("ET+BT"):
+            families = tuple(f for f in ITEM_FAMILIES if f in cfg.item_trigger_families)
+            item_lists["item.trigger"] = _trigger_route(index, families, qvec, cfg.item_trigger_top, cfg.gate)
+
+        def item_text_of(iid: str) -> str:
+            return index.items[index.item_pos[iid]].text
+
+        kept_items = _rerank(fuse(item_lists, cfg.k0), item_text_of, query, reranker, cfg.rerank_depth)[: cfg.k_items]
+
+    return _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items)
+
+
+def _result(
+    index: SpaceIndex,
+    query: str,
+    cfg: RetrievalConfig,
+    surviving: list[Fused],
+    surviving_ids: set[str],
+    kept_scenes: list[Fused],
+    kept_items: list[Fused],
+) -> SearchResult:
+    scene_hits: list[SceneHit] = []
+    if cfg.enabled("SL"):
+        for f in kept_scenes:
+            pos = index.scene_pos[f.id]
+            scene = index.scenes[pos]
+            scene_hits.append(
+                SceneHit(
+                    scene=scene,
+                    turns=[index.turns[t] for t in scene.turn_ids if t in index.turns],
+                    score=f.score,
+                    routes=f.routes,
+                    topic_ids=[t for t in index.scene_topics[pos] if t in surviving_ids],
+                )
+            )
+    item_hits: list[ItemHit] = []
+    for f in kept_items:
+        item = index.items[index.item_pos[f.id]]
+        sources = [index.scenes[index.scene_pos[s]] for s in item.scene_ids if s in index.scene_pos]
+        turn_ids = list(item.turn_ids) or [t for s in sources for t in s.turn_ids]
+        item_hits.append(
+            ItemHit(item=item, source_scenes=sources, source_turn_ids=turn_ids, score=f.score, routes=f.routes)
+        )
+    return SearchResult(
+        space=index.space,
+        query=query,
+        preset=cfg.name,
+        scenes=scene_hits,
+        items=item_hits,
+        personas=list(index.personas) if cfg.enabled("PS") else [],
+        topics=[(f.id, f.score) for f in surviving],
+        disabled=sorted(cfg.disabled),
+        descriptive_only=index.descriptive_only,
+    )
+
+
+@dataclass
+class _Cached:
+    fingerprint: tuple[tuple[str, str], ...]
+    index: SpaceIndex
+
+
+class Retriever:
+    """Searches spaces of a store. Each space's index is built once per process and rebuilt only when the space's
+    state keys change (every build writes its checkpoints there) or after :meth:`invalidate`."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        reranker: Reranker | None = None,
+        *,
+        config: RetrievalConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.reranker = reranker
+        self.config = config or RetrievalConfig.preset("paper")
+        self._cache: dict[str, _Cached] = {}
+        self._rerankers: dict[str, Reranker] = {}
+        self._lock = Lock()
+        self.builds = 0  # how many indices this retriever has built (observability and tests)
+
+    def fingerprint(self, space: str) -> tuple[tuple[str, str], ...]:
+        """Cheap change detector: the space's state keys (one small read); every build stage writes its checkpoints
+        and ``build.*`` keys there when it commits nodes."""
+        return tuple(sorted(self.store.state_keys(space).items()))
+
+    def index(self, space: str) -> SpaceIndex:
+        """The space's index, built on first use and whenever its fingerprint changed."""
+        fp = self.fingerprint(space)
+        with self._lock:
+            hit = self._cache.get(space)
+            if hit is not None and hit.fingerprint == fp:
+                return hit.index
+            built = SpaceIndex.from_store(self.store, space, self.embedder)
+            self._cache[space] = _Cached(fp, built)
+            self.builds += 1
+            return built
+
+    def invalidate(self, space: str | None = None) -> None:
+        """Forget the cached index of one space (or all): the next search rebuilds it from the store."""
+        with self._lock:
+            if space is None:
+                self._cache.clear()
+            else:
+                self._cache.pop(space, None)
+
+    def embed_query(self, query: str) -> Vector:
+        vec: Vector = self.embedder.embed([query]).vectors[0]
+        return vec
+
+    def _reranker_for(self, cfg: RetrievalConfig) -> Reranker | None:
+        if self.reranker is not None:
+            return self.reranker
+        if cfg.reranker is None:
+            return None
+        if cfg.reranker not in self._rerankers:
+            self._rerankers[cfg.reranker] = CrossEncoderReranker(cfg.reranker)
+        return self._rerankers[cfg.reranker]
+
+    def search(self, space: str, query: str, config: RetrievalConfig | None = None) -> SearchResult:
+        """Run the cascade for ``query`` in ``space``; the query is embedded exactly once."""
+        cfg = config or self.config
+        index = self.index(space)
+        return run_cascade(index, query, self.embed_query(query), cfg, self._reranker_for(cfg))

@@ -1,0 +1,101 @@
+"""Retrieval settings: budgets, gate, RRF constant, reranker, the paper's seven ablation switches and named presets.
+
+Switches (paper §4.4), each removing exactly its component:
+
+    SL     scene layer: no scene hits are returned as evidence (the cascade still uses scenes to pick items)
+    IC     item channel: no item hits (Stage 3 is skipped)
+    ET+BT  Entity and Bridge triggers: the item trigger route is not queried
+    PS     persona: no persona beside the evidence
+    TF     topic filter: Stage 1 is skipped and every scene is admitted to Stage 2
+    ST     Scene trigger: the scene-trigger route of Stage 2 is not queried
+    HT     Horizon trigger: the horizon route of Stage 2 is not queried
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tmem.errors import ConfigError
+from tmem.models import TriggerFamily
+
+Switch = Literal["SL", "IC", "ET+BT", "PS", "TF", "ST", "HT"]
+SWITCHES: tuple[Switch, ...] = ("SL", "IC", "ET+BT", "PS", "TF", "ST", "HT")
+
+
+class RetrievalConfig(BaseModel):
+    """One retrieval recipe. Budgets accept the paper's names as aliases: ``RetrievalConfig(kT=10, R=5)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str = Field(default="custom", description="Preset name, reported in every SearchResult.")
+    k_topics: int = Field(default=15, ge=1, alias="kT", description="Stage 1: topics kept by the prefilter.")
+    k_scenes: int = Field(default=5, ge=0, alias="kS", description="Stage 2: scenes kept.")
+    k_items: int = Field(default=15, ge=0, alias="kI", description="Stage 3: items kept.")
+    item_trigger_top: int = Field(default=10, ge=0, alias="R", description="Item-trigger union top-R.")
+    gate: float | None = Field(default=0.85, description="Hard cosine gate on the item-trigger route (None: no gate).")
+    k0: int = Field(default=60, ge=0, description="RRF smoothing constant.")
+    depth: int = Field(default=50, ge=1, description="Candidates taken from each BM25 / dense list before fusion.")
+    scene_trigger_top: int = Field(
+        default=10, ge=0, description="Scenes taken from each of the Scene and Horizon trigger routes."
+    )
+    scene_trigger_gate: float | None = Field(
+        default=None, description="Optional cosine gate on the Scene/Horizon routes (the paper gates none)."
+    )
+    item_trigger_families: tuple[TriggerFamily, ...] = Field(
+        default=(TriggerFamily.ENTITY, TriggerFamily.BRIDGE),
+        description="Families whose views make up the item-trigger union.",
+    )
+    admit_unlinked_scenes: bool = Field(
+        default=True, description="Scenes linked to no topic pass the topic filter (else they are unreachable)."
+    )
+    reranker: str | None = Field(
+        default=None, description="CrossEncoder model name or path used when the Retriever has no reranker."
+    )
+    rerank_depth: int = Field(default=20, ge=1, description="Fused candidates per stage handed to the reranker.")
+    disabled: frozenset[Switch] = Field(default_factory=frozenset, description="Ablation switches turned off.")
+
+    def enabled(self, switch: Switch) -> bool:
+        return switch not in self.disabled
+
+    def without(self, *switches: str) -> RetrievalConfig:
+        """A copy with the given components removed, e.g. ``cfg.without("HT", "ST")``."""
+        bad = [s for s in switches if s not in SWITCHES]
+        if bad:
+            raise ConfigError(f"Unknown ablation switch {', '.join(bad)}; use one of {', '.join(SWITCHES)}.")
+        return self.replace(disabled=self.disabled | frozenset(switches))
+
+    def replace(self, **changes: Any) -> RetrievalConfig:
+        """A validated copy with fields changed (field names or the paper's aliases kT, kS, kI, R)."""
+        data = self.model_dump()
+        aliases = {f.alias: name for name, f in type(self).model_fields.items() if f.alias}
+        for key, value in changes.items():
+            data[aliases.get(key, key)] = value
+        return type(self).model_validate(data)
+
+    @classmethod
+    def preset(cls, name: str) -> RetrievalConfig:
+        """A named preset (see :data:`PRESETS`); raises ConfigError naming the known ones."""
+        try:
+            return PRESETS[name]
+        except KeyError:
+            raise ConfigError(f"Unknown retrieval preset {name!r}; choose one of {', '.join(PRESETS)}.") from None
+
+
+_PAPER = RetrievalConfig(name="paper")
+
+PRESETS: dict[str, RetrievalConfig] = {
+    # Appendix E: (kT, kS, kI) = (15, 5, 15), R = 10, gate 0.85, k0 = 60 (calibrated for bge-m3).
+    "paper": _PAPER,
+    # The same cascade with the item-trigger gate lowered for MiniLM, whose cosines sit well below bge-m3's.
+    "minilm": _PAPER.replace(name="minilm", gate=0.6),
+    # The descriptive half only: Entity (not Bridge) views, Scene triggers, no Horizon, no persona.
+    "descriptive": _PAPER.replace(name="descriptive", item_trigger_families=(TriggerFamily.ENTITY,)).without(
+        "HT", "PS"
+    ),
+    # Node indices only: no trigger route at all.
+    "no-triggers": _PAPER.replace(name="no-triggers").without("ET+BT", "ST", "HT"),
+    # Similarity over every scene, no topic prefilter.
+    "no-filter": _PAPER.replace(name="no-filter").without("TF"),
+}
