@@ -1,9 +1,116 @@
-"""CLI commands (placeholder module: its owner fills in commands)."""
+"""``tmem llm cost``, ``tmem llm batch-export`` and ``tmem llm batch-import``.
+
+The ``--json`` shapes are documented in docs/llm.md and are a contract: add keys, never rename or remove them.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
+
+from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.llm.batch import BATCH_URL, export_pending, import_results
+from tmem.llm.cost import CostReport, StageCost, cost_report
+
+
+@click.group("llm")
+def llm_group() -> None:
+    """LLM cost report and the batch protocol (export uncached requests, import results)."""
+
+
+@llm_group.command("cost")
+@click.argument("space", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (documented in docs/llm.md).")
+@pass_app
+def cost_cmd(app: AppContext, space: str | None, as_json: bool) -> None:
+    """Calls and input/output tokens per stage and in total (of SPACE, or of every space)."""
+    store = app.store()
+    if space is not None:
+        store.get_space(space)  # NotFoundError names the known spaces
+    report = cost_report(store, space)
+    if as_json:
+        echo_json(report.model_dump(mode="json"))
+        return
+    click.echo(_cost_table(report))
+
+
+def _cost_table(report: CostReport) -> str:
+    scope = f"space {report.space}" if report.space else "all spaces"
+    if not report.stages:
+        return f"No LLM calls logged for {scope}."
+    header = ("stage", "calls", "cached", "batch", "errors", "input tokens", "output tokens")
+    rows = [_row(s) for s in report.stages]
+    rows.append(_row(report.total))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        first = cells[0].ljust(widths[0])
+        return "  ".join([first, *(c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))])
+
+    lines = [f"LLM cost for {scope} (models: {', '.join(report.models)})", fmt(header)]
+    lines += [fmt(r) for r in rows[:-1]]
+    lines.append("-" * len(fmt(header)))
+    lines.append(fmt(rows[-1]))
+    return "\n".join(lines)
+
+
+def _row(stage: StageCost) -> tuple[str, ...]:
+    return (
+        stage.stage or "(none)",
+        f"{stage.calls:,}",
+        f"{stage.cached_calls:,}",
+        f"{stage.batch_calls:,}",
+        f"{stage.errors:,}",
+        f"{stage.input_tokens:,}",
+        f"{stage.output_tokens:,}",
+    )
+
+
+@llm_group.command("batch-export")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--space", default=None, help="Only the requests of this space (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print {file, requests, space} as JSON.")
+@pass_app
+def batch_export_cmd(app: AppContext, file: Path, space: str | None, as_json: bool) -> None:
+    """Write the pending (uncached) requests to FILE as OpenAI Batch API JSONL."""
+    store = app.store()
+    if space is not None:
+        store.get_space(space)
+    count = export_pending(store, file, space)
+    if as_json:
+        echo_json({"file": str(file), "requests": count, "space": space})
+    elif count == 0:
+        click.echo(f"No pending requests; wrote an empty {file}. Run `tmem build SPACE --batch-out FILE` first.")
+    else:
+        click.echo(
+            f"Wrote {count} request(s) to {file}. Submit it as a batch (endpoint {BATCH_URL}), or run it with any "
+            "offline process, then `tmem llm batch-import RESULTS.jsonl` and rerun the build."
+        )
+
+
+@llm_group.command("batch-import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON.")
+@pass_app
+@click.pass_context
+def batch_import_cmd(ctx: click.Context, app: AppContext, file: Path, as_json: bool) -> None:
+    """Import a Batch API results JSONL into the cache. Exits 1 if any line was bad (the good ones are kept)."""
+    report = import_results(app.store(), file)
+    if as_json:
+        echo_json(report.model_dump(mode="json"))
+    else:
+        click.echo(
+            f"Imported {report.imported} result(s) from {file} ({report.already_imported} already imported, "
+            f"{len(report.bad)} bad line(s)); {report.still_pending} request(s) still pending."
+        )
+        for bad in report.bad:
+            ident = f" (custom_id {bad.custom_id})" if bad.custom_id else ""
+            click.echo(f"Error: line {bad.line}{ident}: {bad.reason}", err=True)
+    if report.bad:
+        ctx.exit(1)
 
 
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the top-level group."""
+    cli.add_command(llm_group)
