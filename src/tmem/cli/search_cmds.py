@@ -1,9 +1,118 @@
-"""CLI commands (placeholder module: its owner fills in commands)."""
+"""``tmem search``: run the retrieval cascade and show what was recalled and why."""
 
 from __future__ import annotations
 
 import click
 
+from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.retrieve.config import SWITCHES, RetrievalConfig
+from tmem.retrieve.types import Route, SearchResult
+
+
+def _route(r: Route) -> str:
+    text = f"{r.name} #{r.rank} ({r.score:.3f}"
+    if r.view:
+        text += f", view {r.view}"
+    if r.gate is not None:
+        text += f", gate {r.gate:g}"
+    return text + ")"
+
+
+def _print(result: SearchResult, explain: bool) -> None:
+    notes = [f"preset {result.preset}"]
+    if result.disabled:
+        notes.append("without " + ",".join(result.disabled))
+    if result.descriptive_only:
+        notes.append("descriptive only: built without an LLM, so no Bridge/Horizon/Scene triggers or persona")
+    click.echo(f"Search in {result.space!r}: {result.query!r} [{'; '.join(notes)}]")
+    if explain and result.topics:
+        click.echo("Topics kept by the prefilter: " + ", ".join(f"{t} ({s:.4f})" for t, s in result.topics))
+    click.echo(f"\nScenes ({len(result.scenes)}):")
+    for n, sh in enumerate(result.scenes, start=1):
+        s = sh.scene
+        click.echo(f"{n:>2}. [{s.id}] {s.start:%Y-%m-%d} {s.title}  score {sh.score:.4f}")
+        if explain:
+            click.echo("    via " + "; ".join(_route(r) for r in sh.routes))
+            if sh.topic_ids:
+                click.echo("    topics " + ", ".join(sh.topic_ids))
+            for t in sh.turns:
+                click.echo(f"      {t.id} {t.time:%Y-%m-%d %H:%M} {t.speaker}: {t.text}")
+    click.echo(f"\nItems ({len(result.items)}):")
+    for n, ih in enumerate(result.items, start=1):
+        click.echo(f"{n:>2}. [{ih.item.id}] {ih.item.text}  score {ih.score:.4f}")
+        if explain:
+            click.echo("    via " + "; ".join(_route(r) for r in ih.routes))
+            click.echo(
+                "    from scenes "
+                + ", ".join(s.id for s in ih.source_scenes)
+                + "; turns "
+                + ", ".join(ih.source_turn_ids)
+            )
+    if result.personas:
+        click.echo("\nPersona (beside the evidence, outside the budget):")
+        for p in result.personas:
+            traits = "; ".join(f"{t.category}: {t.value}" for t in p.traits)
+            click.echo(f"  {p.speaker}: {traits}")
+
+
+@click.command("search")
+@click.argument("space")
+@click.argument("query")
+@click.option("--preset", envvar="TMEM_SEARCH_PRESET", default=None, help="Retrieval preset (env TMEM_SEARCH_PRESET).")
+@click.option("--k-topics", "kT", type=click.IntRange(min=1), default=None, help="Topics kept by the prefilter (kT).")
+@click.option("--k-scenes", "kS", type=click.IntRange(min=0), default=None, help="Scenes returned (kS).")
+@click.option("--k-items", "kI", type=click.IntRange(min=0), default=None, help="Items returned (kI).")
+@click.option("--r", "R", type=click.IntRange(min=0), default=None, help="Item-trigger union top-R.")
+@click.option("--gate", type=float, default=None, help="Cosine gate on the item-trigger route.")
+@click.option(
+    "--without",
+    "switches",
+    multiple=True,
+    type=click.Choice(SWITCHES),
+    help="Remove a component (repeatable): SL, IC, ET+BT, PS, TF, ST, HT.",
+)
+@click.option("--reranker", default=None, help="CrossEncoder model name or local path (env TMEM_RERANKER_MODEL).")
+@click.option("--explain", is_flag=True, help="Show each hit's routes, topics and dated turns.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full SearchResult as JSON.")
+@pass_app
+def search_cmd(
+    app: AppContext,
+    space: str,
+    query: str,
+    preset: str | None,
+    kT: int | None,
+    kS: int | None,
+    kI: int | None,
+    R: int | None,
+    gate: float | None,
+    switches: tuple[str, ...],
+    reranker: str | None,
+    explain: bool,
+    as_json: bool,
+) -> None:
+    """Recall the scenes and items of SPACE that answer QUERY, with the routes that reached them."""
+    from tmem.embed import make_embedder
+    from tmem.retrieve.cascade import Retriever
+
+    settings = app.settings
+    config = RetrievalConfig.preset(preset or settings.search_preset)
+    changes: dict[str, object] = {k: v for k, v in {"kT": kT, "kS": kS, "kI": kI, "R": R, "gate": gate}.items() if v is not None}
+    model = reranker or settings.reranker_model
+    if model:
+        changes["reranker"] = model
+    if changes:
+        config = config.replace(**changes)
+    if switches:
+        config = config.without(*switches)
+    store = app.store()
+    store.get_space(space)  # a clear NotFoundError before any model is loaded
+    result = Retriever(store, make_embedder(settings)).search(space, query, config)
+    if as_json:
+        echo_json(result.model_dump(mode="json"))
+    else:
+        _print(result, explain)
+
 
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the top-level group."""
+    cli.add_command(search_cmd)

@@ -7,6 +7,7 @@ reranker is off unless a model name or local path is configured (TMEM_RERANKER_M
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from tmem.errors import ConfigError
@@ -35,6 +36,12 @@ class CrossEncoderReranker:
 
     def _load(self) -> Any:
         if self._model is None:
+            looks_local = self._name.startswith((".", "/", "~"))  # hub names never start so
+            if looks_local and not Path(self._name).expanduser().exists():
+                raise ConfigError(
+                    f"The reranker folder {self._name!r} does not exist. Point TMEM_RERANKER_MODEL at a local "
+                    "CrossEncoder folder, or unset it to search without a reranker."
+                )
             from sentence_transformers import CrossEncoder
 
             try:
