@@ -19,10 +19,10 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
-from tmem.build.extractive.cluster import OnlineTopics
+from tmem.build.extractive.cluster import JOIN_THRESHOLD, OnlineTopics
 from tmem.build.extractive.items import entity_triggers, is_substantive, item_from_turn
 from tmem.build.extractive.keyphrases import extract_keyphrases
-from tmem.build.extractive.scenes import make_scene, make_topic, topic_id
+from tmem.build.extractive.scenes import make_scene, make_topic, scene_topic_text, topic_id
 from tmem.build.extractive.segment import segment_session
 from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport, StageReport
 from tmem.embed.base import Embedder
@@ -34,6 +34,7 @@ from tmem.util.text import text_hash
 __all__ = ["STATE_CURSOR", "build_extractive", "turn_embedding_text"]
 
 STATE_CURSOR = "extractive.sessions"  # sessions (in seq order) whose extractive nodes are committed
+STATE_THRESHOLD = "extractive.topic_threshold"  # the clustering threshold the space was built with
 
 Matrix = npt.NDArray[np.float32]
 
@@ -66,13 +67,6 @@ def _embed(store: Store, space: str, embedder: Embedder, texts: Sequence[str]) -
     return np.stack([cached[h] for h in hashes]).astype(np.float32)
 
 
-def _scene_vector(turn_vectors: Matrix) -> Matrix:
-    mean = turn_vectors.astype(np.float64).mean(axis=0)
-    norm = float(np.linalg.norm(mean))
-    unit: Matrix = (mean / norm if norm > 0 else mean).astype(np.float32)
-    return unit
-
-
 @dataclass
 class _Counters:
     scenes: StageReport = field(default_factory=lambda: StageReport(stage="segment"))
@@ -87,7 +81,7 @@ class _Counters:
 class _Run:
     """State of one build call over one space."""
 
-    def __init__(self, store: Store, space: str, embedder: Embedder) -> None:
+    def __init__(self, store: Store, space: str, embedder: Embedder, threshold: float) -> None:
         self.store = store
         self.space = space
         self.embedder = embedder
@@ -97,7 +91,7 @@ class _Run:
             self.turns_by_session.setdefault(t.session_id, []).append(t)
         self.turn_by_id = {t.id: t for ts in self.turns_by_session.values() for t in ts}
         self.scenes = store.scenes(space)
-        self.clusters = OnlineTopics()
+        self.clusters = OnlineTopics(threshold=threshold)
         self.c = _Counters()
 
     def restore_topics(self) -> None:
@@ -121,15 +115,10 @@ class _Run:
             self.clusters.restore(topic.id, topic.seq, [(sid, vectors[sid]) for sid in ordered])
 
     def scene_vectors(self, scenes: Sequence[Scene]) -> dict[str, Matrix]:
-        """Each scene's vector (the normalised mean of its turns' vectors; turn vectors come from the cache)."""
-        texts = [turn_embedding_text(self.turn_by_id[tid]) for s in scenes for tid in s.turn_ids]
+        """Each scene's topic vector (the embedding of its keyphrases; cached vectors are reused)."""
+        texts = [scene_topic_text([self.turn_by_id[tid] for tid in s.turn_ids], self.speakers) for s in scenes]
         vecs = _embed(self.store, self.space, self.embedder, texts)
-        out: dict[str, Matrix] = {}
-        row = 0
-        for scene in scenes:
-            out[scene.id] = _scene_vector(vecs[row : row + len(scene.turn_ids)])
-            row += len(scene.turn_ids)
-        return out
+        return {scene.id: vecs[row] for row, scene in enumerate(scenes)}
 
     def build_session(self, session: Session, cursor: int) -> None:
         t0 = time.perf_counter()
@@ -145,8 +134,9 @@ class _Run:
         before = {t.id for t in self.clusters.topics}
         links: list[TopicSceneLink] = []
         touched: set[str] = set()
-        for scene, (a, b) in zip(new_scenes, ranges, strict=True):
-            for topic in self.clusters.assign(scene.id, _scene_vector(vectors[a:b]), topic_id(scene.id)):
+        scene_vectors = self.scene_vectors(new_scenes)
+        for scene in new_scenes:
+            for topic in self.clusters.assign(scene.id, scene_vectors[scene.id], topic_id(scene.id)):
                 links.append(TopicSceneLink(topic_id=topic.id, scene_id=scene.id))
                 touched.add(topic.id)
         topics = self._topics(touched)
@@ -196,14 +186,32 @@ class _Run:
         return out
 
 
-async def build_extractive(store: Store, space: str, *, embedder: Embedder, progress: bool = False) -> BuildReport:
+async def build_extractive(
+    store: Store,
+    space: str,
+    *,
+    embedder: Embedder,
+    progress: bool = False,
+    topic_threshold: float | None = None,
+) -> BuildReport:
     """Build (or extend) the extractive memory of ``space``: only sessions not yet covered are processed.
 
-    Raises BuildError when the space already holds an LLM-built memory (the two modes are not mixed).
+    ``topic_threshold`` (default :data:`~tmem.build.extractive.cluster.JOIN_THRESHOLD`) is fixed by the first build
+    of a space; a later build must use the same value (or leave it unset) so that old and new scenes are clustered
+    alike. Raises BuildError when the space already holds an LLM-built memory (the two modes are not mixed).
     """
     started = time.perf_counter()
     mode = store.get_state(space, STATE_MODE)
-    run = _Run(store, space, embedder)
+    recorded = store.get_state(space, STATE_THRESHOLD)
+    threshold = topic_threshold if topic_threshold is not None else JOIN_THRESHOLD
+    if recorded is not None:
+        if topic_threshold is not None and float(recorded) != topic_threshold:
+            raise BuildError(
+                f"Space {space!r} was built with topic threshold {recorded}; build it again with that value, or "
+                "delete the space, import it again and rebuild with the new threshold."
+            )
+        threshold = float(recorded)
+    run = _Run(store, space, embedder, threshold)
     if mode == BuildMode.LLM.value or any(s.mode is not BuildMode.EXTRACTIVE for s in run.scenes):
         raise BuildError(
             f"Space {space!r} was built with an LLM; the extractive mode does not extend it. Build it with the "
@@ -215,7 +223,8 @@ async def build_extractive(store: Store, space: str, *, embedder: Embedder, prog
         raise BuildError(
             f"Space {space!r} records {cursor} built sessions but holds {len(sessions)}; delete and rebuild it."
         )
-    run.c.scenes.skipped = cursor
+    run.c.scenes.skipped = cursor  # sessions found already built
+    store.set_state(space, STATE_THRESHOLD, repr(threshold))
     run.restore_topics()
     todo = sessions[cursor:]
     bar = tqdm(total=len(todo), desc=f"extractive {space}", unit="session", disable=not progress)

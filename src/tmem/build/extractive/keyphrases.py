@@ -50,12 +50,13 @@ guess hope hoped hoping love loved loves wish wished bet way ways kind sort stuf
 little day days time times today yesterday tomorrow tonight week weeks month months year years ago last next
 recently lately also already again something anything everything nothing ya yah
 photo photos pic pics picture pictures image images
+two three four five six seven eight nine ten eleven twelve twenty hundred thousand first second third
 """
 STOPWORDS: frozenset[str] = frozenset(_STOP_TEXT.split())
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'’\-]*|\d+")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 _SENTENCE_END = re.compile(r"[.!?]+|\n")
-_TOKEN = re.compile(r"(?P<w>[A-Za-z][A-Za-z0-9'’\-]*|\d+)|(?P<b>[&,;:()\"“”\[\]{}/—–…!?\n]|\.(?=\s|$)|\s-\s)")
+_TOKEN = re.compile(r"(?P<w>[A-Za-z0-9][A-Za-z0-9'’\-]*)|(?P<b>[&,;:()\"“”\[\]{}/—–…!?\n]|\.(?=\s|$)|\s-\s)")
 _MAX_WORDS = 3
 
 
@@ -75,12 +76,22 @@ def _norm(word: str) -> str:
     return word[:-2] if word.endswith("'s") else word
 
 
+def _is_content(word: str) -> bool:
+    """Not a stopword, at least two characters, not starting with a digit ("18th" and "2023" carry no topic)."""
+    return len(word) >= 2 and word not in STOPWORDS and not word[0].isdigit()
+
+
+def _surface(raw: str) -> str:
+    word = raw.replace("’", "'").strip("'-")
+    return word[:-2] if word.lower().endswith("'s") else word
+
+
 def content_words(text: str) -> list[str]:
     """Lower-cased words of ``text`` that are not stopwords or fillers (and at least two characters long)."""
     out = []
     for match in _WORD.finditer(text):
         word = _norm(match.group(0))
-        if len(word) >= 2 and word not in STOPWORDS and not word.isdigit():
+        if _is_content(word):
             out.append(word)
     return out
 
@@ -96,7 +107,7 @@ def _candidates(text: str) -> Iterable[tuple[list[str], list[str], int]]:
     for match in _TOKEN.finditer(text):
         raw = match.group("w")
         word = _norm(raw) if raw is not None else ""
-        if raw is None or len(word) < 2 or word in STOPWORDS or word.isdigit():
+        if raw is None or not _is_content(word):
             if run_norm:
                 yield from _emit(run_norm, run_surface, run_start)
             run_norm, run_surface = [], []
@@ -104,7 +115,7 @@ def _candidates(text: str) -> Iterable[tuple[list[str], list[str], int]]:
         if not run_norm:
             run_start = match.start()
         run_norm.append(word)
-        run_surface.append(raw.replace("’", "'").strip("'-"))
+        run_surface.append(_surface(raw))
     if run_norm:
         yield from _emit(run_norm, run_surface, run_start)
 

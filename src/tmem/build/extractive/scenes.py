@@ -22,11 +22,12 @@ from tmem.build.extractive.keyphrases import extract_keyphrases
 from tmem.models import BuildMode, Scene, Topic, Turn
 from tmem.util.text import text_hash
 
-__all__ = ["make_scene", "make_topic", "scene_id", "topic_id"]
+__all__ = ["make_scene", "make_topic", "scene_id", "scene_topic_text", "topic_id"]
 
 TITLE_PHRASES = 3
 LABEL_PHRASES = 3
 DESCRIPTION_PHRASES = 8
+TOPIC_TEXT_PHRASES = 8
 TURNS_PER_SUMMARY_LINE = 6
 MAX_SUMMARY_TURNS = 3
 
@@ -45,6 +46,18 @@ def _turn_texts(turns: Sequence[Turn]) -> list[str]:
 
 def _small_talk(speakers: Sequence[str]) -> str:
     return "Small talk between " + " and ".join(speakers) if speakers else "Small talk"
+
+
+def scene_topic_text(turns: Sequence[Turn], speakers: Sequence[str]) -> str:
+    """What a scene's topic vector encodes: its top keyphrases joined by "; " (the small-talk title when none).
+
+    Keyphrases rather than the turns themselves: the mean vector of whole turns is dominated by what every scene of a
+    chat shares (greetings, praise, the two speakers), which pulls all scenes into one topic.
+    """
+    phrases = extract_keyphrases(_turn_texts(turns), exclude=speakers, top=TOPIC_TEXT_PHRASES)
+    if phrases:
+        return "; ".join(k.text for k in phrases)
+    return _small_talk(sorted({t.speaker for t in turns}))
 
 
 def make_scene(turns: Sequence[Turn], vectors: npt.NDArray[np.float32], seq: int, speakers: Sequence[str]) -> Scene:
