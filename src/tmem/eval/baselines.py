@@ -1,0 +1,95 @@
+"""Flat turn baselines and the query-agnostic control, packed to a token budget.
+
+* ``bm25``, ``dense``, ``hybrid`` rank every raw turn of a space (BM25 over speaker + text + caption; cosine over
+  the same text the extractive build embeds, so vectors come from the store's cache; hybrid = RRF of the two lists,
+  k0 = 60) and pack turns best first until the budget is spent.
+* ``random-scenes`` packs the space's own scenes in a random order fixed by the question key: the same kind of
+  context as tmem's, chosen without looking at the query. Any figure tmem reaches only because small sessions or
+  scenes fit into leftover budget shows up here too (the LoCoMo-Plus cue session is ~41 tokens against 300-1,600).
+
+Packing is first-fit: units are taken in order and a unit that would overflow the budget is skipped, so that the
+context gets as close to the budget as the units allow. Each unit's size is ``count_tokens`` of its rendered text,
+the same measure as tmem's context.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from tmem.answer.context import format_scene, format_turn
+from tmem.build.extractive.builder import turn_embedding_text
+from tmem.index.bm25 import BM25Index
+from tmem.index.dense import DenseTable
+from tmem.models import Turn
+from tmem.retrieve.fusion import rrf
+from tmem.store.base import Store
+from tmem.util.text import count_tokens, text_hash
+
+Vectorize = Callable[[Sequence[str]], npt.NDArray[np.float32]]
+BASELINES = ("bm25", "dense", "hybrid")
+CONTROL = "random-scenes"
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A packed context: which turns it holds and its size in tokens."""
+
+    turn_ids: list[str]
+    tokens: int
+
+
+def pack(units: Sequence[tuple[list[str], int]], budget: int) -> Packed:
+    """First-fit packing of (turn ids, tokens) units in the given order into ``budget`` tokens."""
+    ids: list[str] = []
+    used = 0
+    for turn_ids, tokens in units:
+        if used + tokens > budget:
+            continue
+        ids.extend(turn_ids)
+        used += tokens
+    return Packed(turn_ids=ids, tokens=used)
+
+
+class SpaceBaselines:
+    """Every raw turn and scene of one space, ready to be ranked and packed per query."""
+
+    def __init__(self, store: Store, space: str, vectorize: Vectorize) -> None:
+        self.space = space
+        self.turns: list[Turn] = store.turns(space)
+        by_id = {t.id: t for t in self.turns}
+        ids = [t.id for t in self.turns]
+        self._turn_tokens = {t.id: count_tokens(format_turn(t, dated=True)) for t in self.turns}
+        self._bm25 = BM25Index.build(ids, [format_turn(t, dated=False) for t in self.turns])
+        self._vectorize = vectorize
+        self._dense = DenseTable(ids, vectorize([turn_embedding_text(t) for t in self.turns]))
+        self._scenes: list[tuple[list[str], int]] = []
+        for scene in store.scenes(space):
+            turns = [by_id[tid] for tid in scene.turn_ids if tid in by_id]
+            self._scenes.append((list(scene.turn_ids), count_tokens(format_scene(scene.title, turns))))
+
+    def rankings(self, query: str) -> dict[str, list[str]]:
+        """Turn ids best first for each baseline (every turn ranked; BM25 zeros keep build order)."""
+        n = len(self.turns)
+        bm25 = [doc for doc, _ in self._bm25.search(query, n)]
+        seen = set(bm25)
+        bm25 += [t.id for t in self.turns if t.id not in seen]
+        qvec = self._vectorize([query])[0]
+        dense = [doc for doc, _ in self._dense.search(qvec, n)]
+        hybrid = [doc for doc, _ in rrf([bm25, dense])]
+        return {"bm25": bm25, "dense": dense, "hybrid": hybrid}
+
+    def packed(self, query: str, key: str, budget: int) -> dict[str, Packed]:
+        """The three turn baselines and the query-agnostic scene control at ``budget`` tokens."""
+        out = {
+            name: pack([([tid], self._turn_tokens[tid]) for tid in ranking], budget)
+            for name, ranking in self.rankings(query).items()
+        }
+        order = list(self._scenes)
+        random.Random(int(text_hash(key)[:16], 16)).shuffle(order)
+        out[CONTROL] = pack(order, budget)
+        return out

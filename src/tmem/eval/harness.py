@@ -1,0 +1,184 @@
+"""What every evaluation run shares: the memory store, building spaces, the retriever, variants, the manifest.
+
+Memories live in the memory directory (``--dir``; by default ``OUT/memory``) and are reused: importing is
+idempotent and a build only does what is missing, so a rerun of an evaluation pays nothing twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from tmem.build.options import BuildOptions
+from tmem.build.pipeline import build_space
+from tmem.build.report import BuildReport
+from tmem.embed.base import Embedder, EmbeddingResult
+from tmem.errors import ConfigError
+from tmem.ingest.importer import import_spaces
+from tmem.ingest.types import SpaceInput
+from tmem.llm.base import LLM
+from tmem.retrieve.config import SWITCHES, RetrievalConfig
+from tmem.settings import Settings
+from tmem.store.base import Store
+
+SWEEPABLE = {"kT": "k_topics", "kS": "k_scenes", "kI": "k_items", "R": "item_trigger_top"}
+
+
+class MemoEmbedder:
+    """Remembers query vectors within one run, so ablation and sweep variants embed each question once."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+        self._memo: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    def prime(self, texts: Sequence[str]) -> None:
+        """Embed many queries in one batch (far faster than one by one on CPU)."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if todo:
+            vectors = self._inner.embed(todo).vectors
+            self._memo.update(zip(todo, vectors, strict=True))
+
+    def embed(self, texts: Sequence[str]) -> EmbeddingResult:
+        if len(texts) > 8:  # index building: pass through (the index caches node vectors in the store)
+            return self._inner.embed(texts)
+        self.prime(texts)
+        rows = [self._memo[t] for t in texts]
+        matrix = np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+        return EmbeddingResult(vectors=matrix.astype(np.float32, copy=False), model_id=self.model_id)
+
+
+class Variant(BaseModel):
+    """One retrieval configuration evaluated in a run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="'full', 'w/o HT', 'kT=5', ...")
+    config: RetrievalConfig
+
+
+def parse_variants(base: RetrievalConfig, ablate: str | None, sweep: Sequence[str]) -> list[Variant]:
+    """``full`` first, then one variant per ablation switch (``SL,IC,ET+BT``; ``ST+HT`` removes both) and per
+    sweep point (``kT=5,10,15,20``)."""
+    variants = [Variant(name="full", config=base)]
+    for part in [p.strip() for p in (ablate or "").split(",") if p.strip()]:
+        switches = [part] if part in SWITCHES else part.split("+")
+        variants.append(Variant(name=f"w/o {part}", config=base.without(*switches)))
+    for spec in sweep:
+        name, sep, values = spec.partition("=")
+        name = name.strip()
+        if not sep or name not in SWEEPABLE:
+            raise ConfigError(f"--sweep {spec!r}: write NAME=V1,V2,... with NAME one of {', '.join(SWEEPABLE)}")
+        for raw in values.split(","):
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ConfigError(f"--sweep {spec!r}: {raw!r} is not an integer") from None
+            variants.append(Variant(name=f"{name}={value}", config=base.replace(**{SWEEPABLE[name]: value})))
+    return variants
+
+
+async def prepare_spaces(
+    store: Store,
+    spaces: Sequence[SpaceInput],
+    *,
+    llm: LLM | None,
+    embedder: Embedder,
+    options: BuildOptions | None = None,
+    progress: bool = False,
+) -> list[BuildReport]:
+    """Import (idempotent) and build (incremental, resumable) every space; extractive when ``llm`` is None."""
+    import_spaces(store, spaces, source="evaluation harness")
+    reports = []
+    for space in spaces:
+        reports.append(
+            await build_space(
+                store, space.name, llm=llm, embedder=embedder, options=options or BuildOptions(), progress=progress
+            )
+        )
+    return reports
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class Manifest(BaseModel):
+    """What a results folder was made with (written as manifest.json)."""
+
+    tmem_version: str
+    command: str
+    benchmark: str
+    mode: str = Field(description="'retrieval-only' or 'qa'.")
+    build_mode: str = Field(description="'llm' or 'extractive'.")
+    models: dict[str, str | None]
+    embed_model: str
+    preset: str
+    variants: list[str]
+    data_files: dict[str, str] = Field(description="Path -> sha256.")
+    settings: dict[str, Any] = Field(description="Settings with secrets removed.")
+    started_at: str = Field(description="Wall-clock time of the run (bookkeeping only).")
+
+
+def make_manifest(
+    *,
+    command: str,
+    benchmark: str,
+    mode: str,
+    settings: Settings,
+    models: dict[str, str | None],
+    embedder: Embedder,
+    preset: str,
+    variants: Sequence[Variant],
+    data_files: Sequence[Path],
+) -> Manifest:
+    safe = settings.model_dump(mode="json", exclude={"llm_api_key"})
+    return Manifest(
+        tmem_version=version("tmem"),
+        command=command,
+        benchmark=benchmark,
+        mode=mode,
+        build_mode="extractive" if models.get("build") is None else "llm",
+        models=models,
+        embed_model=embedder.model_id,
+        preset=preset,
+        variants=[v.name for v in variants],
+        data_files={str(p): file_sha256(p) for p in data_files},
+        settings=safe,
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def write_manifest(out: Path, manifest: Manifest) -> Path:
+    """Write ``manifest.json``; a rerun into a folder made with other data or models is refused (mixing results)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "manifest.json"
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        for key in ("benchmark", "mode", "data_files", "models", "embed_model", "preset"):
+            if old.get(key) != manifest.model_dump(mode="json")[key]:
+                raise ConfigError(
+                    f"{path} was written by a run with a different {key} ({old.get(key)!r}); resuming would mix "
+                    "results: pass another --out or delete that folder."
+                )
+    path.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path

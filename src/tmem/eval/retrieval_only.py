@@ -1,0 +1,111 @@
+"""Retrieval-only evaluation (no LLM at query time): evidence coverage on LoCoMo, cue hit on LoCoMo-Plus.
+
+For every question and every variant, tmem's context (scenes + items, persona excluded: it is off budget) is
+compared with the flat turn baselines and the query-agnostic scene control packed to the same number of tokens
+(:mod:`tmem.eval.baselines`). A gold turn counts as inside tmem's context when its raw text is in a returned scene or
+it is a source turn of a returned item (``SearchResult.turn_ids``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tqdm import tqdm
+
+from tmem.answer.context import assemble_context
+from tmem.eval.baselines import SpaceBaselines
+from tmem.eval.harness import MemoEmbedder, Variant
+from tmem.eval.locomo_data import LocomoQuestion, normalise_evidence
+from tmem.eval.plus_data import StitchedProbe
+from tmem.eval.records import CoverageRecord, ResultsFile, SystemCoverage, retrieved_refs
+from tmem.index.space import cached_vectorizer
+from tmem.retrieve.cascade import Retriever
+from tmem.store.base import Store
+
+
+@dataclass(frozen=True)
+class Query:
+    """One retrieval-only question, benchmark-neutral."""
+
+    key: str
+    space: str
+    benchmark: str
+    text: str
+    gold_raw: list[str] | None  # LoCoMo evidence ids; None for LoCoMo-Plus (cue ids below)
+    cue_turn_ids: list[str]
+    category: int | None
+
+
+def locomo_queries(questions: Sequence[LocomoQuestion]) -> list[Query]:
+    return [Query(q.key, q.space, "locomo", q.question, list(q.evidence_raw), [], q.category) for q in questions]
+
+
+def plus_queries(probes: Sequence[StitchedProbe]) -> list[Query]:
+    return [Query(p.key, p.space, "locomo-plus", p.query, None, list(p.cue_turn_ids), None) for p in probes]
+
+
+def _system(ids: set[str], gold: list[str], tokens: int, *, any_hit: bool) -> SystemCoverage:
+    if not gold:
+        return SystemCoverage(tokens=tokens, coverage=None, hit=False)
+    inside = sum(1 for g in gold if g in ids)
+    return SystemCoverage(
+        tokens=tokens,
+        coverage=None if any_hit else inside / len(gold),
+        hit=inside > 0 if any_hit else inside == len(gold),
+    )
+
+
+def run_retrieval_only(
+    store: Store,
+    retriever: Retriever,
+    embedder: MemoEmbedder,
+    queries: Sequence[Query],
+    variants: Sequence[Variant],
+    results: ResultsFile[CoverageRecord],
+    *,
+    progress: bool = False,
+) -> int:
+    """Evaluate every (variant, query) not in ``results`` yet; returns how many records were added."""
+    added = 0
+    by_space: dict[str, list[Query]] = {}
+    for q in queries:
+        by_space.setdefault(q.space, []).append(q)
+    bar = tqdm(total=len(queries) * len(variants), desc="retrieval", unit="q", disable=not progress)
+    for space, group in by_space.items():
+        todo = [(v, q) for q in group for v in variants if f"{v.name}|{q.key}" not in results]
+        bar.update(len(group) * len(variants) - len(todo))
+        if not todo:
+            continue
+        embedder.prime([q.text for q in group])
+        baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder))
+        known = {t.id for t in baselines.turns}
+        for variant, q in todo:
+            if q.gold_raw is not None:
+                evidence = normalise_evidence(q.gold_raw, known)
+                gold, issues, any_hit = evidence.turn_ids, evidence.issues, False
+            else:
+                gold, issues, any_hit = q.cue_turn_ids, [], True
+            result = retriever.search(space, q.text, variant.config)
+            context = assemble_context(result, include_persona=False)
+            systems = {"tmem": _system(set(result.turn_ids()), gold, context.evidence_tokens, any_hit=any_hit)}
+            for name, packed in baselines.packed(q.text, q.key, context.evidence_tokens).items():
+                systems[name] = _system(set(packed.turn_ids), gold, packed.tokens, any_hit=any_hit)
+            results.add(
+                CoverageRecord(
+                    key=q.key,
+                    variant=variant.name,
+                    space=space,
+                    benchmark=q.benchmark,
+                    category=q.category,
+                    question=q.text,
+                    gold_turn_ids=gold,
+                    evidence_issues=issues,
+                    systems=systems,
+                    retrieved=retrieved_refs(result),
+                )
+            )
+            added += 1
+            bar.update(1)
+    bar.close()
+    return added

@@ -1,0 +1,291 @@
+"""The two evaluation commands end to end: prepare memories, run retrieval-only or QA, write the results folder.
+
+Results folder layout (``--out OUT``)::
+
+    OUT/memory/tmem.db            memories (unless --dir names another memory directory)
+    OUT/locomo/manifest.json      tmem version, settings, models, data file sha256
+    OUT/locomo/records.jsonl      one line per (variant, question); the resume log
+    OUT/locomo/report.{md,json}   the tables
+    OUT/locomo-plus/...           the same for LoCoMo-Plus
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tmem.answer.answerer import Answerer, QuestionTime
+from tmem.build.options import BuildOptions
+from tmem.embed.base import Embedder
+from tmem.errors import ConfigError
+from tmem.eval.harness import MemoEmbedder, Variant, make_manifest, parse_variants, prepare_spaces, write_manifest
+from tmem.eval.locomo_data import LocomoQuestion, load_questions, normalise_evidence
+from tmem.eval.plus_data import StitchMode, load_probes, stitch, summarise
+from tmem.eval.qa import QATask, run_qa
+from tmem.eval.records import AnswerRecord, CoverageRecord, ResultsFile
+from tmem.eval.report import (
+    CoverageReport,
+    QAReport,
+    coverage_report,
+    qa_report,
+    render_coverage,
+    render_qa,
+    write_report,
+)
+from tmem.eval.retrieval_only import locomo_queries, plus_queries, run_retrieval_only
+from tmem.ingest.reader import read_file
+from tmem.ingest.types import SpaceInput
+from tmem.llm.base import LLM
+from tmem.retrieve.cascade import Retriever
+from tmem.retrieve.config import RetrievalConfig
+from tmem.settings import Settings
+from tmem.store.base import Store
+
+
+class EvalOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    data: Path
+    locomo: Path | None = None  # LoCoMo-Plus: the LoCoMo file to stitch into
+    out: Path
+    conversations: list[str] = []
+    retrieval_only: bool = False
+    runs: int = 3
+    prompt: Literal["short", "cot"] = "short"
+    ablate: str | None = None
+    sweep: list[str] = []
+    preset: str = "paper"
+    stitch: StitchMode = "shared"
+    limit: int | None = None  # at most this many questions per conversation (smoke runs)
+    concurrency: int = 8
+    progress: bool = False
+    command: str = ""
+    build_options: BuildOptions | None = None
+
+
+class Models(BaseModel):
+    """The LLMs of a run; ``build`` None means extractive memories."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    build: LLM | None
+    answer: LLM | None
+    judge: LLM | None
+
+
+def _conversations(path: Path, wanted: Sequence[str]) -> list[SpaceInput]:
+    spaces = read_file(path, "locomo")
+    if wanted:
+        known = {s.name for s in spaces}
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise ConfigError(f"--conversations: {', '.join(unknown)} not in {path}; it has {', '.join(sorted(known))}")
+        spaces = [s for s in spaces if s.name in wanted]
+    return spaces
+
+
+def _limit(questions: Sequence[LocomoQuestion], limit: int | None) -> list[LocomoQuestion]:
+    """The first ``limit`` questions of each conversation (all when None)."""
+    if limit is None:
+        return list(questions)
+    seen: dict[str, int] = {}
+    out = []
+    for q in questions:
+        if seen.get(q.space, 0) < limit:
+            out.append(q)
+            seen[q.space] = seen.get(q.space, 0) + 1
+    return out
+
+
+def _require_qa(models: Models) -> tuple[LLM, LLM]:
+    if models.answer is None or models.judge is None:
+        raise ConfigError(
+            "QA evaluation needs an answer LLM and a judge LLM: set TMEM_LLM=openai, TMEM_LLM_MODEL (and optionally "
+            "TMEM_ANSWER_MODEL / TMEM_JUDGE_MODEL) and OPENAI_BASE_URL; or pass --retrieval-only, which needs none."
+        )
+    return models.answer, models.judge
+
+
+def _manifest(
+    opts: EvalOptions, benchmark: str, settings: Settings, models: Models, embedder: Embedder, vs: list[Variant]
+) -> None:
+    files = [opts.data] + ([opts.locomo] if opts.locomo else [])
+    manifest = make_manifest(
+        command=opts.command,
+        benchmark=benchmark,
+        mode="retrieval-only" if opts.retrieval_only else "qa",
+        settings=settings,
+        models={
+            "build": models.build.model if models.build else None,
+            "answer": None if opts.retrieval_only or not models.answer else models.answer.model,
+            "judge": None if opts.retrieval_only or not models.judge else models.judge.model,
+        },
+        embedder=embedder,
+        preset=opts.preset,
+        variants=vs,
+        data_files=files,
+    )
+    write_manifest(opts.out / benchmark, manifest)
+
+
+async def eval_locomo(
+    store: Store, settings: Settings, opts: EvalOptions, models: Models, embedder: Embedder
+) -> CoverageReport | QAReport:
+    folder = opts.out / "locomo"
+    variants = parse_variants(RetrievalConfig.preset(opts.preset), opts.ablate, opts.sweep)
+    if not opts.retrieval_only:
+        _require_qa(models)
+    _manifest(opts, "locomo", settings, models, embedder, variants)
+    spaces = _conversations(opts.data, opts.conversations)
+    await prepare_spaces(
+        store, spaces, llm=models.build, embedder=embedder, options=opts.build_options, progress=opts.progress
+    )
+    questions = load_questions(opts.data, conversations=[s.name for s in spaces])
+    questions = _limit(questions, opts.limit)
+    memo = MemoEmbedder(embedder)
+    retriever = Retriever(store, memo)
+    if opts.retrieval_only:
+        cov: ResultsFile[CoverageRecord] = ResultsFile(folder / "records.jsonl", CoverageRecord)
+        run_retrieval_only(store, retriever, memo, locomo_queries(questions), variants, cov, progress=opts.progress)
+        report = coverage_report(list(cov), benchmark="locomo", preset=opts.preset, command=opts.command)
+        write_report(folder, report, render_coverage(report))
+        return report
+    answer_llm, judge_llm = _require_qa(models)
+    last_dates = {s.name: max(x.started_at for x in s.sessions) for s in spaces}
+    known = {s.name: {t.id for x in s.sessions for t in x.turns} for s in spaces}
+    tasks = []
+    for q in questions:
+        evidence = normalise_evidence(q.evidence_raw, known[q.space])
+        tasks.append(
+            QATask(
+                key=q.key,
+                space=q.space,
+                benchmark="locomo",
+                question=q.question,
+                when=QuestionTime(at=last_dates[q.space], relation="after"),
+                gold=q.answer,
+                category=q.category,
+                gold_turn_ids=evidence.turn_ids,
+                evidence_issues=evidence.issues,
+            )
+        )
+    qa: ResultsFile[AnswerRecord] = ResultsFile(folder / "records.jsonl", AnswerRecord)
+    await run_qa(
+        Answerer(retriever, answer_llm),
+        judge_llm,
+        tasks,
+        variants,
+        qa,
+        prompt=opts.prompt,
+        runs=opts.runs,
+        concurrency=opts.concurrency,
+        progress=opts.progress,
+    )
+    qreport = qa_report(
+        list(qa),
+        benchmark="locomo",
+        answer_model=answer_llm.model,
+        judge_model=judge_llm.model,
+        prompt_variant=opts.prompt,
+        runs=opts.runs,
+        command=opts.command,
+    )
+    write_report(folder, qreport, render_qa(qreport))
+    return qreport
+
+
+def _locomo_overall(out: Path) -> float | None:
+    path = out / "locomo" / "report.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for row in data.get("rows", []):
+        if row.get("variant") == "full" and isinstance(row.get("overall"), dict):
+            return float(row["overall"]["mean"])
+    return None
+
+
+async def eval_plus(
+    store: Store, settings: Settings, opts: EvalOptions, models: Models, embedder: Embedder
+) -> CoverageReport | QAReport:
+    if opts.locomo is None:
+        raise ConfigError("tmem eval locomo-plus needs --locomo FILE: the LoCoMo conversations to stitch probes into")
+    folder = opts.out / "locomo-plus"
+    variants = parse_variants(RetrievalConfig.preset(opts.preset), opts.ablate, opts.sweep)
+    if not opts.retrieval_only:
+        _require_qa(models)
+    _manifest(opts, "locomo-plus", settings, models, embedder, variants)
+    conversations = _conversations(opts.locomo, [])
+    probes = load_probes(opts.data)
+    if opts.limit is not None:
+        probes = probes[: opts.limit * len(conversations)]
+    stitched = stitch(conversations, probes, mode=opts.stitch)
+    if opts.conversations:
+        stitched = [s for s in stitched if s.conversation in opts.conversations]
+    summary = summarise(stitched)
+    spaces = [SpaceInput(name=s.name, speakers=s.speakers, sessions=s.sessions) for s in stitched]
+    await prepare_spaces(
+        store, spaces, llm=models.build, embedder=embedder, options=opts.build_options, progress=opts.progress
+    )
+    all_probes = [p for s in stitched for p in s.probes]
+    memo = MemoEmbedder(embedder)
+    retriever = Retriever(store, memo)
+    (folder / "stitching.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    if opts.retrieval_only:
+        cov: ResultsFile[CoverageRecord] = ResultsFile(folder / "records.jsonl", CoverageRecord)
+        run_retrieval_only(store, retriever, memo, plus_queries(all_probes), variants, cov, progress=opts.progress)
+        report = coverage_report(list(cov), benchmark="locomo-plus", preset=opts.preset, command=opts.command)
+        write_report(folder, report, render_coverage(report))
+        return report
+    answer_llm, judge_llm = _require_qa(models)
+    speakers = {s.name: s.speakers for s in stitched}
+    tasks = []
+    for p in all_probes:
+        pair = speakers[p.space]
+        listener = pair[1] if p.query_speaker == pair[0] else pair[0]
+        cue = "\n".join(
+            f"{pair[0] if line.startswith('A') else pair[1]}:{line.split(':', 1)[1]}"
+            for line in p.probe.cue_dialogue.splitlines()
+            if line.strip()
+        )
+        tasks.append(
+            QATask(
+                key=p.key,
+                space=p.space,
+                benchmark="locomo-plus",
+                question=p.query,
+                when=QuestionTime(at=p.query_time, relation="at"),
+                gold_turn_ids=list(p.cue_turn_ids),
+                cue=cue,
+                relation=p.probe.relation_type,
+                speaker=p.query_speaker,
+                listener=listener,
+            )
+        )
+    qa: ResultsFile[AnswerRecord] = ResultsFile(folder / "records.jsonl", AnswerRecord)
+    await run_qa(
+        Answerer(retriever, answer_llm),
+        judge_llm,
+        tasks,
+        variants,
+        qa,
+        runs=opts.runs,
+        concurrency=opts.concurrency,
+        progress=opts.progress,
+    )
+    qreport = qa_report(
+        list(qa),
+        benchmark="locomo-plus",
+        answer_model=answer_llm.model,
+        judge_model=judge_llm.model,
+        prompt_variant="reply",
+        runs=opts.runs,
+        locomo_overall=_locomo_overall(opts.out),
+        command=opts.command,
+    )
+    write_report(folder, qreport, render_qa(qreport))
+    return qreport
