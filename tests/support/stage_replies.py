@@ -32,7 +32,169 @@ SHORT = 3
 CAP = 12
 
 _STOP = set(
-    ["about", "above", "after", "again", "against", "all", "also", "always", "and", "another", "any", "anything", "are", "around", "because", "been", "before", "being", "below", "between", "both", "but", "can", "cannot", "could", "did", "does", "doing", "down", "during", "each", "even", "ever", "every", "few", "first", "for", "from", "further", "going", "gonna", "good", "great", "had", "has", "have", "having", "here", "hers", "herself", "him", "himself", "his", "how", "into", "its", "itself", "just", "know", "like", "lot", "made", "make", "many", "more", "most", "much", "must", "myself", "never", "new", "next", "now", "off", "once", "only", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "pretty", "really", "right", "said", "same", "say", "see", "she", "should", "some", "something", "still", "such", "sure", "take", "than", "thank", "thanks", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "thing", "things", "think", "this", "those", "though", "through", "time", "too", "totally", "under", "until", "very", "want", "was", "way", "well", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "wow", "yeah", "yes", "you", "your", "yours", "yourself", "yourselves", "awesome", "amazing", "cool", "glad", "love", "hey", "hope", "looks", "sounds", "told", "talk", "talked"]
+    [
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "also",
+        "always",
+        "and",
+        "another",
+        "any",
+        "anything",
+        "are",
+        "around",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "can",
+        "cannot",
+        "could",
+        "did",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "even",
+        "ever",
+        "every",
+        "few",
+        "first",
+        "for",
+        "from",
+        "further",
+        "going",
+        "gonna",
+        "good",
+        "great",
+        "had",
+        "has",
+        "have",
+        "having",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "into",
+        "its",
+        "itself",
+        "just",
+        "know",
+        "like",
+        "lot",
+        "made",
+        "make",
+        "many",
+        "more",
+        "most",
+        "much",
+        "must",
+        "myself",
+        "never",
+        "new",
+        "next",
+        "now",
+        "off",
+        "once",
+        "only",
+        "other",
+        "ought",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "pretty",
+        "really",
+        "right",
+        "said",
+        "same",
+        "say",
+        "see",
+        "she",
+        "should",
+        "some",
+        "something",
+        "still",
+        "such",
+        "sure",
+        "take",
+        "than",
+        "thank",
+        "thanks",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "thing",
+        "things",
+        "think",
+        "this",
+        "those",
+        "though",
+        "through",
+        "time",
+        "too",
+        "totally",
+        "under",
+        "until",
+        "very",
+        "want",
+        "was",
+        "way",
+        "well",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "wow",
+        "yeah",
+        "yes",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "awesome",
+        "amazing",
+        "cool",
+        "glad",
+        "love",
+        "hey",
+        "hope",
+        "looks",
+        "sounds",
+        "told",
+        "talk",
+        "talked",
+    ]
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 _TURN = re.compile(
@@ -347,3 +509,49 @@ def stub_reply(body: dict[str, Any]) -> str:
     """For ``OpenAIStub(reply=stub_reply)``."""
     messages = body["messages"]
     return reply_for(messages[0]["content"], messages[1]["content"])
+
+
+# ------------------------------------------------------------------------------------------------- test helpers
+
+
+def dev_space(name: str = "conv-26", sessions: slice | None = None) -> Any:
+    """One dev LoCoMo conversation as a SpaceInput, optionally only some of its sessions (in order)."""
+    from pathlib import Path
+
+    from tmem.ingest.reader import read_file
+
+    path = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo10.dev.json"  # ../shared/data
+    space = next(s for s in read_file(path) if s.name == name)
+    if sessions is not None:
+        space = space.model_copy(update={"sessions": space.sessions[sessions]})
+    return space
+
+
+def memory_snapshot(store: Any, space: str, *, with_seq: bool = True) -> dict[str, Any]:
+    """Everything a build produced, as comparable plain data (ids, texts, links, trigger views, personas)."""
+    items = store.items(space)
+    return {
+        "scenes": [(s.id, s.seq, s.title, s.summary, s.narrative, tuple(s.turn_ids)) for s in store.scenes(space)],
+        "topics": sorted((t.id, t.seq, t.label, t.description) for t in store.topics(space)),
+        "links": sorted((link.topic_id, link.scene_id) for link in store.topic_links(space)),
+        "items": sorted(
+            (
+                it.id,
+                it.text,
+                it.kind.value,
+                tuple(it.scene_ids),
+                it.speaker,
+                it.date,
+                tuple(it.turn_ids),
+                it.supersedes,
+                it.superseded_by,
+            )
+            + ((it.seq, it.topic_id) if with_seq else ())
+            for it in items
+        ),
+        "triggers": sorted(
+            (t.id, t.family.value, t.host_id, t.group, tuple((v.name, v.text) for v in t.views))
+            for t in store.triggers(space)
+        ),
+        "personas": sorted(p.model_dump_json() for p in store.personas(space)) if with_seq else [],
+    }

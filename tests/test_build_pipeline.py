@@ -1,0 +1,231 @@
+"""Orchestration: full build, rerun, kill-and-resume, incremental == full, batch protocol, extractive delegation."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.support.stage_replies import dev_space, memory_snapshot, scripted_reply
+from tmem.build.options import BuildOptions
+from tmem.build.pipeline import build_space, reset_space
+from tmem.build.report import STATE_MODE, STATE_SESSIONS
+from tmem.build.segment import STATE_OPEN_TAIL
+from tmem.embed.hashing import HashEmbedder
+from tmem.errors import BatchPending, BuildError, InputError
+from tmem.ingest.importer import import_spaces
+from tmem.llm.base import ChatRequest
+from tmem.llm.batch import import_results
+from tmem.llm.scripted import scripted_llm
+from tmem.models import ItemKind, TriggerFamily
+from tmem.store.sqlite import SQLiteStore
+
+SPACE = "conv-26"
+# Small windows so that a few sessions exercise several segmentation calls, chunked topics and items.
+OPTIONS = BuildOptions(
+    segment_window=20,
+    max_scene_turns=12,
+    topic_scenes_per_call=4,
+    item_scenes_per_call=3,
+    items_per_trigger_call=6,
+    scenes_per_trigger_call=4,
+)
+
+
+class Killed(RuntimeError):
+    """Stands for the process dying in the middle of a call."""
+
+
+def _store(sessions: slice) -> SQLiteStore:
+    store = SQLiteStore.open(":memory:")
+    import_spaces(store, [dev_space(SPACE, sessions)], source="dev")
+    return store
+
+
+def _ok_hashes(store: SQLiteStore) -> list[str]:
+    return [c.request_hash for c in store.llm_calls(SPACE) if c.outcome == "ok"]
+
+
+async def _build(store: SQLiteStore, fn=scripted_reply, options: BuildOptions = OPTIONS):  # type: ignore[no-untyped-def]
+    return await build_space(store, SPACE, llm=scripted_llm(store, fn=fn), embedder=HashEmbedder(), options=options)
+
+
+async def test_full_build_meets_the_invariants() -> None:
+    store = _store(slice(0, 6))
+    report = await _build(store)
+    turns = [t.id for t in store.turns(SPACE)]
+    scenes = store.scenes(SPACE)
+    owned = Counter(tid for s in scenes for tid in s.turn_ids)
+    assert sorted(owned) == sorted(turns) and set(owned.values()) == {1}  # every turn in exactly one scene
+    assert [tid for s in scenes for tid in s.turn_ids] == turns  # scenes are contiguous, in arrival order
+    assert max(len(s.turn_ids) for s in scenes) <= OPTIONS.max_scene_turns
+    assert any(len({tid.split(":")[0] for tid in s.turn_ids}) > 1 for s in scenes)  # a scene spans a session break
+    linked = {link.scene_id for link in store.topic_links(SPACE)}
+    assert linked == {s.id for s in scenes}
+    items = store.items(SPACE)
+    assert {it.kind for it in items} == {ItemKind.ATOMIC, ItemKind.CONNECTED}
+    for it in items:
+        assert (len(it.scene_ids) == 1) == (it.kind is ItemKind.ATOMIC)
+        assert set(it.turn_ids) <= {tid for s in scenes if s.id in it.scene_ids for tid in s.turn_ids}
+    by_family = Counter(t.family for t in store.triggers(SPACE))
+    assert by_family[TriggerFamily.ENTITY] == by_family[TriggerFamily.BRIDGE] == OPTIONS.item_triggers_n * len(items)
+    assert by_family[TriggerFamily.SCENE] == by_family[TriggerFamily.HORIZON] == len(scenes)
+    assert {p.speaker for p in store.personas(SPACE)} == {"Caroline", "Melanie"}
+    assert store.get_state(SPACE, STATE_MODE) == "llm" and store.get_state(SPACE, STATE_SESSIONS) == "6"
+    assert store.get_state(SPACE, STATE_OPEN_TAIL) == scenes[-1].id
+    assert report.counts["scenes"] == len(scenes) and report.counts["items"] == len(items)
+    assert [s.stage for s in report.stages] == [
+        "segment",
+        "topics",
+        "items",
+        "triggers.item",
+        "triggers.scene",
+        "persona",
+    ]
+
+
+async def test_rerun_changes_nothing_and_pays_nothing() -> None:
+    store = _store(slice(0, 4))
+    await _build(store)
+    before, paid = memory_snapshot(store, SPACE), len(_ok_hashes(store))
+    report = await _build(store)
+    assert memory_snapshot(store, SPACE) == before
+    assert len(_ok_hashes(store)) == paid
+    assert sum(s.llm_calls for s in report.stages) == 0
+
+
+@pytest.mark.parametrize("die_after", [0, 1, 3, 6, 10, 14, 18, 22, 24])
+async def test_killed_build_resumes_to_the_same_memory_without_paying_twice(die_after: int) -> None:
+    reference = _store(slice(0, 4))
+    await _build(reference)
+    expected = memory_snapshot(reference, SPACE)
+    total = len(_ok_hashes(reference))
+    assert die_after < total
+
+    store = _store(slice(0, 4))
+    answered = 0
+
+    def dying(request: ChatRequest) -> str:
+        nonlocal answered
+        if answered >= die_after:
+            raise Killed(f"killed after {answered} replies")
+        answered += 1
+        return scripted_reply(request)
+
+    with pytest.raises(Killed):
+        await _build(store, dying)
+    await _build(store)
+    assert memory_snapshot(store, SPACE) == expected
+    paid = _ok_hashes(store)
+    assert len(paid) == len(set(paid)) == total  # each request paid exactly once over both runs
+
+
+@pytest.mark.parametrize("cuts", [(2,), (3,), (1, 4), (2, 3, 5)])
+async def test_incremental_build_equals_full_build(cuts: tuple[int, ...]) -> None:
+    n = 7
+    full = _store(slice(0, n))
+    await _build(full)
+
+    inc = SQLiteStore.open(":memory:")
+    reverted = kept = 0
+    for start, stop in zip((0, *cuts), (*cuts, n), strict=True):
+        import_spaces(inc, [dev_space(SPACE, slice(start, stop))], source="dev")
+        report = await _build(inc)
+        reverted += report.stages[0].updated
+        kept += report.stages[0].skipped
+    assert memory_snapshot(inc, SPACE, with_seq=False) == memory_snapshot(full, SPACE, with_seq=False)
+    assert inc.get_state(SPACE, STATE_SESSIONS) == str(n)
+    assert reverted + kept == len(cuts)  # each later build re-examined the provisional tail of the one before
+
+
+async def test_incremental_build_reverts_a_tail_that_continues_and_keeps_one_that_closed() -> None:
+    # conv-26 session 1 ends with a 2-turn chunk (runs on into session 2); session 3 ends with a 7-turn one.
+    inc = SQLiteStore.open(":memory:")
+    outcomes = []
+    for part in (slice(0, 1), slice(1, 3), slice(3, 4)):
+        import_spaces(inc, [dev_space(SPACE, part)], source="dev")
+        report = await _build(inc)
+        outcomes.append((report.stages[0].updated, report.stages[0].skipped))
+    assert outcomes[1] == (1, 0)  # session 1's tail was reverted and merged with session 2
+    assert outcomes[2] == (0, 1)  # session 3's tail closed where the previous build closed it
+
+
+async def test_batch_protocol_stops_exports_and_continues(tmp_path: Path) -> None:
+    store = _store(slice(0, 2))
+    options = OPTIONS.model_copy(update={"batch_out": tmp_path / "requests.jsonl"})
+    rounds = 0
+    stages_met: list[str] = []
+    while True:
+        llm = scripted_llm(store, fn=scripted_reply)
+        try:
+            await build_space(store, SPACE, llm=llm, embedder=HashEmbedder(), options=options)
+            break
+        except BatchPending as pending:
+            rounds += 1
+            assert pending.path == str(options.batch_out) and pending.count >= 1
+            assert llm.backend.requests == []  # type: ignore[attr-defined]  # batch mode calls nothing
+            lines = options.batch_out.read_text().splitlines()  # type: ignore[union-attr]
+            assert len(lines) == pending.count
+            if pending.stage in ("items", "triggers.item", "triggers.scene") and pending.stage not in stages_met:
+                assert pending.count > 1  # an independent stage exports all its requests at once
+            stages_met.append(pending.stage)
+            results = tmp_path / f"results{rounds}.jsonl"
+            results.write_text(_answer_batch(lines))
+            report = import_results(store, results)
+            assert report.imported == pending.count
+            for p in store.pending(SPACE):
+                store.delete_pending([p.request_hash])
+        assert rounds < 40
+    assert set(stages_met) == {"segment", "topics", "items", "triggers.item", "triggers.scene", "persona"}
+    reference = _store(slice(0, 2))
+    await _build(reference)
+    assert memory_snapshot(store, SPACE, with_seq=False) == memory_snapshot(reference, SPACE, with_seq=False)
+
+
+def _answer_batch(lines: list[str]) -> str:
+    import json
+
+    from tests.support.stage_replies import stub_reply
+
+    out = []
+    for line in lines:
+        req = json.loads(line)
+        content = stub_reply(req["body"])
+        out.append(
+            json.dumps(
+                {
+                    "custom_id": req["custom_id"],
+                    "response": {
+                        "status_code": 200,
+                        "body": {
+                            "model": req["body"]["model"],
+                            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+                        },
+                    },
+                }
+            )
+        )
+    return "\n".join(out) + "\n"
+
+
+async def test_space_without_turns_is_an_input_error() -> None:
+    store = SQLiteStore.open(":memory:")
+    store.ensure_space("empty")
+    with pytest.raises(InputError, match="import sessions first"):
+        await build_space(store, "empty", llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder())
+
+
+async def test_modes_are_not_mixed_and_rebuild_resets() -> None:
+    store = _store(slice(0, 2))
+    await build_space(store, SPACE, llm=None, embedder=HashEmbedder())
+    assert store.get_state(SPACE, STATE_MODE) == "extractive"
+    with pytest.raises(BuildError, match="--rebuild"):
+        await _build(store)
+    reset_space(store, SPACE)
+    assert store.scenes(SPACE) == [] and store.topics(SPACE) == [] and store.get_state(SPACE, STATE_MODE) is None
+    await _build(store)
+    reference = _store(slice(0, 2))
+    await _build(reference)
+    assert memory_snapshot(store, SPACE, with_seq=False) == memory_snapshot(reference, SPACE, with_seq=False)
