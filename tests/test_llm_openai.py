@@ -7,6 +7,7 @@ import json
 import random
 from collections.abc import AsyncIterator, Iterator
 
+import openai
 import pytest
 from pydantic import BaseModel, Field
 
@@ -138,6 +139,13 @@ async def test_429_with_retry_after_is_honoured(harness: Harness) -> None:
     assert harness.sleep.delays == [0.25, 0.04]
 
 
+async def test_a_retry_after_beyond_ten_minutes_surfaces_at_once(harness: Harness) -> None:
+    harness.stub.add_faults("429:retry-after=3600")
+    with pytest.raises(LLMTransientError, match="asks to wait 3600s"):
+        await harness.ask()
+    assert len(harness.stub.requests) == 1 and harness.sleep.delays == []
+
+
 async def test_5xx_drop_timeout_and_garbage_are_retried_with_jittered_backoff(store: SQLiteStore) -> None:
     with OpenAIStub(reply=event_reply, faults=["500", "503", "drop", "garbage", "delay=1.0"]) as stub:
         h = Harness(stub, store, llm_timeout=0.3, llm_max_retries=5, llm_backoff_base=0.01, llm_backoff_max=1.0)
@@ -255,8 +263,6 @@ async def test_seeded_fault_rate_pipeline_completes(store: SQLiteStore) -> None:
 
 
 def test_stub_embeddings_are_deterministic_unit_vectors() -> None:
-    import openai
-
     async def embed(stub: OpenAIStub) -> list[list[float]]:
         client = openai.AsyncOpenAI(base_url=stub.base_url, api_key="k", max_retries=0)
         try:
@@ -271,3 +277,21 @@ def test_stub_embeddings_are_deterministic_unit_vectors() -> None:
     assert vectors[0] == vectors[2] and vectors[0] != vectors[1]
     assert abs(sum(x * x for x in vectors[0]) - 1.0) < 1e-5
     assert json.loads(json.dumps(stub.embedding_requests[0].body))["model"] == "stub-embed"
+
+
+def test_retry_after_header_forms() -> None:
+    import httpx2
+
+    from tmem.llm.openai_backend import _retry_after
+
+    def error(headers: dict[str, str]) -> openai.RateLimitError:
+        request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+        return openai.RateLimitError(
+            "slow down", response=httpx2.Response(429, headers=headers, request=request), body=None
+        )
+
+    assert _retry_after(error({"retry-after-ms": "250", "retry-after": "9"})) == 0.25
+    assert _retry_after(error({"retry-after": "2"})) == 2.0
+    assert _retry_after(error({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0  # a date in the past
+    assert _retry_after(error({"retry-after": "soon"})) is None
+    assert _retry_after(error({})) is None

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 
-# A Retry-After longer than this is not waited for blindly: the error surfaces so the user can decide.
+# A Retry-After longer than this is not waited for: it signals a quota, and the error surfaces so the user decides.
 _MAX_RETRY_AFTER_S = 600.0
 
 
@@ -106,7 +106,12 @@ class OpenAIBackend:
                 f"{'y' if retries == 1 else 'ies'}: the server is overloaded or unreachable. Retry later (cached "
                 "calls are not paid again), lower TMEM_LLM_CONCURRENCY, or raise TMEM_LLM_MAX_RETRIES."
             ) from exc
-        if retry_after is not None and retry_after <= _MAX_RETRY_AFTER_S:
+        if retry_after is not None and retry_after > _MAX_RETRY_AFTER_S:
+            raise LLMTransientError(
+                f"{_describe(exc)} from {self.base_url}: the server asks to wait {retry_after:.0f}s before the next "
+                "request (a quota, not a burst limit). Rerun later; cached calls are not paid again."
+            ) from exc
+        if retry_after is not None:
             delay = retry_after
         else:
             # Exponential backoff with full jitter: spreads concurrent clients apart instead of retrying in step.
