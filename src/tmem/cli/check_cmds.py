@@ -1,9 +1,55 @@
-"""CLI commands (placeholder module: its owner fills in commands)."""
+"""``tmem check SPACE [--json]``: verify a memory's integrity; exit 1 on any violation.
+
+JSON output (stable): ``{"space", "mode", "descriptive_only", "ok", "checked": {type: count}, "violations":
+[{"code", "message", "record"}]}``.
+"""
 
 from __future__ import annotations
 
 import click
 
+from tmem.build.check import check_space
+from tmem.cli.context import AppContext, echo_json, pass_app
+
+DESCRIPTIVE_NOTE = "descriptive only (built without an LLM: no Bridge, Horizon or persona)"
+
+
+@click.command("check")
+@click.argument("space")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_app
+@click.pass_context
+def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool) -> None:
+    """Verify the integrity of SPACE's memory; exit 1 on any violation.
+
+    Checks that every built turn is in exactly one scene, every item is linked to existing scenes (an atomic item to
+    exactly one), every trigger is attached to an existing host of the right kind, no topic link or persona citation
+    is orphaned, supersession links agree both ways, and the LLM call log is consistent (no call paid twice).
+    """
+    report = check_space(app.store(), space)
+    if as_json:
+        payload = report.model_dump(mode="json")
+        payload["ok"] = report.ok
+        echo_json(payload)
+    else:
+        mode = report.mode or "not built"
+        if report.descriptive_only:
+            mode += f", {DESCRIPTIVE_NOTE}"
+        checked = ", ".join(f"{n} {kind}" for kind, n in report.checked.items())
+        click.echo(f"{space}: {mode}; checked {checked}")
+        for v in report.violations:
+            click.echo(f"  {v.code}: {v.message}")
+        if report.ok:
+            click.echo("OK: no violation")
+        else:
+            click.echo(
+                f"{len(report.violations)} violation(s). Rebuild the space (delete it, import again, build) or report "
+                "the codes above as a bug."
+            )
+    if not report.ok:
+        ctx.exit(1)
+
 
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the top-level group."""
+    cli.add_command(check_command)

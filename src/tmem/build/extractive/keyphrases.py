@@ -5,6 +5,7 @@ RAKE (Rose et al., 2010) splits a text into candidate phrases at stopwords and p
 
 - the stoplist also holds conversational fillers ("wow", "really", "awesome", "gonna") and light verbs, which would
   otherwise glue themselves to every phrase;
+- a capitalised word following a lower-case one starts a new candidate (names stand alone: "met Jon");
 - candidates are at most three words long, and a phrase's document score is multiplied by how often it occurs, so a
   thing talked about repeatedly outranks a one-off long phrase.
 
@@ -112,6 +113,10 @@ def _candidates(text: str) -> Iterable[tuple[list[str], list[str], int]]:
                 yield from _emit(run_norm, run_surface, run_start)
             run_norm, run_surface = [], []
             continue
+        if run_norm and raw[:1].isupper() and run_surface[-1][:1].islower():
+            # a capitalised word after a lower-case one starts a name: "met Jon" is "met" + "Jon"
+            yield from _emit(run_norm, run_surface, run_start)
+            run_norm, run_surface = [], []
         if not run_norm:
             run_start = match.start()
         run_norm.append(word)

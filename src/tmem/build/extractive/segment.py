@@ -9,8 +9,9 @@ any data set:
 3. Depth: at each valley (a gap whose smoothed similarity is not above either neighbour's), depth is the climb to the
    highest point reached by walking uphill on the left plus the same on the right (Hearst's depth score).
 4. Boundaries: valleys whose depth is at least ``mean - std / 2`` of the session's valley depths (Hearst's relative
-   cutoff) and strictly positive, accepted deepest first, skipping any that would leave a scene shorter than
-   ``MIN_TURNS``.
+   cutoff) and at least ``MIN_DEPTH`` (an absolute floor in cosine units, so that a flat curve with noise ripples is
+   not cut: the relative cutoff alone always cuts somewhere), accepted deepest first, skipping any that would leave a
+   scene shorter than ``MIN_TURNS``.
 5. Length cap: a scene longer than ``MAX_TURNS`` is split at its lowest-similarity gap that keeps both parts at least
    ``MIN_TURNS`` long, recursively.
 
@@ -23,9 +24,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MAX_TURNS", "MIN_TURNS", "WINDOW", "gap_similarities", "segment_session"]
+__all__ = ["MAX_TURNS", "MIN_DEPTH", "MIN_TURNS", "WINDOW", "gap_similarities", "segment_session"]
 
 WINDOW = 3
+MIN_DEPTH = 0.05
 MIN_TURNS = 4
 MAX_TURNS = 24
 
@@ -128,7 +130,7 @@ def segment_session(
         ranked = sorted(depths.items(), key=lambda kv: (-kv[1], kv[0]))
         for gap, depth in ranked:
             cut = gap + 1  # the new scene starts at turn gap + 1
-            if depth > 1e-9 and depth >= cutoff and _fits(boundaries, cut, n, min_turns):
+            if depth >= MIN_DEPTH and depth >= cutoff and _fits(boundaries, cut, n, min_turns):
                 boundaries.append(cut)
     edges = sorted([0, n, *boundaries])
     for k in range(len(edges) - 1):

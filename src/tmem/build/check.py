@@ -1,0 +1,386 @@
+"""Integrity checker of one space's memory (``tmem check SPACE``).
+
+:func:`check_space` loads a :class:`MemorySnapshot` of the space from the store and runs :func:`check_snapshot`, a
+pure function over the typed records, so each rule is testable on hand-made records (a store may refuse to hold some
+corruptions in the first place; another backend may not).
+
+Violation codes (each with a message naming the records involved):
+
+- turns and scenes: ``turn_unassigned``, ``turn_in_several_scenes``, ``scene_empty``, ``scene_unknown_turn``,
+  ``scene_turn_order``, ``scene_bad_times``, ``scene_without_topic``;
+- topics: ``topic_link_unknown_topic``, ``topic_link_unknown_scene``, ``topic_empty``;
+- items: ``item_no_scene``, ``item_unknown_scene``, ``atomic_scene_count``, ``connected_scene_count``,
+  ``item_unknown_turn``, ``item_unknown_topic``, ``item_bad_date``, ``supersedes_unknown``,
+  ``supersedes_inconsistent``;
+- triggers: ``trigger_unknown_host``, ``trigger_family_host_kind``, ``trigger_empty_view``;
+- persona: ``persona_unknown_item``, ``persona_unknown_speaker``;
+- build state and mode: ``state_bad_mode``, ``state_bad_sessions``, ``extractive_not_descriptive``,
+  ``mode_mixed``;
+- LLM call log: ``llm_call_no_stage``, ``llm_call_no_model``, ``llm_call_bad_tokens``, ``llm_call_bad_outcome``,
+  ``llm_call_bad_attempts``, ``llm_ok_without_response``, ``llm_error_without_message``, ``llm_paid_twice``,
+  ``llm_cache_without_source``, ``llm_call_wrong_space``.
+
+"Every turn in exactly one scene" applies to the sessions a completed build covers (state ``build.sessions``); before
+any completed build, to the sessions that already have a scene. Sessions imported after the last build are not yet
+expected to have scenes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from datetime import date
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tmem.build.report import STATE_MODE, STATE_SESSIONS
+from tmem.models import (
+    ITEM_FAMILIES,
+    BuildMode,
+    Item,
+    ItemKind,
+    LLMCall,
+    Persona,
+    Scene,
+    Session,
+    Space,
+    Topic,
+    TopicSceneLink,
+    Trigger,
+    TriggerFamily,
+    Turn,
+)
+from tmem.store.base import Store
+
+__all__ = ["CheckReport", "MemorySnapshot", "Violation", "check_snapshot", "check_space", "load_snapshot"]
+
+_OUTCOMES = {"ok", "error", "cached", "batch"}
+
+
+class Violation(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    code: str = Field(description="Stable machine-readable code (see the module docstring).")
+    message: str
+    record: str | None = Field(default=None, description="Id of the offending record, when there is one.")
+
+
+class CheckReport(BaseModel):
+    space: str
+    mode: str | None = Field(description="build.mode of the space ('llm', 'extractive'), None when never built.")
+    descriptive_only: bool = Field(description="True for an extractive memory: no Bridge, Horizon or persona.")
+    checked: dict[str, int] = Field(default_factory=dict, description="Records examined, per type.")
+    violations: list[Violation] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class MemorySnapshot(BaseModel):
+    """Every record of one space, as the checker sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    space: Space
+    sessions: list[Session]
+    turns: list[Turn]
+    scenes: list[Scene]
+    topics: list[Topic]
+    links: list[TopicSceneLink]
+    items: list[Item]
+    triggers: list[Trigger]
+    personas: list[Persona]
+    calls: list[LLMCall]
+    state: dict[str, str]
+
+
+def load_snapshot(store: Store, space: str) -> MemorySnapshot:
+    """Read the whole space (raises NotFoundError naming the known spaces when it does not exist)."""
+    return MemorySnapshot(
+        space=store.get_space(space),
+        sessions=store.sessions(space),
+        turns=store.turns(space),
+        scenes=store.scenes(space),
+        topics=store.topics(space),
+        links=store.topic_links(space),
+        items=store.items(space),
+        triggers=store.triggers(space),
+        personas=store.personas(space),
+        calls=store.llm_calls(space),
+        state=store.state_keys(space),
+    )
+
+
+def check_space(store: Store, space: str) -> CheckReport:
+    return check_snapshot(load_snapshot(store, space))
+
+
+class _Checker:
+    def __init__(self, snap: MemorySnapshot) -> None:
+        self.s = snap
+        self.out: list[Violation] = []
+        self.turn_ids = {t.id for t in snap.turns}
+        self.scene_ids = {s.id for s in snap.scenes}
+        self.topic_ids = {t.id for t in snap.topics}
+        self.item_by_id = {i.id: i for i in snap.items}
+
+    def add(self, code: str, message: str, record: str | None = None) -> None:
+        self.out.append(Violation(code=code, message=message, record=record))
+
+    # ------------------------------------------------------------------ state
+    def built_sessions(self) -> int | None:
+        raw = self.s.state.get(STATE_SESSIONS)
+        if raw is None:
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            self.add("state_bad_sessions", f"{STATE_SESSIONS} is {raw!r}, not a number of sessions")
+            return None
+        if not 0 <= value <= len(self.s.sessions):
+            self.add(
+                "state_bad_sessions",
+                f"{STATE_SESSIONS} is {value} but the space holds {len(self.s.sessions)} sessions",
+            )
+            return None
+        return value
+
+    def state(self) -> str | None:
+        mode = self.s.state.get(STATE_MODE)
+        if mode is not None and mode not in {m.value for m in BuildMode}:
+            self.add("state_bad_mode", f"{STATE_MODE} is {mode!r}; expected 'llm' or 'extractive'")
+        return mode
+
+    # ------------------------------------------------------------------ turns and scenes
+    def scenes(self) -> None:
+        seq = {t.id: t.seq for t in self.s.turns}
+        owners: dict[str, list[str]] = defaultdict(list)
+        for scene in self.s.scenes:
+            if not scene.turn_ids:
+                self.add("scene_empty", f"scene {scene.id} has no turns", scene.id)
+            unknown = [t for t in scene.turn_ids if t not in self.turn_ids]
+            if unknown:
+                self.add("scene_unknown_turn", f"scene {scene.id} lists unknown turns {unknown[:5]}", scene.id)
+            known = [seq[t] for t in scene.turn_ids if t in seq]
+            if known != sorted(known) or len(set(scene.turn_ids)) != len(scene.turn_ids):
+                self.add("scene_turn_order", f"scene {scene.id} lists its turns out of order or twice", scene.id)
+            if scene.start > scene.end:
+                self.add(
+                    "scene_bad_times", f"scene {scene.id} starts {scene.start} after it ends {scene.end}", scene.id
+                )
+            for tid in dict.fromkeys(scene.turn_ids):
+                owners[tid].append(scene.id)
+        for tid, scene_ids in owners.items():
+            if len(scene_ids) > 1:
+                self.add("turn_in_several_scenes", f"turn {tid} is in scenes {sorted(scene_ids)}", tid)
+        covered = self.covered_sessions(owners)
+        for turn in self.s.turns:
+            if turn.session_id in covered and turn.id not in owners:
+                self.add("turn_unassigned", f"turn {turn.id} (session {turn.session_id}) is in no scene", turn.id)
+
+    def covered_sessions(self, owners: dict[str, list[str]]) -> set[str]:
+        built = self.built_sessions()
+        ordered = sorted(self.s.sessions, key=lambda s: s.seq)
+        if built is not None:
+            return {s.id for s in ordered[:built]}
+        return {t.session_id for t in self.s.turns if t.id in owners}
+
+    # ------------------------------------------------------------------ topics
+    def topics(self, completed: bool) -> None:
+        linked_topics: Counter[str] = Counter()
+        linked_scenes: set[str] = set()
+        for link in self.s.links:
+            if link.topic_id not in self.topic_ids:
+                self.add(
+                    "topic_link_unknown_topic",
+                    f"link {link.topic_id} -> {link.scene_id} names an unknown topic",
+                    link.topic_id,
+                )
+            if link.scene_id not in self.scene_ids:
+                self.add(
+                    "topic_link_unknown_scene",
+                    f"link {link.topic_id} -> {link.scene_id} names an unknown scene",
+                    link.scene_id,
+                )
+            linked_topics[link.topic_id] += 1
+            linked_scenes.add(link.scene_id)
+        for topic in self.s.topics:
+            if linked_topics[topic.id] == 0:
+                self.add("topic_empty", f"topic {topic.id} ({topic.label!r}) has no scene", topic.id)
+        if completed:
+            for scene in self.s.scenes:
+                if scene.id not in linked_scenes:
+                    self.add("scene_without_topic", f"scene {scene.id} belongs to no topic", scene.id)
+
+    # ------------------------------------------------------------------ items
+    def items(self) -> None:
+        for item in self.s.items:
+            if not item.scene_ids:
+                self.add("item_no_scene", f"item {item.id} is linked to no scene", item.id)
+            missing = [s for s in item.scene_ids if s not in self.scene_ids]
+            if missing:
+                self.add("item_unknown_scene", f"item {item.id} names unknown scenes {missing}", item.id)
+            n = len(set(item.scene_ids))
+            if item.kind is ItemKind.ATOMIC and n != 1:
+                self.add("atomic_scene_count", f"atomic item {item.id} has {n} source scenes, not 1", item.id)
+            if item.kind is ItemKind.CONNECTED and n < 2:
+                self.add(
+                    "connected_scene_count", f"connected item {item.id} has {n} source scene(s), not >= 2", item.id
+                )
+            bad_turns = [t for t in item.turn_ids if t not in self.turn_ids]
+            if bad_turns:
+                self.add("item_unknown_turn", f"item {item.id} names unknown turns {bad_turns[:5]}", item.id)
+            if item.topic_id is not None and item.topic_id not in self.topic_ids:
+                self.add("item_unknown_topic", f"item {item.id} names unknown topic {item.topic_id}", item.id)
+            if item.date is not None:
+                try:
+                    date.fromisoformat(item.date)
+                except ValueError:
+                    self.add("item_bad_date", f"item {item.id} has date {item.date!r}, not YYYY-MM-DD", item.id)
+            self.supersession(item)
+
+    def supersession(self, item: Item) -> None:
+        for attr, back in (("supersedes", "superseded_by"), ("superseded_by", "supersedes")):
+            other_id: str | None = getattr(item, attr)
+            if other_id is None:
+                continue
+            other = self.item_by_id.get(other_id)
+            if other is None or other_id == item.id:
+                self.add("supersedes_unknown", f"item {item.id}.{attr} names {other_id}, not another item", item.id)
+            elif getattr(other, back) != item.id:
+                self.add(
+                    "supersedes_inconsistent",
+                    f"item {item.id}.{attr} = {other_id} but {other_id}.{back} = {getattr(other, back)}",
+                    item.id,
+                )
+
+    # ------------------------------------------------------------------ triggers and persona
+    def triggers(self) -> None:
+        for trig in self.s.triggers:
+            wants_item = trig.family in ITEM_FAMILIES
+            if trig.host_kind != ("item" if wants_item else "scene"):
+                self.add(
+                    "trigger_family_host_kind",
+                    f"trigger {trig.id} of family {trig.family.value} is hosted by a {trig.host_kind}",
+                    trig.id,
+                )
+            hosts = self.item_by_id.keys() if trig.host_kind == "item" else self.scene_ids
+            if trig.host_id not in hosts:
+                self.add(
+                    "trigger_unknown_host", f"trigger {trig.id} names unknown {trig.host_kind} {trig.host_id}", trig.id
+                )
+            if not trig.views or any(not v.text.strip() or not v.name.strip() for v in trig.views):
+                self.add("trigger_empty_view", f"trigger {trig.id} has no views or an empty one", trig.id)
+
+    def personas(self) -> None:
+        speakers = set(self.s.space.speakers)
+        for persona in self.s.personas:
+            if speakers and persona.speaker not in speakers:
+                self.add(
+                    "persona_unknown_speaker",
+                    f"persona of {persona.speaker!r}, who is not a speaker of the space",
+                    persona.speaker,
+                )
+            for trait in persona.traits:
+                missing = [i for i in trait.item_ids if i not in self.item_by_id]
+                if missing:
+                    self.add(
+                        "persona_unknown_item",
+                        f"{persona.speaker}'s trait {trait.category}: {trait.value!r} cites unknown items {missing}",
+                        persona.speaker,
+                    )
+
+    def extractive(self) -> None:
+        associative = Counter(t.family.value for t in self.s.triggers if t.family is not TriggerFamily.ENTITY)
+        if associative or self.s.personas:
+            self.add(
+                "extractive_not_descriptive",
+                f"an extractive memory holds {dict(associative)} non-Entity triggers and {len(self.s.personas)} "
+                "personas; it must be descriptive only",
+            )
+        llm_nodes = [s.id for s in self.s.scenes if s.mode is not BuildMode.EXTRACTIVE]
+        llm_nodes += [i.id for i in self.s.items if i.mode is not BuildMode.EXTRACTIVE]
+        if llm_nodes:
+            self.add("mode_mixed", f"an extractive memory holds LLM-built nodes {llm_nodes[:5]}")
+
+    # ------------------------------------------------------------------ LLM log
+    def calls(self) -> None:
+        paid: Counter[str] = Counter()
+        sources: set[str] = set()
+        for n, call in enumerate(self.s.calls):
+            ref = f"call #{n} ({call.stage or '?'}, {call.request_hash[:12]})"
+            if call.space != self.s.space.name:
+                self.add("llm_call_wrong_space", f"{ref} is logged for space {call.space!r}", call.request_hash)
+            if not call.stage.strip():
+                self.add("llm_call_no_stage", f"{ref} has no stage", call.request_hash)
+            if not call.model.strip():
+                self.add("llm_call_no_model", f"{ref} has no model", call.request_hash)
+            if call.tokens_in < 0 or call.tokens_out < 0 or call.latency_ms < 0:
+                self.add("llm_call_bad_tokens", f"{ref} has negative tokens or latency", call.request_hash)
+            if call.outcome not in _OUTCOMES:
+                self.add("llm_call_bad_outcome", f"{ref} has outcome {call.outcome!r}", call.request_hash)
+            if call.outcome in ("ok", "batch") and call.attempts < 1:
+                # an error may have no reply at all (a transient failure), but a success had at least one
+                self.add("llm_call_bad_attempts", f"{ref} succeeded after {call.attempts} replies", call.request_hash)
+            if call.outcome in ("ok", "batch"):
+                if call.response is None or not _is_json(call.response):
+                    self.add("llm_ok_without_response", f"{ref} succeeded without a JSON response", call.request_hash)
+                sources.add(call.request_hash)
+            if call.outcome == "ok":
+                paid[call.request_hash] += 1
+            if call.outcome == "error" and not (call.error or "").strip():
+                self.add("llm_error_without_message", f"{ref} failed without an error message", call.request_hash)
+            if call.outcome == "cached" and call.request_hash not in sources:
+                self.add(
+                    "llm_cache_without_source",
+                    f"{ref} is a cache hit with no earlier successful call to answer it",
+                    call.request_hash,
+                )
+        for request_hash, count in paid.items():
+            if count > 1:
+                self.add(
+                    "llm_paid_twice",
+                    f"request {request_hash[:12]} was paid {count} times; the response cache should have answered",
+                    request_hash,
+                )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_snapshot(snap: MemorySnapshot) -> CheckReport:
+    """All violations of the memory's invariants (an empty list means the memory is consistent)."""
+    checker = _Checker(snap)
+    mode = checker.state()
+    checker.scenes()
+    checker.topics(completed=mode is not None and STATE_SESSIONS in snap.state)
+    checker.items()
+    checker.triggers()
+    checker.personas()
+    if mode == BuildMode.EXTRACTIVE.value:
+        checker.extractive()
+    checker.calls()
+    counts = {
+        "sessions": len(snap.sessions),
+        "turns": len(snap.turns),
+        "scenes": len(snap.scenes),
+        "topics": len(snap.topics),
+        "topic_links": len(snap.links),
+        "items": len(snap.items),
+        "triggers": len(snap.triggers),
+        "personas": len(snap.personas),
+        "llm_calls": len(snap.calls),
+    }
+    return CheckReport(
+        space=snap.space.name,
+        mode=mode,
+        descriptive_only=mode == BuildMode.EXTRACTIVE.value,
+        checked=counts,
+        violations=checker.out,
+    )
