@@ -72,6 +72,7 @@ async def test_rerun_hits_cache_without_backend_call(store: SQLiteStore) -> None
     assert again.cached and again.output == first.output and again.usage == Usage()
     outcomes = [(c.outcome, c.tokens_in, c.tokens_out) for c in store.llm_calls("s1")]
     assert outcomes[1] == ("cached", 0, 0)
+    assert store.llm_calls("s1")[1].response is None  # the response is not stored twice
     # The cache is per space: the same request in another space is paid again.
     with pytest.raises(LLMError, match="no reply left"):
         await llm.complete(MESSAGES, Facts, stage="items", space="s2")

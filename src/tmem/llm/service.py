@@ -13,7 +13,8 @@
    is looked up in the cache by its own hash first, so an invalid batch result can be corrected through the batch
    protocol too.
 5. One :class:`LLMCall` row is logged per ``complete``: outcome ``ok`` (a backend was called; the row holds the validated
-   JSON and becomes the cache entry), ``cached`` (answered from the log, 0 tokens), or ``error`` (with the message).
+   JSON and becomes the cache entry), ``cached`` (answered from the log, 0 tokens, no response stored again), or
+   ``error`` (with the message).
    Tokens are summed over every backend attempt of the call.
 """
 
@@ -102,8 +103,11 @@ class StructuredLLM:
         except LLMError as exc:
             self._log(space, stage, rhash, tally, started, outcome="error", error=str(exc))
             raise
-        outcome: Literal["ok", "cached"] = "ok" if tally.backend_calls else "cached"
-        self._log(space, stage, rhash, tally, started, outcome=outcome, response=output.model_dump_json())
+        if tally.backend_calls:
+            self._log(space, stage, rhash, tally, started, outcome="ok", response=output.model_dump_json())
+        else:
+            # A hit is logged for the cost report only; the response is already in the log.
+            self._log(space, stage, rhash, tally, started, outcome="cached")
         return LLMResult(
             output=output,
             usage=Usage(input_tokens=tally.tokens_in, output_tokens=tally.tokens_out),
