@@ -128,6 +128,10 @@ class Store(Protocol):
 
     def personas(self, space: str) -> list[Persona]: ...
 
+    def delete_personas(self, space: str) -> None:
+        """Removes every persona of the space (a rebuild starts without them)."""
+        ...
+
     # ------------------------------------------------------------------ build checkpoints
     def get_state(self, space: str, key: str) -> str | None:
         """Small key/value checkpoints for the build (e.g. 'segment.cursor')."""

@@ -518,6 +518,10 @@ class SQLiteStore:
             )
         ]
 
+    def delete_personas(self, space: str) -> None:
+        with self.transaction():
+            self._exec("DELETE FROM personas WHERE space = ?", (space,))
+
     # ------------------------------------------------------------------ build checkpoints
     def get_state(self, space: str, key: str) -> str | None:
         rows = self._rows("SELECT value FROM build_state WHERE space = ? AND key = ?", (space, key))
