@@ -225,6 +225,7 @@ async def test_modes_are_not_mixed_and_rebuild_resets() -> None:
         await _build(store)
     reset_space(store, SPACE)
     assert store.scenes(SPACE) == [] and store.topics(SPACE) == [] and store.get_state(SPACE, STATE_MODE) is None
+    assert store.items(SPACE) == [] and store.triggers(SPACE) == [] and store.personas(SPACE) == []
     await _build(store)
     reference = _store(slice(0, 2))
     await _build(reference)

@@ -115,11 +115,10 @@ def memory_counts(store: Store, space: str) -> dict[str, int]:
 
 
 def reset_space(store: Store, space: str) -> None:
-    """Drop the built memory of ``space`` (scenes, topics, items, triggers, build state); keep the conversation.
-
-    Personas are overwritten by the next LLM build (the store has no persona delete).
-    """
+    """Drop the built memory of ``space`` (scenes, topics, items, triggers, personas, build state); keep the
+    conversation and the LLM call log (so a rebuild with the same model and prompts is answered from the cache)."""
     with store.transaction():
+        store.delete_personas(space)
         store.delete_items(space, [it.id for it in store.items(space)])
         store.delete_scenes(space, [s.id for s in store.scenes(space)])
         store.delete_topics(space, [t.id for t in store.topics(space)])

@@ -1,9 +1,163 @@
-"""CLI commands (placeholder module: its owner fills in commands)."""
+"""``tmem build``: construct the memory of one space or of all spaces.
+
+With an LLM configured (``--llm openai`` / ``TMEM_LLM=openai`` and a model) the full T-Mem memory is built; with
+``--llm none`` the extractive, descriptive-only memory. ``--batch-out FILE`` runs the batch protocol: the build stops at
+the first stage with uncached requests, writes them to FILE and exits with status 3; run them, import the results
+with ``tmem llm batch-import``, and build again.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from typing import Any
+
 import click
+
+from tmem.build.options import BuildOptions
+from tmem.build.report import BuildReport
+from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.errors import BatchPending, ConfigError
+
+EXIT_BATCH_PENDING = 3
+
+# (option name, BuildOptions field, help)
+_SIZE_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("--segment-window", "segment_window", "Turns shown to the scene segmenter per call."),
+    ("--max-scene-turns", "max_scene_turns", "Longest allowed scene, in turns."),
+    ("--topic-scenes", "topic_scenes_per_call", "New scenes assigned to topics per call."),
+    ("--item-scenes", "item_scenes_per_call", "New scenes of one topic per item-extraction call."),
+    ("--trigger-items", "items_per_trigger_call", "Items per Entity+Bridge trigger call."),
+    ("--item-triggers", "item_triggers_n", "Entity+Bridge tuples per item (N)."),
+    ("--trigger-scenes", "scenes_per_trigger_call", "Scenes per Scene+Horizon trigger call."),
+    ("--horizon-max", "horizon_max", "Most Horizon dimensions per scene."),
+    ("--persona-items", "persona_items_per_call", "Items read per persona call."),
+    ("--concurrency", "concurrency", "Concurrent LLM requests within a stage (default: TMEM_LLM_CONCURRENCY)."),
+)
+
+
+def _size_options(fn: Any) -> Any:
+    for flag, field, text in reversed(_SIZE_OPTIONS):
+        default = BuildOptions.model_fields[field].default
+        envvar = "TMEM_BUILD_" + field.upper()
+        fn = click.option(
+            flag,
+            field,
+            type=click.IntRange(min=1),
+            default=None,
+            envvar=envvar,
+            help=f"{text} [default {default}; env {envvar}]",
+        )(fn)
+    return fn
+
+
+@click.command("build")
+@click.argument("space", required=False)
+@click.option("--all", "all_spaces", is_flag=True, help="Build every space.")
+@click.option(
+    "--batch-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Batch protocol: write the first stage's uncached requests to FILE (OpenAI Batch JSONL) and stop.",
+)
+@click.option("--rebuild", is_flag=True, help="Drop the built memory first (the conversation is kept).")
+@click.option("--json", "as_json", is_flag=True, help="Print the build reports as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bars.")
+@_size_options
+@pass_app
+def build_cmd(
+    app: AppContext,
+    /,
+    space: str | None,
+    all_spaces: bool,
+    batch_out: Path | None,
+    rebuild: bool,
+    as_json: bool,
+    no_progress: bool,
+    **sizes: int | None,
+) -> None:
+    """Build the memory of SPACE (or of every space with --all); only what is new is processed."""
+    from tmem.build.pipeline import build_space, reset_space
+    from tmem.embed.factory import make_embedder
+    from tmem.llm.batch import export_pending
+    from tmem.llm.service import make_llm
+
+    if (space is None) == (not all_spaces):
+        raise click.UsageError("Give one SPACE or --all.")
+    store = app.store()
+    names = [s.name for s in store.list_spaces()] if all_spaces else [store.get_space(space or "").name]
+    settings = app.settings
+    llm = make_llm(settings, store, batch=batch_out is not None)
+    if llm is None and batch_out is not None:
+        raise ConfigError("--batch-out needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL (or --llm-model NAME).")
+    chosen = {k: v for k, v in sizes.items() if v is not None}
+    chosen.setdefault("concurrency", settings.llm_concurrency)
+    options = BuildOptions.model_validate({**chosen, "batch_out": batch_out})
+    reports: list[BuildReport] = []
+    pending: list[BatchPending] = []
+
+    async def run_all() -> None:
+        try:
+            for name in names:
+                if rebuild:
+                    reset_space(store, name)
+                embedder = make_embedder(settings, store=store, space=name)
+                try:
+                    reports.append(
+                        await build_space(
+                            store, name, llm=llm, embedder=embedder, options=options, progress=not no_progress
+                        )
+                    )
+                except BatchPending as exc:  # collected: with --all every space queues its requests first
+                    pending.append(exc)
+        finally:
+            if llm is not None:
+                await llm.aclose()
+
+    asyncio.run(run_all())
+    if as_json:
+        echo_json([r.model_dump(mode="json") for r in reports])
+    else:
+        for report in reports:
+            click.echo(_describe(report))
+    if pending:
+        assert batch_out is not None  # only the batch mode raises BatchPending
+        count = export_pending(store, batch_out) if len(names) > 1 else pending[0].count
+        stages = ", ".join(f"{p.stage}" for p in pending)
+        click.echo(
+            f"{count} request(s) of stage(s) {stages} written to {batch_out}. Run them through the OpenAI Batch API "
+            "(or any offline process), then `tmem llm batch-import RESULTS.jsonl` and run this build again.",
+            err=True,
+        )
+        raise SystemExit(EXIT_BATCH_PENDING)
+
+
+def _describe(report: BuildReport) -> str:
+    lines = [f"Built {report.space} ({report.mode} mode) in {report.seconds:.1f}s"]
+    if report.descriptive_only:
+        lines[0] += " — descriptive only: no Bridge, Horizon or Scene triggers and no persona"
+    header = ("stage", "created", "updated", "skipped", "calls", "cached", "seconds")
+    rows = [
+        (
+            s.stage,
+            str(s.created),
+            str(s.updated),
+            str(s.skipped),
+            str(s.llm_calls),
+            str(s.cached_calls),
+            f"{s.seconds:.1f}",
+        )
+        for s in report.stages
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        lines.append(
+            "  " + "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
+        )
+    lines.append("  " + ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())))
+    return "\n".join(lines)
 
 
 def register(cli: click.Group) -> None:
-    """Attach this module's commands to the top-level group."""
+    """Attach ``tmem build``."""
+    cli.add_command(build_cmd)
