@@ -225,6 +225,18 @@ async def test_falls_back_to_json_object_when_json_schema_is_rejected(store: SQL
     assert schema is not None and Event.model_validate(minimal_instance(schema, schema))
 
 
+async def test_temperature_is_dropped_for_models_that_reject_it(store: SQLiteStore) -> None:
+    with OpenAIStub(reply=event_reply, temperature_supported=False) as stub:
+        h = Harness(stub, store)
+        try:
+            assert await h.ask() == EVENT
+            await h.ask([MESSAGES[0], Message(role="user", content="Second request.")])
+        finally:
+            await h.llm.aclose()
+    sent = [(r.status, "temperature" in r.body) for r in stub.chat_requests]
+    assert sent == [(400, True), (200, False), (200, False)]
+
+
 async def test_json_object_mode_from_settings(store: SQLiteStore) -> None:
     with OpenAIStub(reply=event_reply) as stub:
         h = Harness(stub, store, llm_json_mode="json_object")

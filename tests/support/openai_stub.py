@@ -29,7 +29,8 @@ seeded RNG; embeddings have their own ``embedding_faults`` list):
     ``delay=S``                 sleep S seconds, then a normal reply (for client timeouts)
 
 ``json_schema_supported=False`` makes the server reject ``response_format.type == "json_schema"`` with HTTP 400 (as
-servers without structured output do); ``delay`` adds latency to every request (for concurrency tests).
+servers without structured output do); ``temperature_supported=False`` rejects any temperature but the default 1
+with HTTP 400 (as reasoning models do); ``delay`` adds latency to every request (for concurrency tests).
 
 Every request is logged in ``requests`` (path, parsed body, headers, the fault applied and the status returned);
 ``max_in_flight`` is the highest number of requests served at the same time.
@@ -105,6 +106,7 @@ class OpenAIStub:
         seed: int = 0,
         embedding_faults: Sequence[str] = (),
         json_schema_supported: bool = True,
+        temperature_supported: bool = True,
         delay: float = 0.0,
         embedding_dim: int = 32,
     ) -> None:
@@ -116,6 +118,7 @@ class OpenAIStub:
         self._fault_names = list(fault_kinds)
         self._rng = random.Random(seed)
         self.json_schema_supported = json_schema_supported
+        self.temperature_supported = temperature_supported
         self.delay = delay
         self.embedding_dim = embedding_dim
         self.requests: list[StubRequest] = []
@@ -258,6 +261,12 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 entry.fault = "unsupported-json-schema"
                 message = "response_format type 'json_schema' is not supported by this server; use json_object"
                 self._send_json(400, _error_body(message, "invalid_request_error", param="response_format"))
+                return
+            if not stub.temperature_supported and body.get("temperature") not in (None, 1, 1.0):
+                entry.status = 400
+                entry.fault = "unsupported-temperature"
+                message = "Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value is supported."
+                self._send_json(400, _error_body(message, "invalid_request_error", param="temperature"))
                 return
             name, fault = stub._next_fault(embeddings=False)
             entry.fault = name

@@ -4,6 +4,8 @@
   rejects it (a 400/422 whose message mentions ``response_format`` or ``json_schema``) the backend switches to
   ``{"type": "json_object"}`` with the schema in the system prompt, for this and every later request; the setting
   ``llm_json_mode = "json_object"`` starts there.
+- A model that rejects the ``temperature`` parameter (reasoning models accept only their default) gets requests
+  without it from then on. The request hash still includes the requested temperature.
 - Transient failures are retried here with exponential backoff and full jitter, at most ``settings.llm_max_retries``
   times (the SDK's own retries are off so that exactly one policy applies), then :class:`LLMTransientError`.
 - Every other failure is an :class:`LLMError` carrying the server's message and what to check.
@@ -56,6 +58,7 @@ class OpenAIBackend:
             max_retries=0,  # we retry ourselves, with one documented policy
         )
         self._mode: JsonMode = settings.llm_json_mode
+        self._send_temperature = True
         self._sleep = sleep
         self._rng = rng or random.Random()
 
@@ -75,6 +78,8 @@ class OpenAIBackend:
         retries = 0
         while True:
             body = chat_body(request, self._mode)
+            if not self._send_temperature:
+                del body["temperature"]
             try:
                 completion = await self._client.chat.completions.create(**body)
             except openai.APIStatusError as exc:
@@ -85,6 +90,11 @@ class OpenAIBackend:
                         _server_message(exc),
                     )
                     self._mode = "json_object"
+                    continue
+                if self._send_temperature and _rejects_temperature(exc):
+                    # Reasoning models accept only their default temperature; the request is otherwise the same.
+                    log.warning("%s rejected the temperature parameter; sending requests without it", self.base_url)
+                    self._send_temperature = False
                     continue
                 if not _is_transient_status(exc.status_code):
                     raise LLMError(_explain(exc, request.model, self.base_url)) from exc
@@ -135,6 +145,13 @@ def _rejects_json_schema(exc: openai.APIStatusError) -> bool:
         return False
     text = f"{exc.message} {exc.body}".lower()
     return "response_format" in text or "json_schema" in text
+
+
+def _rejects_temperature(exc: openai.APIStatusError) -> bool:
+    if exc.status_code not in (400, 422):
+        return False
+    text = f"{exc.message} {exc.body}".lower()
+    return "temperature" in text and ("unsupported" in text or "not support" in text or "only the default" in text)
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
