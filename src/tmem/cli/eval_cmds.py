@@ -183,11 +183,10 @@ def demo_cmd(ctx: click.Context, sessions: int, as_json: bool) -> None:
             f"  gold evidence recalled: {found} ({len(q.recalled_gold)}/{len(q.gold_turn_ids)}), "
             f"context {q.context_tokens} tokens"
         )
-        for ref in q.retrieved[:4]:
-            click.echo(f"  - {ref.kind} {ref.id} via {', '.join(ref.routes)}")
-        lines = [ln for ln in q.evidence if ln.strip()][:6]
-        for ln in lines:
-            click.echo(f"      {ln[:140]}")
+        for ref, hit in list(zip(q.retrieved, q.hits, strict=True))[:3]:
+            click.echo(f"  - {hit[:110]}\n      via {', '.join(ref.routes)}")
+        for line in q.recalled_lines:
+            click.echo(f"  evidence > {line[:140]}")
     click.echo("\n" + report.note)
 
 

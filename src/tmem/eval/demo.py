@@ -68,7 +68,8 @@ class DemoQuestion(BaseModel):
     gold_turn_ids: list[str]
     recalled_gold: list[str] = Field(description="Gold evidence turns inside the returned context.")
     retrieved: list[RetrievedRef]
-    evidence: list[str] = Field(description="The recalled scenes' and items' text lines, as the QA model sees them.")
+    hits: list[str] = Field(description="The top hits, one line each: kind, date, title or text.")
+    recalled_lines: list[str] = Field(description="The recalled gold evidence turns, as said.")
     answer: str | None = None
     context_tokens: int
 
@@ -136,6 +137,9 @@ async def run_demo(
             result = retriever.search(conv.name, question, config)
             context, answer_text = assemble_context(result), None
         inside = set(result.turn_ids())
+        turn_text = {t.id: f"{t.id} {t.speaker}: {t.text}" for s in conv.sessions for t in s.turns}
+        hits = [f"scene {h.scene.start:%Y-%m-%d} {h.scene.title}" for h in result.scenes]
+        hits += [f"item {h.item.text}" for h in result.items]
         out.append(
             DemoQuestion(
                 question=question,
@@ -144,7 +148,8 @@ async def run_demo(
                 gold_turn_ids=gold,
                 recalled_gold=[g for g in gold if g in inside],
                 retrieved=retrieved_refs(result),
-                evidence=context.evidence.splitlines(),
+                hits=hits,
+                recalled_lines=[turn_text[g] for g in gold if g in inside],
                 answer=answer_text,
                 context_tokens=context.evidence_tokens,
             )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -67,10 +68,9 @@ class EvalOptions(BaseModel):
     build_options: BuildOptions | None = None
 
 
-class Models(BaseModel):
+@dataclass(frozen=True)
+class Models:
     """The LLMs of a run; ``build`` None means extractive memories."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     build: LLM | None
     answer: LLM | None
