@@ -269,6 +269,10 @@ def test_missing_and_unrecognised_files(tmp_path: Path) -> None:
         read_file(write(tmp_path / "odd.json", {"hello": "world"}))
     with pytest.raises(InputError, match="contains no samples"):
         read_file(write(tmp_path / "empty.json", []), "locomo")
+    with pytest.raises(InputError, match=r"looks like LoCoMo.*--format locomo"):
+        read_file(LOCOMO, "native")
+    with pytest.raises(InputError, match="looks like tmem's native format"):
+        read_file(write(tmp_path / "native.json", NATIVE_EXAMPLE), "locomo")
 
 
 # --------------------------------------------------------------------------------------------- native format

@@ -9,13 +9,13 @@ import textwrap
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from tmem.build.report import STATE_MODE
 from tmem.cli.context import AppContext, echo_json, pass_app
-from tmem.ingest import FORMATS, ImportReport, import_file
+from tmem.ingest import FORMATS, Format, ImportReport, import_file
 from tmem.models import (
     BuildMode,
     Item,
@@ -66,7 +66,7 @@ def _import_payload(report: ImportReport) -> dict[str, Any]:
 @pass_app
 def import_cmd(app: AppContext, file: Path, fmt: str, space: str | None, as_json: bool) -> None:
     """Import conversations from FILE. Running it again changes nothing; new sessions are appended."""
-    report = import_file(app.store(), file, fmt, space)  # type: ignore[arg-type]  # click.Choice checked it
+    report = import_file(app.store(), file, cast(Format, fmt), space)  # click.Choice checked the value
     if as_json:
         echo_json(_import_payload(report))
         return

@@ -46,6 +46,10 @@ def read_file(path: str | Path, fmt: Format = "auto", *, space: str | None = Non
                     f"{name}: cannot tell the format: expected LoCoMo (a list of samples with 'conversation') or "
                     "native (a space object with 'sessions', or a list of them); see docs/ingest.md or pass --format."
                 )
+        if fmt == "native" and looks_like_locomo(data):
+            raise InputError(f"{name}: looks like LoCoMo (samples with 'conversation'); pass --format locomo or auto.")
+        if fmt == "locomo" and looks_like_native(data):
+            raise InputError(f"{name}: looks like tmem's native format (with 'sessions'); pass --format native or auto.")
         spaces = read_locomo(data, name) if fmt == "locomo" else read_native(data, name, default_space=space)
     if space is None:
         return spaces
