@@ -53,7 +53,7 @@ class BuildOptions(BaseModel):
     horizon_max: int = Field(default=5, ge=2, le=10, description="Most Horizon dimensions per scene (at least 2).")
     persona_items_per_call: int = Field(
         default=300,
-        ge=10,
+        ge=1,
         description="Items read per persona call; a speaker with more is folded chunk by chunk.",
     )
     concurrency: int = Field(default=8, ge=1, description="Concurrent LLM requests within a stage.")
