@@ -217,3 +217,28 @@ def test_make_embedder_follows_settings(store: SQLiteStore, server: ThreadingHTT
         make_embedder(Settings(embed_backend="openai", embed_model="nomic-embed"))
     with pytest.raises(ConfigError, match="both store and space"):
         make_embedder(Settings(embed_backend="hash"), store=store)
+
+
+# --------------------------------------------------------------------------------------------- the shared stub
+
+
+def test_openai_embedder_retries_transient_faults_and_cache_stops_requests(store: SQLiteStore) -> None:
+    from tests.support.openai_stub import OpenAIStub, stub_vector
+
+    with OpenAIStub(embedding_faults=["500", "429:retry-after=0"], embedding_dim=16) as stub:
+        embedder = OpenAIEmbedder("stub-embed", base_url=stub.base_url, batch_size=8, max_retries=2)
+        cached = CachedEmbedder(embedder, store, "a")
+        texts = [f"turn number {n}" for n in range(10)] + ["turn number 3"]
+        result = cached.embed(texts)
+        statuses = [r.status for r in stub.embedding_requests]
+        assert statuses == [500, 429, 200, 200]  # two transient faults retried, then 10 distinct texts in 2 batches
+        expected = np.stack([stub_vector(t, 16) for t in texts])
+        np.testing.assert_allclose(result.vectors, expected, atol=1e-6)
+        cached.embed(list(reversed(texts)))
+        assert len(stub.embedding_requests) == 4  # everything cached: no new request
+
+    with OpenAIStub(embedding_faults=["401"]) as stub:
+        denied = OpenAIEmbedder("stub-embed", base_url=stub.base_url, max_retries=2)
+        with pytest.raises(EmbeddingError, match="stub-embed"):
+            denied.embed(["hello"])
+        assert len(stub.embedding_requests) == 1  # not transient: no retry
