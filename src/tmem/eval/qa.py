@@ -126,31 +126,52 @@ async def run_qa(
     bar = tqdm(total=len(todo), desc="answer+judge", unit="q", disable=not progress)
     added = 0
 
+    failed = asyncio.Event()
+
     async def one(variant: RunVariant, task: QATask) -> None:
         nonlocal added
         async with semaphore:
-            try:
-                answer = await _answer(answerer, task, variant, prompt)
-            except BatchPending as exc:
-                answers_pending.add(exc)
+            if failed.is_set():
                 return
             try:
-                judgements = await _judge_all(judge_llm, task, answer.answer, runs)
-            except BatchPending as exc:
-                judge_pending.add(exc)
-                return
+                try:
+                    answer = await _answer(answerer, task, variant, prompt)
+                except BatchPending as exc:
+                    answers_pending.add(exc)
+                    return
+                try:
+                    judgements = await _judge_all(judge_llm, task, answer.answer, runs)
+                except BatchPending as exc:
+                    judge_pending.add(exc)
+                    return
+            except BaseException:
+                failed.set()  # no new question starts after a failure
+                raise
             results.add(_record(task, variant, answer, judgements))
             added += 1
             bar.update(1)
 
-    await asyncio.gather(*(one(v, t) for v, t in todo))
-    bar.close()
-    for pending, stage in ((answers_pending, "answer"), (judge_pending, "judge")):
-        if pending.count:
+    # The first failure stops the run (remaining questions are cancelled, finished ones are already saved), so an
+    # error surfaces at once and a rerun resumes where it stopped.
+    futures = [asyncio.ensure_future(one(v, t)) for v, t in todo]
+    try:
+        if futures:
+            _, running = await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
+            for fut in running:
+                fut.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            for fut in futures:
+                exc = None if fut.cancelled() else fut.exception()
+                if exc is not None:
+                    raise exc
+    finally:
+        bar.close()
+    for collected, stage in ((answers_pending, "answer"), (judge_pending, "judge")):
+        if collected.count:
             raise BatchPending(
-                f"{pending.count} {stage} requests were stored for the batch protocol: run `tmem llm batch-export "
+                f"{collected.count} {stage} requests were stored for the batch protocol: run `tmem llm batch-export "
                 "FILE`, send it to the Batch API, `tmem llm batch-import RESULTS`, then rerun this command.",
-                count=pending.count,
+                count=collected.count,
                 stage=stage,
             )
     return added
