@@ -85,9 +85,7 @@ async def test_retrieval_only_locomo_records_and_report(locomo_slice: Path, tmp_
     assert "random scenes (query-agnostic control)" in md and "| kS=2 | tmem (cascade)" in md
     manifest = json.loads((out / "locomo" / "manifest.json").read_text())
     assert manifest["mode"] == "retrieval-only" and manifest["embed_model"] == "hash-256"
-    assert (
-        list(manifest["data_files"].values())[0] == __import__("hashlib").sha256(locomo_slice.read_bytes()).hexdigest()
-    )
+    assert manifest["data_files"] == {str(locomo_slice): hashlib.sha256(locomo_slice.read_bytes()).hexdigest()}
     assert report.rows[0].n == 6
     # rerun: everything is already there
     again = await eval_locomo(store, Settings(), opts, models, HashEmbedder())
