@@ -26,10 +26,10 @@ from tmem.build.extractive.scenes import make_scene, make_topic, scene_topic_tex
 from tmem.build.extractive.segment import segment_session
 from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport, StageReport
 from tmem.embed.base import Embedder
+from tmem.embed.cached import CachedEmbedder
 from tmem.errors import BuildError
 from tmem.models import BuildMode, Scene, Session, Topic, TopicSceneLink, Trigger, Turn
 from tmem.store.base import Store
-from tmem.util.text import text_hash
 
 __all__ = ["STATE_CURSOR", "build_extractive", "turn_embedding_text"]
 
@@ -46,25 +46,14 @@ def turn_embedding_text(turn: Turn) -> str:
 
 def _embed(store: Store, space: str, embedder: Embedder, texts: Sequence[str]) -> Matrix:
     """Embed through the store's embedding cache (model id + text hash): a rerun embeds nothing twice."""
-    if not texts:
-        return np.zeros((0, embedder.dim), dtype=np.float32)
-    hashes = [text_hash(t) for t in texts]
-    cached = store.get_embeddings(space, embedder.model_id, hashes)
-    missing: dict[str, str] = {}
-    for h, t in zip(hashes, texts, strict=True):
-        if h not in cached and h not in missing:
-            missing[h] = t
-    if missing:
-        result = embedder.embed(list(missing.values()))
-        if result.vectors.shape != (len(missing), embedder.dim):
-            raise BuildError(
-                f"Embedder {embedder.model_id} returned shape {result.vectors.shape} for {len(missing)} texts; "
-                "check the embedding model configuration."
-            )
-        fresh = {h: result.vectors[i].astype(np.float32) for i, h in enumerate(missing)}
-        store.put_embeddings(space, embedder.model_id, fresh)
-        cached.update(fresh)
-    return np.stack([cached[h] for h in hashes]).astype(np.float32)
+    cached = embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder, store, space)
+    vectors = cached.embed(texts).vectors
+    if vectors.shape != (len(texts), embedder.dim):
+        raise BuildError(
+            f"Embedder {embedder.model_id} returned shape {vectors.shape} for {len(texts)} texts; "
+            "check the embedding model configuration."
+        )
+    return vectors
 
 
 @dataclass
