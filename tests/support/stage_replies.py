@@ -555,3 +555,52 @@ def memory_snapshot(store: Any, space: str, *, with_seq: bool = True) -> dict[st
         ),
         "personas": sorted(p.model_dump_json() for p in store.personas(space)) if with_seq else [],
     }
+
+
+# ------------------------------------------------------------------------------------------------- measurement
+
+
+def measure(names: list[str], *, faults: float = 0.0) -> str:
+    """Build dev conversations with `tmem build` against the stub server; a Markdown table of calls and tokens."""
+    import tempfile
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from tests.support.openai_stub import OpenAIStub
+    from tmem.cli.main import cli
+    from tmem.ingest.importer import import_spaces
+    from tmem.llm.cost import cost_report
+    from tmem.store.sqlite import SQLiteStore
+
+    rows = ["| conversation | stage | calls | prompt tokens | output tokens |", "| --- | --- | ---: | ---: | ---: |"]
+    with tempfile.TemporaryDirectory() as home, OpenAIStub(reply=stub_reply, fault_rate=faults, seed=3) as stub:
+        env = {
+            "TMEM_HOME": home,
+            "TMEM_LLM": "openai",
+            "TMEM_LLM_MODEL": "stub-model",
+            "OPENAI_BASE_URL": stub.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            "TMEM_LLM_BACKOFF_BASE": "0.001",
+            "TMEM_LLM_BACKOFF_MAX": "0.01",
+            "TMEM_EMBED_BACKEND": "hash",
+        }
+        for name in names:
+            store = SQLiteStore.open(Path(home) / "tmem.db")
+            import_spaces(store, [dev_space(name)], source="dev")
+            store.close()
+            result = CliRunner().invoke(cli, ["build", name, "--no-progress"], env=env)
+            if result.exit_code != 0:
+                raise RuntimeError(result.output)
+            store = SQLiteStore.open(Path(home) / "tmem.db")
+            report = cost_report(store, name)
+            store.close()
+            for s in [*report.stages, report.total]:
+                rows.append(f"| {name} | {s.stage} | {s.calls} | {s.input_tokens:,} | {s.output_tokens:,} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # python -m tests.support.stage_replies conv-26 [conv-30 ...]
+    import sys
+
+    print(measure(sys.argv[1:] or ["conv-26"]))
