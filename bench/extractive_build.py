@@ -1,0 +1,122 @@
+"""Extractive (no-LLM) build of the dev LoCoMo conversations: nodes per type and build time per conversation.
+
+Each conversation is imported into a fresh SQLite file and built from scratch with the given embedder (default: the
+shipped all-MiniLM-L6-v2, offline), so every figure includes embedding every turn once; `tmem check` runs after each
+build and must report no violation. Model loading is timed once, separately.
+
+Run (from the repository root):
+    python bench/extractive_build.py --data /work/shared/data/locomo10.dev.json --out bench/results/extractive_build.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tmem.build.check import check_space
+from tmem.build.extractive import build_extractive
+from tmem.embed.base import Embedder
+from tmem.embed.hashing import HashEmbedder
+from tmem.embed.sentence import SentenceTransformerEmbedder
+from tmem.ingest import import_file, read_file
+from tmem.models import TriggerFamily
+from tmem.store.sqlite import SQLiteStore
+
+
+def _embedder(name: str) -> Embedder:
+    if name == "hash":
+        return HashEmbedder()
+    return SentenceTransformerEmbedder(name)
+
+
+async def _run(data: Path, embedder: Embedder, only: list[str]) -> list[dict[str, object]]:
+    names = [s.name for s in read_file(data)]
+    rows: list[dict[str, object]] = []
+    for name in names:
+        if only and name not in only:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            store = SQLiteStore.open(Path(tmp) / "tmem.db")
+            import_file(store, data, space=name)
+            started = time.perf_counter()
+            report = await build_extractive(store, name, embedder=embedder)
+            seconds = time.perf_counter() - started
+            check = check_space(store, name)
+            if not check.ok:
+                raise SystemExit(f"{name}: tmem check failed: {[v.code for v in check.violations]}")
+            links = store.topic_links(name)
+            rows.append(
+                {
+                    "space": name,
+                    "sessions": len(store.sessions(name)),
+                    "turns": len(store.turns(name)),
+                    "scenes": report.counts["scenes"],
+                    "topics": report.counts["topics"],
+                    "links": len(links),
+                    "items": report.counts["items"],
+                    "entity": len(store.triggers(name, family=TriggerFamily.ENTITY)),
+                    "seconds": seconds,
+                    "stage_seconds": {st.stage: st.seconds for st in report.stages},
+                }
+            )
+            store.close()
+        print(f"{name}: {rows[-1]}", file=sys.stderr)
+    return rows
+
+
+def _table(rows: list[dict[str, object]]) -> str:
+    head = "| conversation | sessions | turns | scenes | topics | topic links | items | Entity triggers | build s |"
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        lines.append(
+            f"| {r['space']} | {r['sessions']} | {r['turns']} | {r['scenes']} | {r['topics']} | {r['links']} | "
+            f"{r['items']} | {r['entity']} | {float(str(r['seconds'])):.1f} |"
+        )
+    keys = ["sessions", "turns", "scenes", "topics", "links", "items", "entity"]
+    totals = {k: sum(int(str(r[k])) for r in rows) for k in keys}
+    seconds = sum(float(str(r["seconds"])) for r in rows)
+    lines.append("| **total** | " + " | ".join(str(totals[k]) for k in keys) + f" | {seconds:.1f} |")
+    stages: dict[str, float] = {}
+    for r in rows:
+        for stage, s in dict(r["stage_seconds"]).items():  # type: ignore[call-overload]
+            stages[stage] = stages.get(stage, 0.0) + float(s)
+    lines.append("")
+    lines.append(
+        "Seconds per stage, all conversations: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in stages.items())
+        + " (segment includes embedding every turn and writing the session's records)."
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("/work/shared/data/locomo10.dev.json"))
+    parser.add_argument("--embedder", default="all-MiniLM-L6-v2", help="model name/path, or 'hash'")
+    parser.add_argument("--spaces", default="", help="comma-separated sample ids (default: all)")
+    parser.add_argument("--out", type=Path, default=None, help="write the Markdown table here")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    embedder = _embedder(args.embedder)
+    embedder.embed(["warm-up"])
+    load = time.perf_counter() - t0
+    rows = asyncio.run(_run(args.data, embedder, [s for s in args.spaces.split(",") if s]))
+    text = (
+        f"Extractive build, embedder {embedder.model_id}, data {args.data.name}; model load {load:.1f} s (once).\n"
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs (shared), "
+        f"Python {platform.python_version()}.\n\n" + _table(rows) + "\n"
+    )
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
