@@ -89,6 +89,10 @@ async def test_build_answer_judge_against_the_stub(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "out" / "locomo" / "manifest.json").read_text())
     assert manifest["build_mode"] == "llm" and manifest["models"]["judge"] == "stub-model"
     assert "test-key" not in json.dumps(manifest)  # secrets never reach the results folder
+    cost = json.loads((tmp_path / "out" / "locomo" / "cost.json").read_text())
+    assert cost["total"]["calls"] > 0 and cost["total"]["input_tokens"] > 0
+    assert {"answer", "judge"}.isdisjoint(s["stage"] for s in cost["stages"])
+    assert "T-Mem (paper, GPT-4.1-mini)" in (tmp_path / "out" / "locomo" / "cost.md").read_text()
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from tmem.answer.answerer import Answerer, QuestionTime
 from tmem.build.options import BuildOptions
 from tmem.embed.base import Embedder
 from tmem.errors import ConfigError
+from tmem.eval.cost import construction_cost, render_cost
 from tmem.eval.harness import MemoEmbedder, Variant, make_manifest, parse_variants, prepare_spaces, write_manifest
 from tmem.eval.locomo_data import LocomoQuestion, load_questions, normalise_evidence
 from tmem.eval.plus_data import StitchMode, load_probes, stitch, summarise
@@ -144,6 +145,7 @@ async def eval_locomo(
     await prepare_spaces(
         store, spaces, llm=models.build, embedder=embedder, options=opts.build_options, progress=opts.progress
     )
+    _write_cost(store, folder, [s.name for s in spaces], models)
     questions = load_questions(opts.data, conversations=[s.name for s in spaces])
     questions = _limit(questions, opts.limit)
     memo = MemoEmbedder(embedder)
@@ -198,6 +200,15 @@ async def eval_locomo(
     return qreport
 
 
+def _write_cost(store: Store, folder: Path, spaces: Sequence[str], models: Models) -> None:
+    if models.build is None:
+        return  # extractive memories make no LLM calls
+    cost = construction_cost(store, spaces)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cost.json").write_text(cost.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (folder / "cost.md").write_text(render_cost(cost), encoding="utf-8")
+
+
 def _locomo_overall(out: Path) -> float | None:
     path = out / "locomo" / "report.json"
     if not path.exists():
@@ -231,6 +242,7 @@ async def eval_plus(
     await prepare_spaces(
         store, spaces, llm=models.build, embedder=embedder, options=opts.build_options, progress=opts.progress
     )
+    _write_cost(store, folder, [s.name for s in spaces], models)
     all_probes = [p for s in stitched for p in s.probes]
     memo = MemoEmbedder(embedder)
     retriever = Retriever(store, memo)
