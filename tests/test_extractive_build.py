@@ -159,3 +159,10 @@ async def test_topic_threshold_is_fixed_by_the_first_build() -> None:
         await build_extractive(s, SPACE, embedder=HashEmbedder(), topic_threshold=0.7)
     await build_extractive(s, SPACE, embedder=HashEmbedder())  # unset: the recorded value is used
     assert s.get_state(SPACE, STATE_SESSIONS) == "3"
+
+
+async def test_a_cursor_that_disagrees_with_the_scenes_is_refused() -> None:
+    s = store_with(2)
+    s.set_state(SPACE, STATE_CURSOR, "2")  # claims two sessions built, but nothing is
+    with pytest.raises(BuildError, match="has turns in no scene"):
+        await build_extractive(s, SPACE, embedder=HashEmbedder())

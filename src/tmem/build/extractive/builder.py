@@ -212,6 +212,14 @@ async def build_extractive(
         raise BuildError(
             f"Space {space!r} records {cursor} built sessions but holds {len(sessions)}; delete and rebuild it."
         )
+    if cursor:
+        last = run.turns_by_session.get(sessions[cursor - 1].id, [])
+        in_scenes = {tid for sc in run.scenes for tid in sc.turn_ids}
+        if any(t.id not in in_scenes for t in last):
+            raise BuildError(
+                f"Space {space!r} records {cursor} built sessions but session {sessions[cursor - 1].id} has turns in "
+                f"no scene; run `tmem check {space}`, then delete the space, import it again and rebuild."
+            )
     run.c.scenes.skipped = cursor  # sessions found already built
     store.set_state(space, STATE_THRESHOLD, repr(threshold))
     run.restore_topics()
