@@ -171,3 +171,34 @@ async def test_plus_retrieval_only_and_qa(locomo_slice: Path, tmp_path: Path) ->
     assert "You are " in first.messages[0].content and "talking with" in first.messages[0].content
     md = (qa_out / "locomo-plus" / "report.md").read_text()
     assert "| Variant | LoCoMo | LoCoMo-Plus | Gap |" in md and "70.00" in md
+
+
+class _CountingEmbedder(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def embed(self, texts: Any) -> Any:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+@pytest.mark.skipif(not PLUS.exists(), reason="dev data not present")
+async def test_stitched_space_reuses_the_conversations_vectors(locomo_slice: Path, tmp_path: Path) -> None:
+    store = SQLiteStore.open(tmp_path / "mem" / "tmem.db")
+    models = Models(None, None, None)
+    await eval_locomo(
+        store, Settings(), _opts(locomo_slice, tmp_path / "a", retrieval_only=True, limit=1), models, HashEmbedder()
+    )
+    counting = _CountingEmbedder()
+    opts = _opts(PLUS, tmp_path / "b", locomo=locomo_slice, retrieval_only=True, limit=1)
+    await eval_plus(store, Settings(), opts, models, counting)
+    fresh = _CountingEmbedder()
+    await eval_plus(
+        SQLiteStore.open(tmp_path / "other.db"),
+        Settings(),
+        _opts(PLUS, tmp_path / "c", locomo=locomo_slice, retrieval_only=True, limit=1),
+        models,
+        fresh,
+    )
+    assert 0 < counting.texts < fresh.texts / 2  # most texts came from conv-30's cache

@@ -17,17 +17,20 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from tmem.build.extractive.builder import turn_embedding_text
 from tmem.build.options import BuildOptions
 from tmem.build.pipeline import build_space
 from tmem.build.report import BuildReport
 from tmem.embed.base import Embedder, EmbeddingResult
 from tmem.errors import ConfigError
+from tmem.index.space import scene_text
 from tmem.ingest.importer import import_spaces
 from tmem.ingest.types import SpaceInput
 from tmem.llm.base import LLM
 from tmem.retrieve.config import SWITCHES, RetrievalConfig
 from tmem.settings import Settings
 from tmem.store.base import Store
+from tmem.util.text import text_hash
 
 SWEEPABLE = {"kT": "k_topics", "kS": "k_scenes", "kI": "k_items", "R": "item_trigger_top"}
 
@@ -101,17 +104,45 @@ async def prepare_spaces(
     embedder: Embedder,
     options: BuildOptions | None = None,
     progress: bool = False,
+    seed_from: dict[str, str] | None = None,
 ) -> list[BuildReport]:
-    """Import (idempotent) and build (incremental, resumable) every space; extractive when ``llm`` is None."""
+    """Import (idempotent) and build (incremental, resumable) every space; extractive when ``llm`` is None.
+
+    ``seed_from`` maps a space to an already built space whose cached embeddings it may reuse.
+    """
     import_spaces(store, spaces, source="evaluation harness")
     reports = []
     for space in spaces:
+        source = (seed_from or {}).get(space.name)
+        if source is not None:
+            seed_embeddings(store, source, space.name, embedder.model_id)
         reports.append(
             await build_space(
                 store, space.name, llm=llm, embedder=embedder, options=options or BuildOptions(), progress=progress
             )
         )
     return reports
+
+
+def seed_embeddings(store: Store, source: str, target: str, model_id: str) -> int:
+    """Copy cached vectors of every text ``source`` holds (turns, node texts, trigger views) into ``target``'s cache.
+
+    A stitched LoCoMo-Plus space repeats its LoCoMo conversation almost verbatim; when that conversation is already
+    built in the same memory directory, this saves re-embedding it. Vectors are keyed by (model id, text hash), so
+    a copied vector is exactly the one the target would compute; texts not found are simply embedded later.
+    """
+    if not store.has_space(source) or not store.has_space(target):
+        return 0
+    texts = [turn_embedding_text(t) for t in store.turns(source)]
+    texts += [t.label for t in store.topics(source)]
+    texts += [scene_text(s) for s in store.scenes(source)]
+    texts += [i.text for i in store.items(source)]
+    texts += [v.text for trig in store.triggers(source) for v in trig.views]
+    hashes = list(dict.fromkeys(text_hash(t) for t in texts))
+    found = store.get_embeddings(source, model_id, hashes)
+    if found:
+        store.put_embeddings(target, model_id, found)
+    return len(found)
 
 
 def file_sha256(path: Path) -> str:

@@ -240,7 +240,13 @@ async def eval_plus(
     summary = summarise(stitched)
     spaces = [SpaceInput(name=s.name, speakers=s.speakers, sessions=s.sessions) for s in stitched]
     await prepare_spaces(
-        store, spaces, llm=models.build, embedder=embedder, options=opts.build_options, progress=opts.progress
+        store,
+        spaces,
+        llm=models.build,
+        embedder=embedder,
+        options=opts.build_options,
+        progress=opts.progress,
+        seed_from={s.name: s.conversation for s in stitched},
     )
     _write_cost(store, folder, [s.name for s in spaces], models)
     all_probes = [p for s in stitched for p in s.probes]
