@@ -233,13 +233,9 @@ async def build_extractive(
         bar.close()
     store.set_state(space, STATE_MODE, BuildMode.EXTRACTIVE.value)
     store.set_state(space, STATE_SESSIONS, str(len(sessions)))
-    counts = {
-        "scenes": len(store.scenes(space)),
-        "topics": len(store.topics(space)),
-        "topic_links": len(store.topic_links(space)),
-        "items": len(store.items(space)),
-        "triggers": len(store.triggers(space)),
-    }
+    from tmem.build.pipeline import memory_counts  # same counts as an LLM build reports (import here: no cycle)
+
+    counts = memory_counts(store, space)
     return BuildReport(
         space=space,
         mode=BuildMode.EXTRACTIVE.value,
