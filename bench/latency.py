@@ -1,0 +1,313 @@
+"""Search latency of the retrieval cascade against its floor, measured in the same run.
+
+Floor = one query embedding + one flat matrix product over the same vectors the cascade searches (every node and
+trigger-view vector of the space stacked into one matrix). The cascade does strictly more (BM25, fusion, per-host
+max, typed results), so the ratio p50(search) / p50(floor) says what the structure costs.
+
+Spaces:
+  * a LoCoMo dev conversation imported and built in extractive mode with the real MiniLM embedder (via the store);
+  * synthetic spaces of N indexed trigger views (random unit vectors, synthetic texts): items carry 3 views
+    (concept, bridge, joint) and scenes 8 (4 Scene + 4 Horizon), half the views each; topics = scenes / 10.
+
+Run (from the repository root):
+    python bench/latency.py --sizes 10000,100000,1000000 --queries 50 --out bench/results/latency.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tmem.build.extractive import build_extractive
+from tmem.embed.base import Embedder
+from tmem.embed.sentence import SentenceTransformerEmbedder
+from tmem.index.space import SpaceIndex, SpaceRecords
+from tmem.ingest.importer import import_spaces
+from tmem.ingest.reader import read_file
+from tmem.models import (
+    Item,
+    ItemKind,
+    Scene,
+    Topic,
+    TopicSceneLink,
+    Trigger,
+    TriggerFamily,
+    TriggerView,
+)
+from tmem.retrieve.cascade import Retriever, run_cascade
+from tmem.retrieve.config import RetrievalConfig
+from tmem.store.sqlite import SQLiteStore
+
+DATA = Path("/work/shared/data/locomo10.dev.json")
+DAY0 = datetime(2023, 1, 1)
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) * 1000.0
+
+
+def rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
+
+
+def measure(
+    queries: Sequence[str], search: Callable[[str], object], floor: Callable[[str], object]
+) -> tuple[list[float], list[float]]:
+    """Alternate search and floor per query so that both see the same machine load."""
+    for q in queries[:3]:  # warm-up (first calls pay allocator and thread-pool start-up)
+        search(q)
+        floor(q)
+    s_times, f_times = [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        search(q)
+        t1 = time.perf_counter()
+        floor(q)
+        t2 = time.perf_counter()
+        s_times.append(t1 - t0)
+        f_times.append(t2 - t1)
+    return s_times, f_times
+
+
+def stacked(index: SpaceIndex) -> np.ndarray:
+    mats = [index.dense[k].matrix for k in ("topic", "scene", "item")] + [v.matrix for v in index.views.values()]
+    return np.concatenate(mats, axis=0)
+
+
+def row(name: str, n_views: int, n_vectors: int, build_s: float, s: list[float], f: list[float]) -> dict[str, object]:
+    return {
+        "space": name,
+        "views": n_views,
+        "vectors": n_vectors,
+        "index_build_s": round(build_s, 2),
+        "search_p50_ms": round(pct(s, 50), 2),
+        "search_p95_ms": round(pct(s, 95), 2),
+        "floor_p50_ms": round(pct(f, 50), 2),
+        "floor_p95_ms": round(pct(f, 95), 2),
+        "ratio_p50": round(statistics.median(s) / statistics.median(f), 2),
+        "peak_rss_gib": round(rss_gib(), 2),
+    }
+
+
+# ------------------------------------------------------------------ LoCoMo-size space
+
+
+def bench_locomo(conv: str, embedder: Embedder, n_queries: int, db_dir: Path) -> dict[str, object]:
+    store = SQLiteStore.open(db_dir / "tmem.db")
+    try:
+        if not store.has_space(conv):
+            space = next(s for s in read_file(DATA) if s.name == conv)
+            import_spaces(store, [space], source=str(DATA))
+            t = time.perf_counter()
+            asyncio.run(build_extractive(store, conv, embedder=embedder))
+            print(f"extractive build of {conv}: {time.perf_counter() - t:.1f}s", file=sys.stderr)
+        retriever = Retriever(store, embedder)
+        t = time.perf_counter()
+        index = retriever.index(conv)
+        build_s = time.perf_counter() - t
+        matrix = stacked(index)
+        questions = [q["question"] for c in json.loads(DATA.read_text()) if c["sample_id"] == conv for q in c["qa"]]
+        queries = questions[:n_queries]
+        cfg = RetrievalConfig.preset("paper")
+
+        def floor(q: str) -> object:
+            return matrix @ embedder.embed([q]).vectors[0]
+
+        s, f = measure(queries, lambda q: retriever.search(conv, q, cfg), floor)
+        n_views = sum(len(v) for v in index.views.values())
+        out = row(f"{conv} (extractive, MiniLM)", n_views, matrix.shape[0], build_s, s, f)
+        out["nodes"] = index.counts()
+        return out
+    finally:
+        store.close()
+
+
+# ------------------------------------------------------------------ synthetic spaces
+
+
+def synthetic_records(n_views: int, rng: np.random.Generator, vocab: list[str]) -> SpaceRecords:
+    n_items = n_views // 6  # 3 views each: half of the views
+    n_scenes = max(1, n_views // 16)  # 8 views each: the other half
+    n_topics = max(1, n_scenes // 10)
+
+    def text(n: int) -> str:
+        return " ".join(vocab[i] for i in rng.integers(0, len(vocab), n))
+
+    topics = [Topic(id=f"t{i}", seq=i, label=text(3)) for i in range(n_topics)]
+    scenes = [
+        Scene(
+            id=f"s{i}",
+            seq=i,
+            title=text(4),
+            summary=text(12),
+            narrative="",
+            turn_ids=[f"D{i}:1"],
+            start=DAY0 + timedelta(hours=i),
+            end=DAY0 + timedelta(hours=i, minutes=5),
+        )
+        for i in range(n_scenes)
+    ]
+    links = [TopicSceneLink(topic_id=f"t{i % n_topics}", scene_id=s.id) for i, s in enumerate(scenes)]
+    items = [
+        Item(id=f"i{i}", text=text(14), kind=ItemKind.ATOMIC, scene_ids=[f"s{i % n_scenes}"], seq=i)
+        for i in range(n_items)
+    ]
+    triggers: list[Trigger] = []
+    for i in range(n_items):
+        triggers.append(
+            Trigger(
+                id=f"e{i}",
+                family=TriggerFamily.ENTITY,
+                host_kind="item",
+                host_id=f"i{i}",
+                views=[TriggerView(name="concept", text=text(2))],
+            )
+        )
+        triggers.append(
+            Trigger(
+                id=f"b{i}",
+                family=TriggerFamily.BRIDGE,
+                host_kind="item",
+                host_id=f"i{i}",
+                views=[TriggerView(name="bridge", text=text(8)), TriggerView(name="joint", text=text(16))],
+            )
+        )
+    for i in range(n_scenes):
+        triggers.append(
+            Trigger(
+                id=f"sc{i}",
+                family=TriggerFamily.SCENE,
+                host_kind="scene",
+                host_id=f"s{i}",
+                views=[TriggerView(name=v, text=text(8)) for v in ("situation", "object", "event", "emotion")],
+            )
+        )
+        triggers.append(
+            Trigger(
+                id=f"h{i}",
+                family=TriggerFamily.HORIZON,
+                host_kind="scene",
+                host_id=f"s{i}",
+                views=[TriggerView(name=f"horizon:{k}", text=text(8)) for k in range(4)],
+            )
+        )
+    return SpaceRecords(
+        space=f"synthetic-{n_views}",
+        topics=topics,
+        scenes=scenes,
+        items=items,
+        links=links,
+        triggers=triggers,
+        mode="llm",
+    )
+
+
+def bench_synthetic(n_views: int, embedder: Embedder, queries: Sequence[str], seed: int) -> dict[str, object]:
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(5000)] + ["dinner", "restaurant", "career", "dance", "store", "allergy"]
+    t = time.perf_counter()
+    records = synthetic_records(n_views, rng, vocab)
+    dim = embedder.dim
+
+    def vectorize(texts: Sequence[str]) -> np.ndarray:
+        m = rng.standard_normal((len(texts), dim), dtype=np.float32)
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        return m
+
+    index = SpaceIndex.build(records, vectorize, dim)
+    del records
+    gc.collect()
+    build_s = time.perf_counter() - t
+    matrix = stacked(index)
+    cfg = RetrievalConfig.preset("paper").replace(gate=None)  # random vectors never reach 0.85
+
+    def floor(q: str) -> object:
+        return matrix @ embedder.embed([q]).vectors[0]
+
+    def search(q: str) -> object:
+        return run_cascade(index, q, embedder.embed([q]).vectors[0], cfg)
+
+    s, f = measure(queries, search, floor)
+    n = sum(len(v) for v in index.views.values())
+    out = row(f"synthetic {n_views:,} views", n, matrix.shape[0], build_s, s, f)
+    out["nodes"] = index.counts()
+    return out
+
+
+def markdown(rows: list[dict[str, object]], command: str, env: dict[str, str]) -> str:
+    head = (
+        "| space | views | vectors | index build s | search p50 ms | search p95 ms | floor p50 ms | floor p95 ms "
+        "| p50 ratio | peak RSS GiB |\n|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    body = "".join(
+        f"| {r['space']} | {r['views']:,} | {r['vectors']:,} | {r['index_build_s']} | {r['search_p50_ms']} "
+        f"| {r['search_p95_ms']} | {r['floor_p50_ms']} | {r['floor_p95_ms']} | {r['ratio_p50']} "
+        f"| {r['peak_rss_gib']} |\n"
+        for r in rows
+    )
+    envs = "; ".join(f"{k}: {v}" for k, v in env.items())
+    return f"Command: `{command}`\n\nMachine: {envs}\n\n{head}{body}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="Synthetic view counts, comma separated.")
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--conv", default="conv-26", help="LoCoMo dev conversation ('' to skip).")
+    ap.add_argument("--db-dir", type=Path, default=None, help="Keep the built conversation here between runs.")
+    ap.add_argument("--out", type=Path, default=None, help="Append the Markdown table here.")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--torch-threads", type=int, default=1, help="Threads for the query encoder (1 is steadiest on a shared box)."
+    )
+    args = ap.parse_args()
+    torch.set_num_threads(args.torch_threads)
+
+    embedder = SentenceTransformerEmbedder()
+    embedder.embed(["load the model before any timing"])
+    rows: list[dict[str, object]] = []
+    if args.conv:
+        if args.db_dir is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                rows.append(bench_locomo(args.conv, embedder, args.queries, Path(tmp)))
+        else:
+            args.db_dir.mkdir(parents=True, exist_ok=True)
+            rows.append(bench_locomo(args.conv, embedder, args.queries, args.db_dir))
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    conv_questions = [q["question"] for c in json.loads(DATA.read_text()) for q in c["qa"]]
+    for size in [int(x) for x in args.sizes.split(",") if x]:
+        rows.append(bench_synthetic(size, embedder, conv_questions[: args.queries], args.seed))
+        gc.collect()  # the previous space's index is garbage now: free it before building the next
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    env = {
+        "python": platform.python_version(),
+        "cpus": str(os.cpu_count()),
+        "torch threads": str(torch.get_num_threads()),
+        "embedder": embedder.model_id,
+        "queries": str(args.queries),
+    }
+    text = markdown(rows, "python " + " ".join(sys.argv), env)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("a") as fh:
+            fh.write(f"\n## Run of {datetime.now():%Y-%m-%d %H:%M} (bookkeeping date, not a memory date)\n\n{text}")
+
+
+if __name__ == "__main__":
+    main()
