@@ -267,14 +267,14 @@ def segment_reply(system: str, user: str) -> dict[str, Any]:
     for i, turn in enumerate(turns):
         current.append(turn)
         nxt = turns[i + 1] if i + 1 < len(turns) else None
+        if len(current) >= cap:  # the maximum length closes a scene whatever follows
+            scenes.append(current)
+            current = []
+            continue
         if nxt is None:
             if ends:
                 scenes.append(current)
             break
-        if len(current) >= cap:
-            scenes.append(current)
-            current = []
-            continue
         same_session = nxt.session == turn.session
         chunk_end = not same_session or (nxt.pos - 1) // CHUNK != (turn.pos - 1) // CHUNK
         if not chunk_end:

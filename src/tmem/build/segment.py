@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tmem.build.common import StageRun, fmt_turns, render, stable_id
 from tmem.build.options import BuildOptions
+from tmem.build.revert import revert_scene
 from tmem.errors import BuildError
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Scene, Turn
@@ -180,13 +181,11 @@ def scene_from(out: SceneOut, turns: list[Turn], seq: int) -> Scene:
 
 async def run_segment(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
     """Segment every turn not yet in a scene (plus the provisional tail of the previous build)."""
-    from tmem.build.revert import revert_scene
-
     turns = store.turns(space)
     scenes = store.scenes(space)
     covered = {tid for s in scenes for tid in s.turn_ids}
     first_open = next((i for i, t in enumerate(turns) if t.id not in covered), len(turns))
-    if any(t.id not in covered for t in turns[first_open:]) and any(t.id in covered for t in turns[first_open:]):
+    if any(t.id in covered for t in turns[first_open:]):
         raise BuildError(
             f"Space {space!r}: turns outside any scene are not a suffix of the conversation (sessions imported out "
             "of order?). Rebuild the space from scratch: `tmem build SPACE --rebuild`."
