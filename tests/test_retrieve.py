@@ -76,8 +76,21 @@ def test_view_table_host_score_is_nan_aware_max_over_views() -> None:
     assert scores[0] == pytest.approx(max(cos["red apple"], cos["green pear"]))
     assert scores[2] == pytest.approx(cos["blue sky"])
     assert np.isnan(scores[1]) and np.isnan(scores[3])  # hosts without views are absent, not zero
-    assert table.best_view(q, 0) == "joint"
-    assert table.best_view(q, 1) is None
+    cos = table.cosines(q)
+    assert table.host_scores(q, cos).tolist() == pytest.approx(scores.tolist(), nan_ok=True)
+    assert table.best_view(cos, 0) == "joint"
+    assert table.best_view(cos, 1) is None
+
+
+def test_one_stack_holds_every_vector_once(retriever: Retriever) -> None:
+    index = retriever.index(SPACE)
+    counts = index.counts()
+    assert index.matrix.shape == (sum(counts.values()), 256)
+    q = retriever.embed_query("Gina clothing store")
+    cos = index.cosines(q)
+    assert np.allclose(index.part(cos, "scene"), index.dense["scene"].scores(q))
+    assert np.allclose(index.part(cos, TriggerFamily.HORIZON), index.views[TriggerFamily.HORIZON].cosines(q))
+    assert np.shares_memory(index.dense["item"].matrix, index.matrix)
 
 
 def test_superseded_items_and_their_triggers_are_not_indexed(retriever: Retriever) -> None:

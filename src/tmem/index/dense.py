@@ -56,6 +56,12 @@ class DenseTable:
     def matrix(self) -> Matrix:
         return self._matrix
 
+    def share(self, matrix: Matrix) -> None:
+        """Use ``matrix`` (equal values, e.g. a slice of a space-wide stack) as storage instead of the own copy."""
+        if matrix.shape != self._matrix.shape or matrix.dtype != np.float32:
+            raise InputError(f"DenseTable.share needs a float32 matrix of shape {self._matrix.shape}.")
+        self._matrix = matrix
+
     def scores(self, qvec: npt.NDArray[np.floating]) -> Scores:
         """Cosine of every row with the (normalised) query vector, in build order."""
         q = np.asarray(qvec, dtype=np.float32).reshape(-1)

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from tmem.build.report import STATE_MODE
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
+from tmem.errors import InputError
 from tmem.index.bm25 import BM25Index
 from tmem.index.dense import DenseTable, Matrix
 from tmem.index.topk import Mask, Scores
@@ -165,6 +167,24 @@ class SpaceIndex:
             n_hosts = len(self.items) if fam in ITEM_FAMILIES else len(self.scenes)
             self.views[fam] = ViewTable.build(fam, n_hosts, rows, vectorize, dim)
 
+        # All vectors in one C-contiguous stack (tables keep slices of it): a query costs one matrix-vector product,
+        # whatever the number of tables, and no vector is held twice.
+        parts: list[tuple[DenseTable | ViewTable, Matrix]] = [(self.dense[k], self.dense[k].matrix) for k in NODE_TYPES]
+        parts += [(self.views[f], self.views[f].matrix) for f in TriggerFamily]
+        self.matrix: Matrix = np.concatenate([m for _, m in parts], axis=0) if parts else np.zeros((0, dim), np.float32)
+        # Two maps: TriggerFamily.SCENE == "scene" as a str, so one dict would mix the scene table and scene views.
+        self._node_slices: dict[str, slice] = {}
+        self._view_slices: dict[TriggerFamily, slice] = {}
+        at = 0
+        for (table, m), key in zip(parts, [*NODE_TYPES, *TriggerFamily], strict=True):
+            sl = slice(at, at + m.shape[0])
+            table.share(self.matrix[sl])
+            if isinstance(key, TriggerFamily):
+                self._view_slices[key] = sl
+            else:
+                self._node_slices[key] = sl
+            at += m.shape[0]
+
     @classmethod
     def build(cls, records: SpaceRecords, vectorize: Vectorize, dim: int) -> SpaceIndex:
         return cls(records, vectorize, dim)
@@ -180,6 +200,23 @@ class SpaceIndex:
         scores = self.bm25.scores(query) if all_scores is None else all_scores
         lo, hi = self._offsets[kind]
         return scores[lo:hi]
+
+    def cosines(self, qvec: npt.NDArray[np.floating]) -> Scores:
+        """Cosine of the query with every vector of the space (one product); slice it with :meth:`part`."""
+        q = np.asarray(qvec, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.dim:
+            raise InputError(
+                f"Query vector has dimension {q.shape[0]} but the index holds {self.dim}; embed the query with the "
+                "model the index was built with."
+            )
+        out: Scores = self.matrix @ q
+        return out
+
+    def part(self, cos: Scores, key: NodeType | TriggerFamily) -> Scores:
+        """The slice of :meth:`cosines` that belongs to one node type or trigger family."""
+        if isinstance(key, TriggerFamily):
+            return cos[self._view_slices[key]]
+        return cos[self._node_slices[key]]
 
     @property
     def descriptive_only(self) -> bool:

@@ -7,6 +7,7 @@ vector: the whole family costs one matrix-vector product plus a linear pass, wha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -69,22 +70,33 @@ class ViewTable:
     def matrix(self) -> Matrix:
         return self._table.matrix
 
-    def host_scores(self, qvec: npt.NDArray[np.floating]) -> Scores:
-        """One score per host (length ``n_hosts``): the NaN-aware max cosine over its views, NaN without views."""
+    def share(self, matrix: Matrix) -> None:
+        self._table.share(matrix)
+
+    def host_scores(self, qvec: npt.NDArray[np.floating], cos: Scores | None = None) -> Scores:
+        """One score per host (length ``n_hosts``): the NaN-aware max cosine over its views, NaN without views.
+
+        ``cos`` are the views' cosines when already computed (one product over the whole space's stack)."""
         out = np.full(self.n_hosts, np.nan, dtype=np.float32)
         if len(self._table) == 0:
             return out
-        cos = self._table.scores(qvec)
+        if cos is None:
+            cos = self._table.scores(qvec)
         out[self._hosts_present] = np.fmax.reduceat(cos, self._starts)
         return out
 
-    def best_view(self, qvec: npt.NDArray[np.floating], host: int) -> str | None:
-        """Name of the host's view with the highest cosine (the one that gave its score)."""
+    def best_view(self, cos: Scores, host: int) -> str | None:
+        """Name of the host's view with the highest cosine in ``cos`` (the one that gave its score)."""
         where = np.searchsorted(self._hosts_present, host)
         if where >= self._hosts_present.shape[0] or self._hosts_present[where] != host:
             return None
         lo, hi = int(self._starts[where]), int(self._ends[where])
-        cos = self._table.matrix[lo:hi] @ np.asarray(qvec, dtype=np.float32).reshape(-1)
-        if np.all(np.isnan(cos)):
-            return None
-        return self._views[lo + int(np.nanargmax(cos))]
+        # a host has a handful of views: plain Python beats numpy's per-call overhead here
+        best, best_at = -math.inf, -1
+        for at, value in enumerate(cos[lo:hi].tolist(), start=lo):
+            if value > best:  # NaN compares False: skipped
+                best, best_at = value, at
+        return self._views[best_at] if best_at >= 0 else None
+
+    def cosines(self, qvec: npt.NDArray[np.floating]) -> Scores:
+        return self._table.scores(qvec)

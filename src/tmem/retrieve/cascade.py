@@ -36,12 +36,13 @@ def _ranked(ids: Sequence[str], scores: Scores, rows: npt.NDArray[np.intp]) -> l
 
 
 def _trigger_route(
-    index: SpaceIndex, families: Sequence[TriggerFamily], qvec: Vector, top: int, threshold: float | None
+    index: SpaceIndex, families: Sequence[TriggerFamily], cos: Scores, top: int, threshold: float | None
 ) -> list[Ranked]:
     """Hosts reached through the views of ``families``: host score = NaN-aware max over all those views."""
     if top <= 0 or not families:
         return []
-    per_family = {fam: index.views[fam].host_scores(qvec) for fam in families}
+    view_cos = {fam: index.part(cos, fam) for fam in families}
+    per_family = {fam: index.views[fam].host_scores(cos, view_cos[fam]) for fam in families}
     combined = per_family[families[0]]
     for fam in families[1:]:
         combined = np.fmax(combined, per_family[fam])
@@ -51,7 +52,7 @@ def _trigger_route(
     for r in rows:
         host = int(r)
         winner = max(families, key=lambda f: -np.inf if np.isnan(per_family[f][host]) else per_family[f][host])
-        view = index.views[winner].best_view(qvec, host)
+        view = index.views[winner].best_view(view_cos[winner], host)
         # the item route unites Entity and Bridge views: its view label names the family that gave the max
         label = f"{winner.value}:{view}" if winner in ITEM_FAMILIES else view
         out.append(Ranked(ids[host], float(combined[host]), label))
@@ -85,6 +86,7 @@ def run_cascade(
     """One search over a built index with an already embedded query."""
     cfg = config
     bm25_all = index.bm25.scores(query)
+    cos = index.cosines(qvec)  # the only matrix product of the search
     n_scenes = len(index.scenes)
 
     # ---------------- Stage 1: topic prefilter
@@ -93,7 +95,7 @@ def run_cascade(
     if cfg.enabled("TF") and index.topics:
         t_ids = index.ids["topic"]
         t_bm = index.bm25_scores("topic", query, bm25_all)
-        t_de = index.dense["topic"].scores(qvec)
+        t_de = index.part(cos, "topic")
         surviving = fuse(
             {
                 "topic.bm25": _ranked(t_ids, t_bm, top_k(t_bm, cfg.depth, positive_only=True)),
@@ -109,7 +111,7 @@ def run_cascade(
     # ---------------- Stage 2: scenes
     s_ids = index.ids["scene"]
     s_bm = index.bm25_scores("scene", query, bm25_all)
-    s_de = index.dense["scene"].scores(qvec)
+    s_de = index.part(cos, "scene")
     scene_lists: dict[str, list[Ranked]] = {
         "scene.bm25": _ranked(s_ids, s_bm, top_k(s_bm, cfg.depth, admitted, positive_only=True)),
         "scene.dense": _ranked(s_ids, s_de, top_k(s_de, cfg.depth, admitted)),
@@ -117,11 +119,11 @@ def run_cascade(
     # Trigger routes are never gated by the topic prefilter (the bypass).
     if cfg.enabled("ST"):
         scene_lists["scene.trigger.scene"] = _trigger_route(
-            index, (TriggerFamily.SCENE,), qvec, cfg.scene_trigger_top, cfg.scene_trigger_gate
+            index, (TriggerFamily.SCENE,), cos, cfg.scene_trigger_top, cfg.scene_trigger_gate
         )
     if cfg.enabled("HT"):
         scene_lists["scene.trigger.horizon"] = _trigger_route(
-            index, (TriggerFamily.HORIZON,), qvec, cfg.scene_trigger_top, cfg.scene_trigger_gate
+            index, (TriggerFamily.HORIZON,), cos, cfg.scene_trigger_top, cfg.scene_trigger_gate
         )
 
     def scene_text_of(sid: str) -> str:
@@ -138,7 +140,7 @@ def run_cascade(
             pool[index.scene_items[index.scene_pos[f.id]]] = True
         i_ids = index.ids["item"]
         i_bm = index.bm25_scores("item", query, bm25_all)
-        i_de = index.dense["item"].scores(qvec)
+        i_de = index.part(cos, "item")
         n_pool = int(pool.sum())
         item_lists: dict[str, list[Ranked]] = {
             "item.bm25": _ranked(i_ids, i_bm, top_k(i_bm, max(cfg.depth, n_pool), pool, positive_only=True)),
@@ -146,7 +148,7 @@ def run_cascade(
         }
         if cfg.enabled("ET+BT"):
             families = tuple(f for f in ITEM_FAMILIES if f in cfg.item_trigger_families)
-            item_lists["item.trigger"] = _trigger_route(index, families, qvec, cfg.item_trigger_top, cfg.gate)
+            item_lists["item.trigger"] = _trigger_route(index, families, cos, cfg.item_trigger_top, cfg.gate)
 
         def item_text_of(iid: str) -> str:
             return index.items[index.item_pos[iid]].text
