@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from tests.support.stage_replies import dev_space, memory_snapshot, scripted_reply
 from tmem.build.options import BuildOptions
 from tmem.build.pipeline import build_space, reset_space
-from tmem.build.report import STATE_MODE, STATE_SESSIONS
+from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport
 from tmem.build.segment import STATE_OPEN_TAIL
 from tmem.embed.hashing import HashEmbedder
 from tmem.errors import BatchPending, BuildError, InputError
@@ -47,7 +48,9 @@ def _ok_hashes(store: SQLiteStore) -> list[str]:
     return [c.request_hash for c in store.llm_calls(SPACE) if c.outcome == "ok"]
 
 
-async def _build(store: SQLiteStore, fn=scripted_reply, options: BuildOptions = OPTIONS):  # type: ignore[no-untyped-def]
+async def _build(
+    store: SQLiteStore, fn: Callable[[ChatRequest], str] = scripted_reply, options: BuildOptions = OPTIONS
+) -> BuildReport:
     return await build_space(store, SPACE, llm=scripted_llm(store, fn=fn), embedder=HashEmbedder(), options=options)
 
 

@@ -10,8 +10,10 @@ import pytest
 
 from tmem.build.common import StageRun
 from tmem.build.options import BuildOptions
+from tmem.build.pipeline import build_space
 from tmem.build.segment import STATE_OPEN_TAIL, Buffer, SceneOut, SegmentReply, check_reply, run_segment
-from tmem.errors import LLMOutputError
+from tmem.embed.hashing import HashEmbedder
+from tmem.errors import BuildError, LLMOutputError
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Session, Turn
 from tmem.settings import Settings
@@ -142,3 +144,6 @@ async def test_a_model_that_never_complies_raises_a_clear_error_and_writes_nothi
     with pytest.raises(LLMOutputError, match="no absolute date"):
         await run_segment(store, "s", StageRun("segment", llm, "s", 1, False), BuildOptions())
     assert store.scenes("s") == []
+    with pytest.raises(BuildError, match=r"Space 's', stage segment: .*no absolute date.*rerun `tmem build s`") as err:
+        await build_space(store, "s", llm=llm, embedder=HashEmbedder())
+    assert isinstance(err.value.__cause__, LLMOutputError)

@@ -68,6 +68,9 @@ def test_full_build_through_a_faulty_server_passes_the_checker_and_meets_the_cos
 
 def test_cli_rebuild_json_and_usage(tmp_path: Path) -> None:
     _import(tmp_path, slice(0, 2))
+    empty = SQLiteStore.open(tmp_path / "tmem.db")
+    empty.ensure_space("empty")  # --all skips a space without turns
+    empty.close()
     with OpenAIStub(reply=stub_reply) as stub:
         env = _env(stub, tmp_path)
         runner = CliRunner()

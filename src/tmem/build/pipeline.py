@@ -30,7 +30,7 @@ from tmem.build.topics import STAGE as TOPICS_STAGE
 from tmem.build.topics import run_topics
 from tmem.build.triggers import ITEM_STAGE, SCENE_STAGE, run_item_triggers, run_scene_triggers
 from tmem.embed.base import Embedder
-from tmem.errors import BatchPending, BuildError, ConfigError, InputError
+from tmem.errors import BatchPending, BuildError, ConfigError, InputError, LLMError
 from tmem.llm.base import LLM
 from tmem.models import BuildMode, TriggerFamily
 from tmem.store.base import Store
@@ -87,6 +87,11 @@ async def build_space(
             await stage(store, space, run, options)
         except BatchPending as pending:
             raise _export(store, space, name, options, pending) from None
+        except LLMError as exc:
+            raise BuildError(
+                f"Space {space!r}, stage {name}: {exc} Finished work is kept and answered requests are cached: rerun "
+                f"`tmem build {space}` to resume."
+            ) from exc
         finally:
             run.close()
             run.report.seconds = time.perf_counter() - t0

@@ -85,7 +85,8 @@ def build_cmd(
     if (space is None) == (not all_spaces):
         raise click.UsageError("Give one SPACE or --all.")
     store = app.store()
-    names = [s.name for s in store.list_spaces()] if all_spaces else [store.get_space(space or "").name]
+    # --all skips spaces without turns (nothing to build); a named empty space is reported as an error.
+    names = [s.name for s in store.list_spaces() if s.turns] if all_spaces else [store.get_space(space or "").name]
     settings = app.settings
     llm = make_llm(settings, store, batch=batch_out is not None)
     if llm is None and batch_out is not None:
