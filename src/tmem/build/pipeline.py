@@ -13,6 +13,7 @@ gathers all its currently independent requests, writes them with :func:`tmem.llm
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable
 
@@ -34,6 +35,9 @@ from tmem.errors import BatchPending, BuildError, ConfigError, InputError, LLMEr
 from tmem.llm.base import LLM
 from tmem.models import BuildMode, TriggerFamily
 from tmem.store.base import Store
+from tmem.util.text import text_hash
+
+STATE_DIGEST = "build.digest"  # content digest of the memory after the last completed LLM build
 
 StageFn = Callable[[Store, str, StageRun, BuildOptions], Awaitable[None]]
 
@@ -96,11 +100,19 @@ async def build_space(
             run.close()
             run.report.seconds = time.perf_counter() - t0
         report.stages.append(run.report)
-    store.set_state(space, STATE_MODE, BuildMode.LLM.value)
-    store.set_state(space, STATE_SESSIONS, str(len(store.sessions(space))))
-    report.seconds = time.perf_counter() - started
     report.counts = memory_counts(store, space)
+    with store.transaction():
+        store.set_state(space, STATE_MODE, BuildMode.LLM.value)
+        store.set_state(space, STATE_SESSIONS, str(len(store.sessions(space))))
+        # Changes whenever a build changed the memory (readers such as the retriever's index cache watch state keys).
+        store.set_state(space, STATE_DIGEST, _digest(store, space, report.counts))
+    report.seconds = time.perf_counter() - started
     return report
+
+
+def _digest(store: Store, space: str, counts: dict[str, int]) -> str:
+    personas = [p.model_dump_json() for p in store.personas(space)]
+    return text_hash(json.dumps({"counts": counts, "personas": personas}, sort_keys=True))[:16]
 
 
 def memory_counts(store: Store, space: str) -> dict[str, int]:
