@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.stage_replies import dev_space, memory_snapshot, scripted_reply
+from tmem.build.check import check_space
 from tmem.build.options import BuildOptions
 from tmem.build.pipeline import build_space, reset_space
 from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport
@@ -120,6 +121,7 @@ async def test_killed_build_resumes_to_the_same_memory_without_paying_twice(die_
         await _build(store, dying)
     await _build(store)
     assert memory_snapshot(store, SPACE) == expected
+    assert check_space(store, SPACE).ok
     paid = _ok_hashes(store)
     assert len(paid) == len(set(paid)) == total  # each request paid exactly once over both runs
 
@@ -139,6 +141,8 @@ async def test_incremental_build_equals_full_build(cuts: tuple[int, ...]) -> Non
         kept += report.stages[0].skipped
     assert memory_snapshot(inc, SPACE, with_seq=False) == memory_snapshot(full, SPACE, with_seq=False)
     assert inc.get_state(SPACE, STATE_SESSIONS) == str(n)
+    report = check_space(inc, SPACE)
+    assert report.ok, report.violations[:3]
     assert reverted + kept == len(cuts)  # each later build re-examined the provisional tail of the one before
 
 
