@@ -30,7 +30,7 @@ def test_arrival_order_inside_one_call() -> None:
     reply = TopicReply(
         assignments=[
             _a("S1", ("Caroline's adoption plans", "Adopting children."), ("melanie's painting", None)),
-            _a("S2", ("CAROLINE'S ADOPTION PLANS", None)),  # opened by S1 in the same reply: existing for S2
+            _a("[s2]", ("CAROLINE'S ADOPTION PLANS", None)),  # opened by S1 in the same reply: existing for S2
         ]
     )
     picks = check_reply(reply, ["S1", "S2"], EXISTING)

@@ -53,7 +53,7 @@ def topic_id(label: str) -> str:
 
 def check_reply(reply: TopicReply, refs: Sequence[str], existing: Sequence[Topic]) -> list[list[TopicChoice]]:
     """Validate against the request; returns, per scene, its distinct choices. Raises ValueError for the model."""
-    got = [a.scene.strip() for a in reply.assignments]
+    got = [a.scene.strip().strip("[]").upper() for a in reply.assignments]
     if got != list(refs):
         raise ValueError(f"assignments must list the scenes {list(refs)} once each, in order; got {got}")
     known = {label_key(t.label) for t in existing}
