@@ -14,6 +14,7 @@ from importlib import resources
 from string import Template
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from tqdm import tqdm
 
 from tmem.build.report import StageReport
@@ -23,7 +24,7 @@ from tmem.models import Turn
 from tmem.util.text import text_hash
 
 T = TypeVar("T")
-M = TypeVar("M")
+M = TypeVar("M", bound=BaseModel)
 
 _USER_MARK = "<<<USER>>>"
 
@@ -138,12 +139,10 @@ class StageRun:
             self._bar.close()
             self._bar = None
 
-    async def ask(self, messages: list[Message], output_model: type[M]) -> LLMResult[M]:  # type: ignore[type-var]
+    async def ask(self, messages: list[Message], output_model: type[M]) -> LLMResult[M]:
         """One request, counted in the report. BatchPending propagates (see :meth:`gather`)."""
         async with self._sem:
-            result: LLMResult[M] = await self.llm.complete(  # type: ignore[type-var]
-                messages, output_model, stage=self.stage, space=self.space
-            )
+            result = await self.llm.complete(messages, output_model, stage=self.stage, space=self.space)
         if result.cached:
             self.report.cached_calls += 1
         else:
