@@ -124,3 +124,59 @@ def test_ask_without_an_llm_says_how_to_configure_one(tmp_path: Path) -> None:
     assert result.exit_code != 0
     message = str(result.exception)
     assert "TMEM_LLM_MODEL" in message and "OPENAI_BASE_URL" in message and "tmem search" in message
+
+
+def _act_as_batch_api(stub: OpenAIStub, requests_file: Path, results_file: Path) -> int:
+    """Send each exported request body to the stub (as the Batch API would) and write Batch output lines."""
+    import asyncio
+
+    import openai
+
+    async def run() -> list[str]:
+        client = openai.AsyncOpenAI(base_url=stub.base_url, api_key="k", max_retries=0)
+        out = []
+        try:
+            for raw in requests_file.read_text().splitlines():
+                line = json.loads(raw)
+                completion = await client.chat.completions.create(**line["body"])
+                body = completion.model_dump()
+                out.append(json.dumps({"custom_id": line["custom_id"], "response": {"status_code": 200, "body": body}}))
+        finally:
+            await client.close()
+        return out
+
+    lines = asyncio.run(run())
+    results_file.write_text("".join(x + "\n" for x in lines))
+    return len(lines)
+
+
+@pytest.mark.slow
+def test_whole_run_through_the_batch_protocol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tmem.errors import BatchPending
+
+    data = _slice(tmp_path)
+    with OpenAIStub(reply=stub_reply) as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("TMEM_EMBED_BACKEND", "hash")
+        home, out = tmp_path / "mem", tmp_path / "out"
+        requests_file, results_file = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+        base = ["--dir", str(home), "--llm-model", "stub-model"]
+        args = [*base, "eval", "locomo", "--data", str(data), "--out", str(out), "--limit", "2", "--runs", "2"]
+        stages: list[str] = []
+        for _ in range(15):
+            result = CliRunner().invoke(cli, [*args, "--batch-out", str(requests_file)])
+            if result.exit_code == 0:
+                break
+            assert isinstance(result.exception, BatchPending), result.output
+            stages.append(result.exception.stage)
+            live_before = len(stub.chat_requests)
+            assert _act_as_batch_api(stub, requests_file, results_file) > 0
+            imported = CliRunner().invoke(cli, [*base, "llm", "batch-import", str(results_file)])
+            assert imported.exit_code == 0, imported.output
+            assert len(stub.chat_requests) > live_before
+        else:
+            pytest.fail(f"the batch rounds did not converge: {stages}")
+    assert stages[-2:] == ["answer", "judge"] and len(stages) >= 4  # build stages first, then answers, then judges
+    recs = (out / "locomo" / "records.jsonl").read_text().splitlines()
+    assert len(recs) == 2 and all(len(json.loads(r)["judgements"]) == 2 for r in recs)

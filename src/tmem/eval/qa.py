@@ -52,7 +52,7 @@ class _Pending:
 
     def add(self, exc: BatchPending) -> None:
         self.stage = self.stage or exc.stage
-        self.count += 1
+        self.count += max(exc.count, 1)
 
 
 async def _answer(answerer: Answerer, task: QATask, variant: RunVariant, prompt: Variant) -> Answer:
@@ -64,14 +64,23 @@ async def _answer(answerer: Answerer, task: QATask, variant: RunVariant, prompt:
 
 
 async def _judge_all(judge_llm: LLM, task: QATask, prediction: str, runs: int) -> list[Judgement]:
-    out: list[Judgement] = []
-    for run in range(1, runs + 1):
+    """All judge runs of one answer, concurrently; in batch mode every uncached run is stored before raising."""
+
+    async def one(run: int) -> Judgement:
         if task.benchmark == "locomo-plus":
             messages = plus_judge_messages(task.cue, task.question, prediction, task.relation, run=run, runs=runs)
         else:
             messages = locomo_judge_messages(task.question, task.gold or "", prediction, run=run, runs=runs)
-        out.append(await judge(judge_llm, messages, space=task.space, run=run))
-    return out
+        return await judge(judge_llm, messages, space=task.space, run=run)
+
+    outcomes = await asyncio.gather(*(one(run) for run in range(1, runs + 1)), return_exceptions=True)
+    pending = [o for o in outcomes if isinstance(o, BatchPending)]
+    for o in outcomes:
+        if isinstance(o, BaseException) and not isinstance(o, BatchPending):
+            raise o
+    if pending:
+        raise BatchPending(str(pending[0]), count=len(pending), stage=pending[0].stage)
+    return [o for o in outcomes if isinstance(o, Judgement)]
 
 
 def _record(task: QATask, variant: RunVariant, answer: Answer, judgements: list[Judgement]) -> AnswerRecord:
