@@ -18,9 +18,9 @@ from tmem.llm.scripted import scripted_llm
 from tmem.models import ItemKind, TriggerFamily
 from tmem.store.sqlite import SQLiteStore
 
-FIXTURE = json.loads(
-    (Path(__file__).parent / "fixtures" / "handwritten" / "conv26_sessions_1_2.json").read_text(encoding="utf-8")
-)
+HERE = Path(__file__).parent / "fixtures" / "handwritten"
+FIXTURE = json.loads((HERE / "conv26_sessions_1_2.json").read_text(encoding="utf-8"))
+SESSION_3 = json.loads((HERE / "conv26_session_3_incremental.json").read_text(encoding="utf-8"))
 SPACE = "conv-26"
 OPTIONS = BuildOptions(items_per_trigger_call=20, item_triggers_n=2, scenes_per_trigger_call=4)
 
@@ -30,27 +30,27 @@ def _by_prefix(table: dict[str, Any], text: str) -> Any:
     return hit
 
 
-def handwritten(request: ChatRequest) -> str:
+def handwritten(request: ChatRequest, fixture: dict[str, Any] = FIXTURE) -> str:
     """Routes each request to its hand-written reply (the routing reads the request; the content is the fixture's)."""
     system, user = request.messages[0].content, request.messages[1].content
     if "scene segmenter" in system:
-        return json.dumps(FIXTURE["segment"])
+        return json.dumps(fixture["segment"])
     if "topic labels" in system:
-        return json.dumps(FIXTURE["topics"])
+        return json.dumps(fixture["topics"])
     if "extract the memory items" in system:
         topic = re.search(r"^Topic: (.*)$", user, flags=re.M)[1]  # type: ignore[index]
-        return json.dumps(_by_prefix(FIXTURE["items"], topic))
+        return json.dumps(_by_prefix(fixture["items"], topic))
     if "triggers for the items" in system:
         items = re.findall(r"^\[(I\d+)\] (.*)$", user, flags=re.M)
         return json.dumps(
-            {"items": [{"item": ref, "triggers": _by_prefix(FIXTURE["item_triggers"], text)} for ref, text in items]}
+            {"items": [{"item": ref, "triggers": _by_prefix(fixture["item_triggers"], text)} for ref, text in items]}
         )
     if "triggers for the scenes" in system:
         scenes = re.findall(r"^\[(S\d+)\] [^·]+· (.*)$", user, flags=re.M)
-        return json.dumps({"scenes": [{"scene": ref, **FIXTURE["scene_triggers"][title]} for ref, title in scenes]})
+        return json.dumps({"scenes": [{"scene": ref, **fixture["scene_triggers"][title]} for ref, title in scenes]})
     speaker = re.search(r"Write the persona of (.+)\.\s*$", user)[1]  # type: ignore[index]
     facts = re.findall(r"^\[(I\d+)\] (.*)$", user, flags=re.M)
-    persona = FIXTURE["persona"][speaker]
+    persona = fixture["persona"][speaker]
     traits = [
         {**t, "support": [next(ref for ref, text in facts if cue in text) for cue in t["support"]]}
         for t in persona["traits"]
@@ -120,3 +120,48 @@ async def test_handwritten_replies_parse_and_store() -> None:
     assert len(goals.item_ids) == 2 and set(goals.item_ids) <= ids
     assert all(set(t.item_ids) <= ids and t.item_ids for p in personas.values() for t in p.traits)
     assert [t.category for t in personas["Melanie"].traits] == ["relationships", "hobbies", "hobbies", "values"]
+
+
+async def test_handwritten_incremental_session_keeps_the_closed_tail_and_extends_topics_and_items() -> None:
+    store = SQLiteStore.open(":memory:")
+    import_spaces(store, [dev_space(SPACE, slice(0, 2))], source="dev")
+    await build_space(store, SPACE, llm=scripted_llm(store, fn=handwritten), embedder=HashEmbedder(), options=OPTIONS)
+    before = {it.id for it in store.items(SPACE)}
+    tail = store.scenes(SPACE)[-1]
+
+    import_spaces(store, [dev_space(SPACE, slice(2, 3))], source="dev")
+    llm = scripted_llm(store, fn=lambda request: handwritten(request, SESSION_3))
+    report = await build_space(store, SPACE, llm=llm, embedder=HashEmbedder(), options=OPTIONS)
+    stages = [r.stage for r in llm.backend.requests]  # type: ignore[attr-defined]
+    assert stages == ["segment", "topics", *["items"] * 5, "triggers.item", "triggers.scene", "persona", "persona"]
+    first = llm.backend.requests[0].messages[1].content  # type: ignore[attr-defined]
+    assert first.index("[D2:8]") < first.index("--- session_3") and "last turns recorded so far" in first
+
+    scenes = store.scenes(SPACE)
+    assert scenes[3] == tail and report.stages[0].skipped == 1  # the re-examined tail closed where it did
+    assert [(s.turn_ids[0], s.turn_ids[-1]) for s in scenes[4:]] == [
+        ("D3:1", "D3:9"),
+        ("D3:10", "D3:13"),
+        ("D3:14", "D3:23"),
+    ]
+    topics = {t.label: t for t in store.topics(SPACE)}
+    assert len(topics) == 9 and topics["Caroline's LGBTQ community and identity"].seq == 0
+    items_call = next(
+        r.messages[1].content
+        for r in llm.backend.requests  # type: ignore[attr-defined]
+        if r.stage == "items" and "Topic: Caroline's LGBTQ community and identity" in r.messages[1].content
+    )
+    assert "[S1] 8 May 2023 · Caroline tells Melanie" in items_call and "[S3] (new) 9 June 2023" in items_call
+    assert "[E5] Caroline's LGBTQ support carried into her family plans" in items_call
+
+    items = store.items(SPACE)
+    added = [it for it in items if it.id not in before]
+    assert len(added) == 10 and all(it.seq >= len(before) for it in added)
+    arc = next(it for it in added if it.text.startswith("Caroline went from finding acceptance"))
+    assert arc.kind is ItemKind.CONNECTED and arc.scene_ids == [scenes[0].id, scenes[4].id]
+    family = next(it for it in added if it.text.startswith("Family time is central"))
+    assert family.scene_ids == [scenes[1].id, scenes[2].id, scenes[6].id]
+    assert len(store.triggers(SPACE, family=TriggerFamily.ENTITY)) == 2 * 25
+    assert len(store.triggers(SPACE, family=TriggerFamily.HORIZON)) == 7
+    caroline = next(p for p in store.personas(SPACE) if p.speaker == "Caroline")
+    assert any("home country" in t.value for t in caroline.traits) and "transgender" in caroline.summary
