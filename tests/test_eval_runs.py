@@ -92,7 +92,9 @@ async def test_retrieval_only_locomo_records_and_report(locomo_slice: Path, tmp_
     assert len(_lines(out / "locomo" / "records.jsonl")) == 30 and again.rows == report.rows
 
 
-async def test_qa_locomo_complete_records_and_resume(locomo_slice: Path, tmp_path: Path) -> None:
+async def test_qa_locomo_complete_records_and_resume(
+    locomo_slice: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     store = SQLiteStore.open(tmp_path / "mem" / "tmem.db")
     out = tmp_path / "out"
     calls = {"n": 0}
@@ -118,6 +120,7 @@ async def test_qa_locomo_complete_records_and_resume(locomo_slice: Path, tmp_pat
     report = await eval_locomo(
         store, Settings(), opts, Models(build=None, answer=answer2, judge=judge2), HashEmbedder()
     )
+    assert "incomplete (an interrupted write)" in caplog.text
     recs = [AnswerRecord.model_validate(x) for x in _lines(out / "locomo" / "records.jsonl")]
     assert len(recs) == 5 and len({r.key for r in recs}) == 5
     assert [r.model_dump() for r in recs[:3]] == [AnswerRecord.model_validate(x).model_dump() for x in first]

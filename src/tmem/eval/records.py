@@ -8,6 +8,7 @@ redone, never silently dropped or trusted.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -19,6 +20,7 @@ from tmem.eval.locomo_data import EvidenceIssue
 from tmem.retrieve.types import SearchResult
 
 R = TypeVar("R", bound="Keyed")
+log = logging.getLogger(__name__)
 
 
 class Keyed(BaseModel):
@@ -125,6 +127,11 @@ class ResultsFile(Generic[R]):
                     continue
                 self.records[rec.record_id] = rec
             if self.damaged:
+                log.warning(
+                    "%s: line(s) %s are incomplete (an interrupted write); those questions will be redone",
+                    path,
+                    ", ".join(map(str, self.damaged)),
+                )
                 good = [r.model_dump_json() for r in self.records.values()]
                 path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
 
