@@ -180,3 +180,21 @@ def test_whole_run_through_the_batch_protocol(tmp_path: Path, monkeypatch: pytes
     assert stages[-2:] == ["answer", "judge"] and len(stages) >= 4  # build stages first, then answers, then judges
     recs = (out / "locomo" / "records.jsonl").read_text().splitlines()
     assert len(recs) == 2 and all(len(json.loads(r)["judgements"]) == 2 for r in recs)
+
+
+@pytest.mark.slow
+def test_demo_with_an_llm_builds_the_full_memory_and_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tmem.eval import demo
+
+    monkeypatch.setattr(demo, "dev_file", lambda: None)
+    with OpenAIStub(reply=stub_reply) as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("TMEM_EMBED_BACKEND", "hash")
+        args = ["--dir", str(tmp_path), "--llm-model", "stub-model", "demo", "--sessions", "1", "--json"]
+        result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["descriptive_only"] is False and report["build"]["mode"] == "llm"
+    assert report["build"]["counts"]["triggers_horizon"] > 0
+    assert all(q["answer"] for q in report["questions"])
