@@ -244,6 +244,42 @@ def bench_synthetic(n_views: int, embedder: Embedder, queries: Sequence[str], se
     return out
 
 
+def gate_calibration(conv: str, embedder: Embedder, n_questions: int, db_dir: Path) -> str:
+    """Where a cosine gate falls for this embedder: max cosine of a question with the Entity views of the items that
+    hold its gold evidence, against all other items (LoCoMo categories 1-4). Needs the space built by the latency run.
+    """
+    store = SQLiteStore.open(db_dir / "tmem.db")
+    try:
+        index = Retriever(store, embedder).index(conv)
+        qa = [q for c in json.loads(DATA.read_text()) if c["sample_id"] == conv for q in c["qa"] if q["category"] != 5][
+            :n_questions
+        ]
+        table = index.views[TriggerFamily.ENTITY]
+        gold: list[float] = []
+        other: list[float] = []
+        for q in qa:
+            vec = embedder.embed([q["question"]]).vectors[0]
+            hosts = table.host_scores(vec, index.part(index.cosines(vec), TriggerFamily.ENTITY))
+            evidence = set(q.get("evidence", []))
+            for n, item in enumerate(index.items):
+                if not np.isnan(hosts[n]):
+                    (gold if evidence & set(item.turn_ids) else other).append(float(hosts[n]))
+        lines = [
+            "| items | n | p50 | p90 | p99 | >= 0.5 | >= 0.6 | >= 0.7 | >= 0.85 |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, values in (("gold evidence", gold), ("all others", other)):
+            a = np.asarray(values)
+            shares = " | ".join(f"{np.mean(a >= g):.2%}" for g in (0.5, 0.6, 0.7, 0.85))
+            lines.append(
+                f"| {name} | {a.size:,} | {np.percentile(a, 50):.3f} | {np.percentile(a, 90):.3f} "
+                f"| {np.percentile(a, 99):.3f} | {shares} |"
+            )
+        return f"Entity-view max cosine, {len(qa)} questions of {conv}, {embedder.model_id}:\n\n" + "\n".join(lines)
+    finally:
+        store.close()
+
+
 def markdown(rows: list[dict[str, object]], command: str, env: dict[str, str]) -> str:
     head = (
         "| space | views | vectors | index build s | search p50 ms | search p95 ms | floor p50 ms | floor p95 ms "
@@ -270,8 +306,22 @@ def main() -> None:
     ap.add_argument(
         "--torch-threads", type=int, default=1, help="Threads for the query encoder (1 is steadiest on a shared box)."
     )
+    ap.add_argument(
+        "--gate-calibration",
+        type=int,
+        default=0,
+        metavar="N",
+        help="Instead of timing, print where the item-trigger gate falls on N questions (needs --db-dir of a run).",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.torch_threads)
+    if args.gate_calibration:
+        text = gate_calibration(args.conv, SentenceTransformerEmbedder(), args.gate_calibration, args.db_dir)
+        print(text)
+        if args.out:
+            with args.out.open("a") as fh:
+                fh.write(f"\n## Gate calibration\n\nCommand: `python {' '.join(sys.argv)}`\n\n{text}\n")
+        return
 
     embedder = SentenceTransformerEmbedder()
     embedder.embed(["load the model before any timing"])

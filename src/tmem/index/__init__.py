@@ -2,5 +2,7 @@
 
 from tmem.index.bm25 import BM25Index, tokenize
 from tmem.index.dense import DenseTable
+from tmem.index.space import SpaceIndex, SpaceRecords, load_space
+from tmem.index.views import ViewTable
 
-__all__ = ["BM25Index", "DenseTable", "tokenize"]
+__all__ = ["BM25Index", "DenseTable", "SpaceIndex", "SpaceRecords", "ViewTable", "load_space", "tokenize"]
