@@ -90,6 +90,12 @@ async def test_retrieval_only_locomo_records_and_report(locomo_slice: Path, tmp_
     # rerun: everything is already there
     again = await eval_locomo(store, Settings(), opts, models, HashEmbedder())
     assert len(_lines(out / "locomo" / "records.jsonl")) == 30 and again.rows == report.rows
+    # the same data given by another path is the same run; another preset would mix results and is refused
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(locomo_slice.read_bytes())
+    await eval_locomo(store, Settings(), opts.model_copy(update={"data": copy}), models, HashEmbedder())
+    with pytest.raises(ConfigError, match="different preset"):
+        await eval_locomo(store, Settings(), opts.model_copy(update={"preset": "minilm"}), models, HashEmbedder())
 
 
 async def test_qa_locomo_complete_records_and_resume(

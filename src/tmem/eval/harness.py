@@ -205,8 +205,12 @@ def write_manifest(out: Path, manifest: Manifest) -> Path:
     path = out / "manifest.json"
     if path.exists():
         old = json.loads(path.read_text(encoding="utf-8"))
+        new = manifest.model_dump(mode="json")
+        # Data files are compared by content (sha256), not by the path they were given with.
+        old["data_files"] = sorted(old.get("data_files", {}).values())
+        new["data_files"] = sorted(new["data_files"].values())
         for key in ("benchmark", "mode", "data_files", "models", "embed_model", "preset"):
-            if old.get(key) != manifest.model_dump(mode="json")[key]:
+            if old.get(key) != new[key]:
                 raise ConfigError(
                     f"{path} was written by a run with a different {key} ({old.get(key)!r}); resuming would mix "
                     "results: pass another --out or delete that folder."
