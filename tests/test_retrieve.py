@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 
-from tests.retrieve_fixtures import (
+from tests.test_retrieve_fixtures import (
     BRIDGE_CUE,
     ENTITY_CUE,
     HORIZON_CUE,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.retrieve_fixtures import CountingEmbedder
+from tests.test_retrieve_fixtures import CountingEmbedder
 from tmem.build.extractive import build_extractive
 from tmem.cli.main import cli
 from tmem.embed.hashing import HashEmbedder

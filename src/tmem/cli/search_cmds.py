@@ -96,7 +96,9 @@ def search_cmd(
 
     settings = app.settings
     config = RetrievalConfig.preset(preset or settings.search_preset)
-    changes: dict[str, object] = {k: v for k, v in {"kT": kT, "kS": kS, "kI": kI, "R": R, "gate": gate}.items() if v is not None}
+    changes: dict[str, object] = {
+        k: v for k, v in {"kT": kT, "kS": kS, "kI": kI, "R": R, "gate": gate}.items() if v is not None
+    }
     model = reranker or settings.reranker_model
     if model:
         changes["reranker"] = model

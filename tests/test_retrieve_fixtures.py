@@ -1,4 +1,5 @@
-"""A small hand-made space with every node type and trigger family, as a scripted-LLM build would store it."""
+"""Shared by the retrieval tests (no tests here): a small hand-made space with every node type and trigger family,
+as a scripted-LLM build would store it."""
 
 from __future__ import annotations
 
