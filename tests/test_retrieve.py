@@ -6,6 +6,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.test_retrieve_fixtures import (
     BRIDGE_CUE,
@@ -351,3 +353,51 @@ def test_extractive_space_is_descriptive_only() -> None:
         assert res.scenes and res.items
     finally:
         s.close()
+
+
+# ------------------------------------------------------------------ invariants over random recipes
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[Retriever]:
+    s = make_store()
+    yield Retriever(s, CountingEmbedder())
+    s.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    kT=st.integers(1, 6),
+    kS=st.integers(0, 7),
+    kI=st.integers(0, 7),
+    R=st.integers(0, 7),
+    gate_value=st.one_of(st.none(), st.floats(0.0, 1.0)),
+    off=st.sets(st.sampled_from(SWITCHES)),
+    query=st.sampled_from([HORIZON_CUE, BRIDGE_CUE, SCENE_CUE, ENTITY_CUE, "Gina clothing store", "nothing known"]),
+)
+def test_cascade_invariants(
+    shared: Retriever, kT: int, kS: int, kI: int, R: int, gate_value: float | None, off: set[str], query: str
+) -> None:
+    cfg = CFG.replace(kT=kT, kS=kS, kI=kI, R=R, gate=gate_value).without(*off)
+    res = shared.search(SPACE, query, cfg)
+    names = route_names(res)
+    assert len(res.topics) <= kT and len(res.scenes) <= kS and len(res.items) <= kI
+    assert res.disabled == sorted(off)
+    assert ("SL" not in off) or res.scenes == []
+    assert ("IC" not in off) or res.items == []
+    assert ("PS" not in off) or res.personas == []
+    assert ("TF" not in off) or res.topics == []
+    assert ("ET+BT" not in off) or "item.trigger" not in names
+    assert ("ST" not in off) or "scene.trigger.scene" not in names
+    assert ("HT" not in off) or "scene.trigger.horizon" not in names
+    for hits in (res.scenes, res.items):
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    for h in res.items:
+        assert h.item.superseded_by is None
+        for r in h.routes:
+            if r.name == "item.trigger":
+                assert r.rank <= R and (gate_value is None or r.score >= gate_value)
+    surviving = {t for t, _ in res.topics}
+    for sh in res.scenes:  # descriptive routes only reach admitted scenes (or unlinked ones)
+        if "TF" not in off and any(r.name in ("scene.bm25", "scene.dense") for r in sh.routes):
+            assert set(sh.topic_ids) <= surviving and sh.topic_ids
