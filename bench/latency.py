@@ -53,7 +53,7 @@ from tmem.retrieve.cascade import Retriever, run_cascade
 from tmem.retrieve.config import RetrievalConfig
 from tmem.store.sqlite import SQLiteStore
 
-DATA = Path("/work/shared/data/locomo10.dev.json")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 DAY0 = datetime(2023, 1, 1)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from tests.support.data import DEV_LOCOMO
 from tmem.build.report import STATE_MODE, STATE_SESSIONS
 from tmem.cli.ingest_cmds import DESCRIPTIVE_ONLY
 from tmem.cli.main import cli
@@ -35,7 +36,7 @@ from tmem.models import (
 )
 from tmem.store.sqlite import SQLiteStore
 
-LOCOMO = Path("/work/shared/data/locomo10.dev.json")
+LOCOMO = DEV_LOCOMO
 if not LOCOMO.exists():
     LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 SESSION_KEY = re.compile(r"^session_(\d+)$")

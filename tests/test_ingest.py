@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.data import DEV_LOCOMO
 from tmem.errors import InputError, NotFoundError
 from tmem.ingest import (
     SpaceInput,
@@ -29,7 +30,7 @@ from tmem.ingest import (
 from tmem.models import SessionInput, TurnInput
 from tmem.store.sqlite import SQLiteStore
 
-LOCOMO = Path("/work/shared/data/locomo10.dev.json")
+LOCOMO = DEV_LOCOMO
 if not LOCOMO.exists():  # the repository's own checkout layout: ../shared/data
     LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 SESSION_KEY = re.compile(r"^session_(\d+)$")
@@ -60,9 +61,7 @@ def store() -> Iterator[SQLiteStore]:
 
 def snapshot(store: SQLiteStore) -> dict[str, Any]:
     """Everything ingest writes, for before/after comparisons."""
-    return {
-        s.name: (store.get_space(s.name), store.sessions(s.name), store.turns(s.name)) for s in store.list_spaces()
-    }
+    return {s.name: (store.get_space(s.name), store.sessions(s.name), store.turns(s.name)) for s in store.list_spaces()}
 
 
 def write(path: Path, data: Any) -> Path:
@@ -137,7 +136,9 @@ def test_import_locomo_dev_file(store: SQLiteStore, raw: list[dict[str, Any]]) -
     assert all(re.fullmatch(r"D\d+:\d+", t.id) for t in turns)
     assert [t.seq for t in turns] == list(range(len(turns)))
     conv = sample["conversation"]
-    captioned = {t["dia_id"]: t["blip_caption"] for s in conv.values() if isinstance(s, list) for t in s if "blip_caption" in t}
+    captioned = {
+        t["dia_id"]: t["blip_caption"] for s in conv.values() if isinstance(s, list) for t in s if "blip_caption" in t
+    }
     assert captioned and {t.id: t.caption for t in turns if t.caption} == captioned
     sessions = store.sessions(sample["sample_id"])
     assert [s.id for s in sessions] == [f"session_{n}" for n in range(1, len(sessions) + 1)]
@@ -198,12 +199,8 @@ def test_changed_session_is_a_conflict_and_nothing_is_written(
 
 
 def test_turn_id_reused_across_sessions(store: SQLiteStore) -> None:
-    s1 = SessionInput(
-        id="s1", started_at=datetime(2024, 1, 1), turns=[TurnInput(id="t1", speaker="Ann", text="Hello")]
-    )
-    s2 = SessionInput(
-        id="s2", started_at=datetime(2024, 1, 2), turns=[TurnInput(id="t1", speaker="Ann", text="Again")]
-    )
+    s1 = SessionInput(id="s1", started_at=datetime(2024, 1, 1), turns=[TurnInput(id="t1", speaker="Ann", text="Hello")])
+    s2 = SessionInput(id="s2", started_at=datetime(2024, 1, 2), turns=[TurnInput(id="t1", speaker="Ann", text="Again")])
     import_sessions(store, "ann", [s1])
     with pytest.raises(InputError, match="turn id 't1' of session 's2' is already used by session 's1'"):
         import_sessions(store, "ann", [s2])
@@ -337,7 +334,10 @@ def test_native_jsonl_and_default_space(store: SQLiteStore, tmp_path: Path) -> N
             r"turns\[0\]\.text: missing",
         ),
         (
-            {"space": "a", "sessions": [{"started_at": "2024-01-01", "turns": [{"speaker": "A", "text": "x", "time": "9"}]}]},
+            {
+                "space": "a",
+                "sessions": [{"started_at": "2024-01-01", "turns": [{"speaker": "A", "text": "x", "time": "9"}]}],
+            },
             r"turns\[0\]\.time: cannot read the date \"9\"",
         ),
         (

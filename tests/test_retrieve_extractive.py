@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support.data import DEV_LOCOMO
 from tests.test_retrieve_fixtures import CountingEmbedder
 from tmem.build.extractive import build_extractive
 from tmem.cli.main import cli
@@ -19,7 +20,7 @@ from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.store.sqlite import SQLiteStore
 
-DEV = Path("/work/shared/data/locomo10.dev.json")
+DEV = DEV_LOCOMO
 if not DEV.exists():  # the shared checkout keeps the data beside the repository
     DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 SPACE = "conv-26"
