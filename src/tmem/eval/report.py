@@ -86,15 +86,12 @@ def coverage_report(
         if variant != "full":
             systems = ["tmem"]
         for system in systems:
-            cells = [r.systems[system] for r in recs if system in r.systems]
+            pairs = [(r, r.systems[system]) for r in recs if system in r.systems]
+            cells = [c for _, c in pairs]
             by_cat: dict[str, float] = {}
             if benchmark == "locomo":
                 for cat in SCORED_CATEGORIES:
-                    vals = [
-                        c.coverage
-                        for r, c in zip(recs, cells, strict=True)
-                        if r.category == cat and c.coverage is not None
-                    ]
+                    vals = [c.coverage for r, c in pairs if r.category == cat and c.coverage is not None]
                     by_cat[CATEGORY_NAMES[cat]] = _pct(vals)
                 overall = _pct([c.coverage for c in cells if c.coverage is not None])
             else:
