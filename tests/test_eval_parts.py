@@ -1,0 +1,61 @@
+"""Small pure parts of the harness: first-fit packing, variant parsing, query memo, report cells."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tmem.embed.hashing import HashEmbedder
+from tmem.errors import ConfigError
+from tmem.eval.baselines import pack
+from tmem.eval.harness import MemoEmbedder, parse_variants
+from tmem.eval.report import MeanStd
+from tmem.retrieve.config import RetrievalConfig
+
+
+def test_pack_is_first_fit_within_budget() -> None:
+    units = [(["a"], 50), (["b", "c"], 40), (["d"], 30), (["e"], 10)]
+    packed = pack(units, 100)
+    assert packed.turn_ids == ["a", "b", "c", "e"] and packed.tokens == 100  # d would overflow and is skipped
+    assert pack(units, 5).turn_ids == [] and pack(units, 5).tokens == 0
+    assert pack([], 100).tokens == 0
+
+
+def test_variants_from_ablate_and_sweep() -> None:
+    base = RetrievalConfig.preset("paper")
+    variants = parse_variants(base, "SL, ST+HT,ET+BT", ["kT=5,10", "R=3"])
+    assert [v.name for v in variants] == ["full", "w/o SL", "w/o ST+HT", "w/o ET+BT", "kT=5", "kT=10", "R=3"]
+    by = {v.name: v.config for v in variants}
+    assert by["w/o ST+HT"].disabled == frozenset({"ST", "HT"})
+    assert by["w/o ET+BT"].disabled == frozenset({"ET+BT"})
+    assert by["kT=5"].k_topics == 5 and by["R=3"].item_trigger_top == 3 and by["full"] == base
+    with pytest.raises(ConfigError, match="Unknown ablation switch"):
+        parse_variants(base, "XX", [])
+    with pytest.raises(ConfigError, match="NAME one of"):
+        parse_variants(base, None, ["k=5"])
+    with pytest.raises(ConfigError, match="not an integer"):
+        parse_variants(base, None, ["kS=five"])
+
+
+def test_memo_embedder_embeds_each_query_once() -> None:
+    class Counting(HashEmbedder):
+        calls = 0
+
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            Counting.calls += 1
+            return super().embed(texts)
+
+    memo = MemoEmbedder(Counting())
+    memo.prime(["q1", "q2"])
+    first = memo.embed(["q1"]).vectors
+    again = memo.embed(["q1"]).vectors
+    assert Counting.calls == 1 and (first == again).all()
+    assert memo.embed(["a"] * 20).vectors.shape == (20, 256)  # bulk (index) texts pass through
+    assert memo.model_id == "hash-256"
+
+
+def test_mean_std_cell() -> None:
+    assert MeanStd(mean=80.0, std=1.234, n=3).cell() == "80.00 ± 1.23"
+    assert MeanStd(mean=80.0, std=0.0, n=3).cell() == "80.00"
+    assert MeanStd(mean=math.nan, std=math.nan, n=0).cell() == "–"
