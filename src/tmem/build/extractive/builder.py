@@ -132,7 +132,7 @@ class _Run:
         t2 = time.perf_counter()
         scene_of_turn = {tid: s.id for s in new_scenes for tid in s.turn_ids}
         session_phrases = {
-            k.text.lower(): k
+            k.key: k
             for k in extract_keyphrases(
                 [t.text + (f"\n{t.caption}" if t.caption else "") for t in turns], exclude=self.speakers
             )

@@ -102,15 +102,14 @@ def entity_triggers(
 ) -> list[Trigger]:
     """Entity triggers of an item: its names first, then its best keyphrases (scored over the whole session).
 
-    ``session_phrases`` maps a lower-cased phrase to its keyphrase record computed over the turn's session, so that a
-    phrase the session keeps returning to outranks a passing one. At most :data:`MAX_ENTITY_TRIGGERS` per item.
+    ``session_phrases`` maps a phrase's normalised key to its keyphrase record computed over the turn's session, so
+    that a phrase the session keeps returning to outranks a passing one. At most :data:`MAX_ENTITY_TRIGGERS` per item.
     """
     texts = [turn.text] + ([turn.caption] if turn.caption else [])
     local = extract_keyphrases(texts, exclude=speakers)
     ranked: list[tuple[int, float, int, str, bool]] = []
     for k in local:
-        key = k.text.lower()
-        session = session_phrases.get(key)
+        session = session_phrases.get(k.key)
         is_name = session.is_name if session is not None else k.is_name
         score = session.score if session is not None else k.score
         ranked.append((0 if is_name else 1, -score, k.first_pos, k.text, is_name))

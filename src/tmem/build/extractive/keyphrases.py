@@ -48,6 +48,7 @@ fine alright right true exactly agreed congrats congratulations sounds sound see
 feeling think thought thinking know knew known get gets got getting go goes going went gone come comes came coming
 say says said tell told see saw seen want wanted wants take took taken give gave given keep kept mean means meant
 guess hope hoped hoping love loved loves wish wished bet way ways kind sort stuff bit lots much many new old big
+help helps helped helping try tries tried trying lot
 little day days time times today yesterday tomorrow tonight week weeks month months year years ago last next
 recently lately also already again something anything everything nothing ya yah
 photo photos pic pics picture pictures image images
@@ -66,6 +67,7 @@ class Keyphrase:
     """A scored candidate phrase of a document."""
 
     text: str  # surface form of the first occurrence
+    key: str  # normalised form (lower case, possessive dropped): what counts as "the same phrase"
     score: float
     count: int
     is_name: bool
@@ -149,11 +151,15 @@ def _is_short_form(word: str, names: tuple[str, ...]) -> bool:
     return len(word) >= 3 and any(name != word and name.startswith(word) for name in names)
 
 
-def extract_keyphrases(texts: Sequence[str], *, exclude: Iterable[str] = (), top: int | None = None) -> list[Keyphrase]:
+def extract_keyphrases(
+    texts: Sequence[str], *, exclude: Iterable[str] = (), top: int | None = None, distinct: bool = False
+) -> list[Keyphrase]:
     """Score candidate phrases over the document made of ``texts`` (joined by newlines), best first.
 
     ``exclude`` removes phrases equal (case-insensitively) to one of the given strings, e.g. the speakers' names,
-    which would otherwise top every list. Ties are broken by first occurrence, so the order is deterministic.
+    which would otherwise top every list. ``distinct`` drops a phrase whose words all occur in a better-ranked one
+    ("studio" after "dance studio"), for titles and labels. Ties are broken by first occurrence, so the order is
+    deterministic.
     """
     document = "\n".join(texts)
     excluded = {_norm(x) for x in exclude}
@@ -181,6 +187,15 @@ def extract_keyphrases(texts: Sequence[str], *, exclude: Iterable[str] = (), top
             continue
         score = sum(degree[w] / freq[w] for w in words) * count
         is_name = all(w in mid_caps and w not in lower_seen for w in words)
-        out.append(Keyphrase(text=surface, score=score, count=count, is_name=is_name, first_pos=first_pos))
+        out.append(Keyphrase(text=surface, key=key, score=score, count=count, is_name=is_name, first_pos=first_pos))
     out.sort(key=lambda k: (-k.score, k.first_pos, k.text))
+    if distinct:
+        chosen: list[set[str]] = []
+        kept: list[Keyphrase] = []
+        for k in out:
+            key_words = set(k.key.split())
+            if not any(key_words <= c for c in chosen):
+                chosen.append(key_words)
+                kept.append(k)
+        out = kept
     return out if top is None else out[:top]

@@ -54,7 +54,7 @@ def scene_topic_text(turns: Sequence[Turn], speakers: Sequence[str]) -> str:
     Keyphrases rather than the turns themselves: the mean vector of whole turns is dominated by what every scene of a
     chat shares (greetings, praise, the two speakers), which pulls all scenes into one topic.
     """
-    phrases = extract_keyphrases(_turn_texts(turns), exclude=speakers, top=TOPIC_TEXT_PHRASES)
+    phrases = extract_keyphrases(_turn_texts(turns), exclude=speakers, top=TOPIC_TEXT_PHRASES, distinct=True)
     if phrases:
         return "; ".join(k.text for k in phrases)
     return _small_talk(sorted({t.speaker for t in turns}))
@@ -62,7 +62,7 @@ def scene_topic_text(turns: Sequence[Turn], speakers: Sequence[str]) -> str:
 
 def make_scene(turns: Sequence[Turn], vectors: npt.NDArray[np.float32], seq: int, speakers: Sequence[str]) -> Scene:
     """A scene over consecutive ``turns`` of one session (``vectors``: their embeddings, row per turn)."""
-    phrases = extract_keyphrases(_turn_texts(turns), exclude=speakers, top=TITLE_PHRASES)
+    phrases = extract_keyphrases(_turn_texts(turns), exclude=speakers, top=TITLE_PHRASES, distinct=True)
     present = sorted({t.speaker for t in turns}, key=lambda s: (speakers.index(s) if s in speakers else 99, s))
     title = "; ".join(k.text for k in phrases) if phrases else _small_talk(present)
     mean = vectors.astype(np.float64).mean(axis=0)
@@ -92,7 +92,9 @@ def make_scene(turns: Sequence[Turn], vectors: npt.NDArray[np.float32], seq: int
 
 def make_topic(topic_id_: str, seq: int, member_turns: Sequence[Turn], speakers: Sequence[str]) -> Topic:
     """A topic record labelled from the keyphrases of all its member scenes' turns."""
-    phrases = extract_keyphrases(_turn_texts(member_turns), exclude=speakers, top=LABEL_PHRASES + DESCRIPTION_PHRASES)
+    phrases = extract_keyphrases(
+        _turn_texts(member_turns), exclude=speakers, top=LABEL_PHRASES + DESCRIPTION_PHRASES, distinct=True
+    )
     if phrases:
         label = "; ".join(k.text for k in phrases[:LABEL_PHRASES])
         description = "; ".join(k.text for k in phrases[LABEL_PHRASES:])
