@@ -179,3 +179,10 @@ def test_entity_triggers_name_first_then_keyphrases() -> None:
     )
     assert [tr.group for tr in triggers] == list(range(len(triggers)))
     assert len({tr.id for tr in triggers}) == len(triggers)
+
+
+def test_distinct_keyphrases_drop_phrases_inside_better_ones() -> None:
+    texts = ["The dance studio is new.", "My dance studio is by the water; the studio has a porch."]
+    # degree/frequency: dance 4/2, studio 5/3 -> "dance studio" (2 + 5/3) x 2 occurrences; studio 5/3; water, porch 1
+    assert [k.text for k in extract_keyphrases(texts)] == ["dance studio", "studio", "water", "porch"]
+    assert [k.text for k in extract_keyphrases(texts, distinct=True)] == ["dance studio", "water", "porch"]
