@@ -111,7 +111,9 @@ def _table(rows: list[dict[str, object]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data/locomo10.dev.json"))
+    parser.add_argument(
+        "--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
+    )
     parser.add_argument("--embedder", default="all-MiniLM-L6-v2", help="model name/path, or 'hash'")
     parser.add_argument("--spaces", default="", help="comma-separated sample ids (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="write the Markdown table here")

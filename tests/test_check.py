@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support.data import DEV_LOCOMO
 from tmem.build.check import MemorySnapshot, check_snapshot
 from tmem.cli.main import cli
 from tmem.models import (
@@ -204,7 +205,7 @@ def test_extractive_memory_must_be_descriptive_only() -> None:
 
 # ------------------------------------------------------------------------------------------------ CLI
 
-DEV = Path("/work/shared/data/locomo10.dev.json")
+DEV = DEV_LOCOMO
 
 
 @pytest.mark.skipif(not DEV.exists(), reason="dev data not present")

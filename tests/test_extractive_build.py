@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 
 import pytest
 
+from tests.support.data import DEV_LOCOMO
 from tmem.build.check import check_space
 from tmem.build.extractive import STATE_CURSOR, build_extractive
 from tmem.build.report import STATE_MODE, STATE_SESSIONS
@@ -18,7 +18,7 @@ from tmem.ingest import SpaceInput, import_sessions, read_file
 from tmem.models import BuildMode, ItemKind, Scene, TriggerFamily
 from tmem.store.sqlite import SQLiteStore
 
-DEV = Path("/work/shared/data/locomo10.dev.json")
+DEV = DEV_LOCOMO
 SPACE = "conv-26"
 pytestmark = pytest.mark.skipif(not DEV.exists(), reason="dev data not present")
 
