@@ -23,9 +23,18 @@ FEB4 = datetime(2023, 2, 4, 10, 43)
 T1 = _turn("D2:1", JAN29, "Gina", "I just launched an ad campaign for my clothing store.")
 T2 = _turn("D2:2", JAN29, "Jon", "That's great news!", caption="a photo of a storefront")
 T3 = _turn("D4:2", FEB4, "Gina", "The store is doing great.")
-LATE = Scene(id="s-late", seq=3, title="Store update", summary="", narrative="", turn_ids=["D4:2"], start=FEB4, end=FEB4)
+LATE = Scene(
+    id="s-late", seq=3, title="Store update", summary="", narrative="", turn_ids=["D4:2"], start=FEB4, end=FEB4
+)
 EARLY = Scene(
-    id="s-early", seq=1, title="Ad campaign", summary="", narrative="", turn_ids=["D2:1", "D2:2"], start=JAN29, end=JAN29
+    id="s-early",
+    seq=1,
+    title="Ad campaign",
+    summary="",
+    narrative="",
+    turn_ids=["D2:1", "D2:2"],
+    start=JAN29,
+    end=JAN29,
 )
 ITEM = Item(
     id="i1",

@@ -115,7 +115,9 @@ def _conv(name: str, a: str, b: str, dates: list[datetime]) -> SpaceInput:
 
 
 def _probe(i: int, gap: str, cue: str = "A: I broke my wrist skiing.\nB: Ouch, take care.") -> PlusProbe:
-    return PlusProbe(index=i, relation_type="causal", cue_dialogue=cue, trigger_query="A: Typing is slow.", time_gap=gap)
+    return PlusProbe(
+        index=i, relation_type="causal", cue_dialogue=cue, trigger_query="A: Typing is slow.", time_gap=gap
+    )
 
 
 def test_stitching_follows_the_rule() -> None:
@@ -133,7 +135,10 @@ def test_stitching_follows_the_rule() -> None:
     assert p2.cue_time == query_time and not p2.gap.parsed  # unparsable gap = 0 days
     # speakers: A -> speaker_a, B -> speaker_b; the query keeps its speaker and loses its prefix
     cue0 = next(s for s in s0.sessions if s.id == "plus_0")
-    assert [(t.speaker, t.text) for t in cue0.turns] == [("Ann", "I broke my wrist skiing."), ("Bob", "Ouch, take care.")]
+    assert [(t.speaker, t.text) for t in cue0.turns] == [
+        ("Ann", "I broke my wrist skiing."),
+        ("Bob", "Ouch, take care."),
+    ]
     assert all(t.time == p0.cue_time for t in cue0.turns) and cue0.started_at == p0.cue_time
     assert p0.query == "Typing is slow." and p0.query_speaker == "Ann"
     assert p0.cue_turn_ids == ["P0:1", "P0:2"]

@@ -53,7 +53,7 @@ async def test_judge_retries_an_ambiguous_reply_through_the_llm_layer() -> None:
     llm = scripted_llm(
         store,
         replies=[
-            "Sure! Here is my grading: {\"reasoning\": \"same date\", \"label\": \"correct or wrong\"}",
+            'Sure! Here is my grading: {"reasoning": "same date", "label": "correct or wrong"}',
             '{"reasoning": "same date, other format", "label": "**Correct**"}',
         ],
     )
