@@ -242,3 +242,17 @@ def test_openai_embedder_retries_transient_faults_and_cache_stops_requests(store
         with pytest.raises(EmbeddingError, match="stub-embed"):
             denied.embed(["hello"])
         assert len(stub.embedding_requests) == 1  # not transient: no retry
+
+
+# --------------------------------------------------------------------------------------------- import cost
+
+
+def test_import_tmem_loads_no_model_backend() -> None:
+    """``import tmem`` (hence every CLI command) must not pay for the openai SDK, bm25s/scipy or torch up front."""
+    import subprocess
+    import sys
+
+    heavy = ["openai", "bm25s", "scipy", "torch", "sentence_transformers"]
+    code = f"import sys, tmem, tmem.cli.main; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -3,17 +3,23 @@
 Inputs are sent in batches; vectors come back in input order (the response's ``index`` decides, not its order) and
 are L2-normalised here, since not every server normalises. Retries of transient failures are the SDK's own
 (``max_retries``); whatever still fails becomes an EmbeddingError saying what to check.
+
+The ``openai`` SDK is imported when an embedder is created, not with this module: it takes about half a second to
+import, and ``import tmem`` (every CLI command) should not pay for a backend it may never use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import openai
 
 from tmem.embed.base import EmbeddingResult, Matrix
 from tmem.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    import openai
 
 # Local servers (Ollama, vLLM, llama.cpp) ignore the key, but the SDK insists on one.
 _NO_KEY = "no-key"
@@ -46,7 +52,9 @@ class OpenAIEmbedder:
         self._base_url = base_url
         self._batch_size = batch_size
         self._dim = dim
-        self._client = openai.OpenAI(
+        import openai
+
+        self._client: openai.OpenAI = openai.OpenAI(
             api_key=api_key or _NO_KEY, base_url=base_url, timeout=timeout, max_retries=max_retries
         )
 
@@ -62,6 +70,8 @@ class OpenAIEmbedder:
         return self._dim
 
     def _request(self, batch: list[str]) -> Matrix:
+        import openai
+
         try:
             response = self._client.embeddings.create(model=self._model, input=batch, encoding_format="float")
         except openai.OpenAIError as exc:

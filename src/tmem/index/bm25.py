@@ -2,27 +2,40 @@
 
 Tokenisation is deliberately simple and language-light: lower case, runs of word characters, English stop words
 removed (bm25s' list). No stemmer is required (PyStemmer is optional in bm25s and not a tmem dependency).
+
+bm25s (and the scipy it pulls in) is imported on first use, not with this module, so that ``import tmem`` and every
+CLI command that never searches stay fast.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
-import bm25s
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN
 
 from tmem.errors import InputError
 from tmem.index.topk import Mask, Scores, top_k
 
+if TYPE_CHECKING:
+    import bm25s
+
 _TOKEN = re.compile(r"\w+")
-_STOP = frozenset(STOPWORDS_EN)
+
+
+@cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
 
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens without English stop words."""
-    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOP]
+    stop = _stopwords()
+    return [t for t in _TOKEN.findall(text.lower()) if t not in stop]
 
 
 class BM25Index:
@@ -45,6 +58,8 @@ class BM25Index:
             raise InputError("BM25Index.build got duplicate ids; every document needs a distinct id.")
         if not ids:
             return cls([], None, frozenset())
+        import bm25s
+
         corpus = [tokenize(t) for t in texts]
         model = bm25s.BM25()
         model.index(corpus, show_progress=False)
