@@ -256,3 +256,14 @@ def test_import_tmem_loads_no_model_backend() -> None:
     code = f"import sys, tmem, tmem.cli.main; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_wrapping_a_cached_embedder_again_adds_no_second_cache(store: SQLiteStore) -> None:
+    counting = CountingEmbedder(HashEmbedder(64))
+    once = CachedEmbedder(counting, store, "a")
+    twice = CachedEmbedder(once, store, "a")
+    assert twice.inner is counting  # one cache lookup per batch, not two
+    twice.embed(["red apple"])
+    assert counting.batches == [["red apple"]]
+    elsewhere = CachedEmbedder(once, store, "b")  # another space: the inner cache must stay in the chain
+    assert elsewhere.inner is once

@@ -2,6 +2,9 @@
 
 Only texts whose vectors are not stored are sent to the inner embedder (each distinct text once); the result keeps
 the input's order and duplicates.
+
+Wrapping is idempotent: a :class:`CachedEmbedder` given another one for the same store and space uses that one's inner
+embedder, so callers may wrap whatever embedder they were handed without paying two cache lookups per batch.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from tmem.util.text import text_hash
 
 class CachedEmbedder:
     def __init__(self, inner: Embedder, store: Store, space: str) -> None:
+        if isinstance(inner, CachedEmbedder) and inner._store is store and inner._space == space:
+            inner = inner.inner
         self._inner = inner
         self._store = store
         self._space = space
