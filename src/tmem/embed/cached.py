@@ -20,6 +20,10 @@ from tmem.util.text import text_hash
 
 
 class CachedEmbedder:
+    _inner: Embedder
+    _store: Store
+    _space: str
+
     def __init__(self, inner: Embedder, store: Store, space: str) -> None:
         if isinstance(inner, CachedEmbedder) and inner._store is store and inner._space == space:
             inner = inner.inner
