@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from tests.test_retrieve_fixtures import (
 )
 from tmem.errors import ConfigError, NotFoundError
 from tmem.index.views import ViewRow, ViewTable
-from tmem.models import BuildMode, Item, ItemKind, TriggerFamily
+from tmem.models import BuildMode, Item, ItemKind, Session, TriggerFamily, Turn
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import SWITCHES, RetrievalConfig
 from tmem.retrieve.types import SearchResult
@@ -307,6 +308,19 @@ def test_empty_space_returns_empty_result(store: SQLiteStore) -> None:
     store.ensure_space("empty")
     res = Retriever(store, CountingEmbedder()).search("empty", "anything")
     assert res.scenes == [] and res.items == [] and res.topics == [] and not res.descriptive_only
+
+
+def test_space_with_turns_but_no_memory_says_build_first(store: SQLiteStore) -> None:
+    """An unbuilt space must not answer like a built one where nothing matched."""
+    store.ensure_space("raw")
+    when = datetime(2023, 5, 8, 13, 56)
+    store.add_session(
+        "raw",
+        Session(id="session_1", seq=0, started_at=when, content_hash="h1"),
+        [Turn(id="D1:1", session_id="session_1", seq=0, speaker="Gina", text="I opened a dance studio.", time=when)],
+    )
+    with pytest.raises(NotFoundError, match=r"tmem build raw"):
+        Retriever(store, CountingEmbedder()).search("raw", "dance studio")
 
 
 # ------------------------------------------------------------------ reranker wiring

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tmem.embed.base import Embedder
+from tmem.errors import NotFoundError
 from tmem.index.space import SpaceIndex, scene_text
 from tmem.index.topk import Mask, Scores, top_k
 from tmem.models import ITEM_FAMILIES, TriggerFamily
@@ -271,4 +272,9 @@ class Retriever:
         """Run the cascade for ``query`` in ``space``; the query is embedded exactly once."""
         cfg = config or self.config
         index = self.index(space)
+        if index.mode is None and index.turns and not index.scenes:
+            # An unbuilt space would answer exactly like a built one where nothing matched.
+            raise NotFoundError(
+                f"Space {space!r} has {len(index.turns)} turns but no memory yet: run `tmem build {space}` first."
+            )
         return run_cascade(index, query, self.embed_query(query), cfg, self._reranker_for(cfg))
