@@ -210,3 +210,22 @@ async def test_persona_folds_chunks_and_skips_superseded_items() -> None:
     assert persona.speaker == "Caroline" and persona.traits[0].item_ids == ["i0", "i1", "i3"]
     assert "[P1] goals: Adopt" in second.messages[1].content and "[I1] Caroline fact 3." in second.messages[1].content
     assert all("fact 4" not in r.messages[1].content for r in (first, second))
+
+
+async def test_superseded_items_get_no_triggers() -> None:
+    """A superseded item is left out of every index, so paying for its triggers would be wasted calls."""
+    store = _store()
+    store.put_items("s", [store.items("s", ["i4"])[0].model_copy(update={"superseded_by": "i3"})])
+
+    def reply(request: ChatRequest) -> str:
+        user = request.messages[1].content
+        refs = [line.split("]")[0][1:] for line in user.splitlines() if line.startswith("[I")]
+        return ItemTriggerReply(items=[ItemTriggersOut(item=r, triggers=[TUP] * 3) for r in refs]).model_dump_json()
+
+    llm = scripted_llm(store, fn=reply)
+    run = StageRun("triggers.item", llm, "s", 2, False)
+    await run_item_triggers(store, "s", run, BuildOptions(items_per_trigger_call=10))
+    (request,) = llm.backend.requests  # type: ignore[attr-defined]
+    assert "fact 4" not in request.messages[1].content
+    assert {t.host_id for t in store.triggers("s", family=TriggerFamily.ENTITY)} == {"i0", "i1", "i2", "i3"}
+    assert run.report.skipped == 1

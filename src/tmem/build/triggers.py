@@ -7,7 +7,8 @@
   ``event``, ``emotion`` and a HORIZON trigger with views ``horizon:0`` .. ``horizon:n``.
 
 Several items (scenes) share one call to meet the cost target; each node still gets its own triggers. Only nodes
-without triggers are sent, so an incremental build pays for new nodes only.
+without triggers are sent, so an incremental build pays for new nodes only; superseded items are never sent (the
+index leaves them out).
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple]) -> list[Tri
 async def run_item_triggers(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
     done = {t.host_id for t in store.triggers(space, family=TriggerFamily.ENTITY)}
     items = store.items(space)
-    todo = [it for it in items if it.id not in done]
+    # Superseded items are left out of every index: their triggers could never be used.
+    todo = [it for it in items if it.id not in done and it.superseded_by is None]
     run.report.skipped += len(items) - len(todo)
     n = options.item_triggers_n
 
