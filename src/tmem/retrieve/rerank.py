@@ -45,7 +45,8 @@ class CrossEncoderReranker:
             from sentence_transformers import CrossEncoder
 
             try:
-                self._model = CrossEncoder(self._name)
+                # local_files_only: a folder or a model already in the local HF cache; the hub is never contacted.
+                self._model = CrossEncoder(self._name, local_files_only=True)
             except OSError as exc:  # missing local path or no hub access: a configuration problem
                 raise ConfigError(
                     f"Cannot load the reranker {self._name!r} ({exc}). Point TMEM_RERANKER_MODEL at a local "
