@@ -213,6 +213,50 @@ async def test_concurrency_limit_is_respected(store: SQLiteStore) -> None:
     assert backend.peak == 3
 
 
+async def test_identical_requests_in_flight_are_paid_once(store: SQLiteStore) -> None:
+    """Two identical requests of one space running at once (e.g. a question asked twice) share one backend call."""
+
+    class SlowBackend:
+        def __init__(self) -> None:
+            self.requests = 0
+
+        async def chat(self, request: ChatRequest) -> ChatReply:
+            self.requests += 1
+            await asyncio.sleep(0.02)
+            return ChatReply(text=json.dumps(GOOD), usage=Usage(input_tokens=5, output_tokens=3), model=request.model)
+
+    backend = SlowBackend()
+    llm = StructuredLLM(backend, store, model="slow", settings=settings(llm_concurrency=4))
+    first, second = await asyncio.gather(*(llm.complete(MESSAGES, Facts, stage="s", space="s1") for _ in range(2)))
+    assert backend.requests == 1
+    assert first.output == second.output == Facts.model_validate(GOOD)
+    assert sorted(c.outcome for c in store.llm_calls("s1")) == ["cached", "ok"]
+    assert sum(c.tokens_in for c in store.llm_calls("s1")) == 5  # the cost report counts the call once
+    # another space keeps its own log and cache: it pays for its own call
+    await llm.complete(MESSAGES, Facts, stage="s", space="s2")
+    assert backend.requests == 2
+
+
+async def test_a_failed_shared_request_fails_every_waiter_once(store: SQLiteStore) -> None:
+    class FailingBackend:
+        def __init__(self) -> None:
+            self.requests = 0
+
+        async def chat(self, request: ChatRequest) -> ChatReply:
+            self.requests += 1
+            await asyncio.sleep(0.02)
+            raise LLMError("HTTP 401: check OPENAI_API_KEY")
+
+    backend = FailingBackend()
+    llm = StructuredLLM(backend, store, model="failing", settings=settings(llm_concurrency=4))
+    outcomes = await asyncio.gather(
+        *(llm.complete(MESSAGES, Facts, stage="s", space="s1") for _ in range(3)), return_exceptions=True
+    )
+    assert backend.requests == 1
+    assert all(isinstance(o, LLMError) and "OPENAI_API_KEY" in str(o) for o in outcomes)
+    assert [c.outcome for c in store.llm_calls("s1")] == ["error"] * 3
+
+
 async def test_the_llm_survives_several_event_loops(store: SQLiteStore) -> None:
     llm = scripted_llm(store, fn=lambda req: {"facts": [], "note": req.messages[-1].content})
 

@@ -6,7 +6,8 @@
 1. The request is hashed (:func:`tmem.llm.request.request_hash`; space and stage are not part of it).
 2. The space's call log is asked for a response with that hash (``store.cached_response``). A hit costs nothing.
 3. On a miss the backend is called (at most ``settings.llm_concurrency`` at once) - or, in batch mode, the request is
-   stored as a :class:`PendingRequest` and :class:`BatchPending` is raised for the build to collect.
+   stored as a :class:`PendingRequest` and :class:`BatchPending` is raised for the build to collect. A request already
+   being sent for the same space waits for that reply instead of being sent again (logged as ``cached``).
 4. The reply is validated with pydantic. An invalid reply is first repaired locally (code fences, prose around the
    object, trailing commas); if that does not validate, the model is sent its own reply plus the validation error and
    asked again, at most ``settings.llm_output_retries`` times; then :class:`LLMOutputError` is raised. A retry request
@@ -69,6 +70,7 @@ class StructuredLLM:
         self._settings = settings
         self.batch = batch
         self._semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._in_flight: dict[tuple[str, str], asyncio.Future[str]] = {}  # (space, request hash) -> pending reply
 
     @property
     def model(self) -> str:
@@ -155,8 +157,36 @@ class StructuredLLM:
                 count=1,
                 stage=request.stage,
             )
-        async with self._limit():
-            reply = await self._backend.chat(request)
+        key = (space, rhash)
+        shared = self._in_flight.get(key)
+        if shared is not None and shared.get_loop() is asyncio.get_running_loop():
+            # The same request of this space is with the backend right now (e.g. a question asked twice in one run):
+            # share its reply instead of paying for it twice. This call then counts as a cache hit.
+            try:
+                return await asyncio.shield(shared)
+            except asyncio.CancelledError:
+                if not shared.cancelled():
+                    raise  # this call itself was cancelled
+                # the call we waited for was cancelled, not us: send the request ourselves
+        return await self._send(request, key, tally)
+
+    async def _send(self, request: ChatRequest, key: tuple[str, str], tally: _Tally) -> str:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = future
+        try:
+            async with self._limit():
+                reply = await self._backend.chat(request)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters may be none, and asyncio would log it as never retrieved
+            raise
+        finally:
+            if self._in_flight.get(key) is future:
+                del self._in_flight[key]
+        future.set_result(reply.text)
         tally.backend_calls += 1
         tally.tokens_in += reply.usage.input_tokens
         tally.tokens_out += reply.usage.output_tokens
