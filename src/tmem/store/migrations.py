@@ -1,13 +1,13 @@
 """Schema migrations for the SQLite store: an ordered list of small functions, each recorded in ``migrations``.
 
-Never edit a released migration; append a new one.
+Never edit a released migration; append a new one. ``migrations.applied_at`` is left NULL: tmem reads no date from
+the machine's clock except the LLM log's bookkeeping time.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 Migration = Callable[[sqlite3.Connection], None]
 
@@ -198,10 +198,7 @@ def migrate(db: sqlite3.Connection) -> list[str]:
         db.execute("BEGIN IMMEDIATE")
         try:
             fn(db)
-            db.execute(
-                "INSERT INTO migrations(version, name, applied_at) VALUES (?, ?, ?)",
-                (version, name, datetime.now(UTC).isoformat()),
-            )
+            db.execute("INSERT INTO migrations(version, name) VALUES (?, ?)", (version, name))
         except BaseException:
             db.execute("ROLLBACK")
             raise
