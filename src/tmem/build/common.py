@@ -14,7 +14,7 @@ from importlib import resources
 from string import Template
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model, model_validator
 from tqdm import tqdm
 
 from tmem.build.report import StageReport
@@ -46,6 +46,19 @@ def render(name: str, **values: object) -> list[Message]:
         Message(role="system", content=system.substitute(data)),
         Message(role="user", content=user.substitute(data)),
     ]
+
+
+def checked(base: type[M], check: Callable[[M], object]) -> type[M]:
+    """``base`` validated against one request: ``check`` raises ValueError (which the LLM layer's retry shows the
+    model) for a reply that does not fit the request. The class keeps ``base``'s name, so its JSON schema (and with it
+    every request hash) is that of ``base``."""
+
+    def against_request(reply: M) -> M:
+        check(reply)
+        return reply
+
+    validators: dict[str, Any] = {"against_request": model_validator(mode="after")(against_request)}
+    return create_model(base.__name__, __base__=base, __validators__=validators)
 
 
 def fmt_date(when: datetime) -> str:

@@ -16,11 +16,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, check_iso_date, chunks, fmt_span, fmt_turns, render, stable_id
+from tmem.build.common import StageRun, check_iso_date, checked, chunks, fmt_span, fmt_turns, render, stable_id
 from tmem.build.options import BuildOptions
 from tmem.build.revert import load_covered, save_covered
 from tmem.llm.base import Message
@@ -164,16 +163,7 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
 
 
 def reply_model(req: ExtractionRequest) -> type[ItemReply]:
-    class CheckedItemReply(ItemReply):
-        model_config = ConfigDict(title="ItemReply")
-
-        @model_validator(mode="after")
-        def _against_request(self) -> Self:
-            check_reply(self, req)
-            return self
-
-    CheckedItemReply.__name__ = CheckedItemReply.__qualname__ = "ItemReply"
-    return CheckedItemReply
+    return checked(ItemReply, lambda reply: check_reply(reply, req))
 
 
 def messages_for(req: ExtractionRequest, turns: dict[str, Turn]) -> list[Message]:

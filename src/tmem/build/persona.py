@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Literal, Self
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, chunks, render
+from tmem.build.common import StageRun, checked, chunks, render
 from tmem.build.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Persona, PersonaTrait
@@ -68,16 +68,7 @@ def check_reply(reply: PersonaReply, items: dict[str, Item], prior: dict[str, Pe
 
 
 def reply_model(items: dict[str, Item], prior: dict[str, PersonaTrait]) -> type[PersonaReply]:
-    class CheckedPersonaReply(PersonaReply):
-        model_config = ConfigDict(title="PersonaReply")
-
-        @model_validator(mode="after")
-        def _against_request(self) -> Self:
-            check_reply(self, items, prior)
-            return self
-
-    CheckedPersonaReply.__name__ = CheckedPersonaReply.__qualname__ = "PersonaReply"
-    return CheckedPersonaReply
+    return checked(PersonaReply, lambda reply: check_reply(reply, items, prior))
 
 
 def messages_for(speaker: str, items: dict[str, Item], prior: dict[str, PersonaTrait]) -> list[Message]:

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, fmt_turns, render, stable_id
+from tmem.build.common import StageRun, checked, fmt_turns, render, stable_id
 from tmem.build.options import BuildOptions
 from tmem.build.revert import revert_scene
 from tmem.errors import BuildError
@@ -121,17 +120,7 @@ def check_reply(reply: SegmentReply, buffer: Buffer) -> list[tuple[int, int]]:
 
 def reply_model(buffer: Buffer) -> type[SegmentReply]:
     """SegmentReply checked against this buffer: the LLM layer's retry shows the model any violation."""
-
-    class CheckedSegmentReply(SegmentReply):
-        model_config = ConfigDict(title="SegmentReply")
-
-        @model_validator(mode="after")
-        def _against_buffer(self) -> Self:
-            check_reply(self, buffer)
-            return self
-
-    CheckedSegmentReply.__name__ = CheckedSegmentReply.__qualname__ = "SegmentReply"
-    return CheckedSegmentReply
+    return checked(SegmentReply, lambda reply: check_reply(reply, buffer))
 
 
 def messages_for(buffer: Buffer, previous: Scene | None) -> list[Message]:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, chunks, fmt_span, render, stable_id
+from tmem.build.common import StageRun, checked, chunks, fmt_span, render, stable_id
 from tmem.build.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Scene, Topic, TopicSceneLink
@@ -78,16 +77,7 @@ def check_reply(reply: TopicReply, refs: Sequence[str], existing: Sequence[Topic
 
 
 def reply_model(refs: Sequence[str], existing: Sequence[Topic]) -> type[TopicReply]:
-    class CheckedTopicReply(TopicReply):
-        model_config = ConfigDict(title="TopicReply")
-
-        @model_validator(mode="after")
-        def _against_request(self) -> Self:
-            check_reply(self, refs, existing)
-            return self
-
-    CheckedTopicReply.__name__ = CheckedTopicReply.__qualname__ = "TopicReply"
-    return CheckedTopicReply
+    return checked(TopicReply, lambda reply: check_reply(reply, refs, existing))
 
 
 def messages_for(scenes: Sequence[Scene], refs: Sequence[str], existing: Sequence[Topic]) -> list[Message]:

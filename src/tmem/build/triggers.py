@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, chunks, fmt_span, render, stable_id
+from tmem.build.common import StageRun, checked, chunks, fmt_span, render, stable_id
 from tmem.build.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Scene, Trigger, TriggerFamily, TriggerView
@@ -68,16 +67,7 @@ def check_item_reply(reply: ItemTriggerReply, refs: Sequence[str], n: int) -> No
 
 
 def item_reply_model(refs: Sequence[str], n: int) -> type[ItemTriggerReply]:
-    class CheckedItemTriggerReply(ItemTriggerReply):
-        model_config = ConfigDict(title="ItemTriggerReply")
-
-        @model_validator(mode="after")
-        def _against_request(self) -> Self:
-            check_item_reply(self, refs, n)
-            return self
-
-    CheckedItemTriggerReply.__name__ = CheckedItemTriggerReply.__qualname__ = "ItemTriggerReply"
-    return CheckedItemTriggerReply
+    return checked(ItemTriggerReply, lambda reply: check_item_reply(reply, refs, n))
 
 
 def item_messages(items: Sequence[Item], refs: Sequence[str], n: int) -> list[Message]:
@@ -176,16 +166,7 @@ def check_scene_reply(reply: SceneTriggerReply, refs: Sequence[str], horizon_max
 
 
 def scene_reply_model(refs: Sequence[str], horizon_max: int) -> type[SceneTriggerReply]:
-    class CheckedSceneTriggerReply(SceneTriggerReply):
-        model_config = ConfigDict(title="SceneTriggerReply")
-
-        @model_validator(mode="after")
-        def _against_request(self) -> Self:
-            check_scene_reply(self, refs, horizon_max)
-            return self
-
-    CheckedSceneTriggerReply.__name__ = CheckedSceneTriggerReply.__qualname__ = "SceneTriggerReply"
-    return CheckedSceneTriggerReply
+    return checked(SceneTriggerReply, lambda reply: check_scene_reply(reply, refs, horizon_max))
 
 
 def scene_messages(scenes: Sequence[Scene], refs: Sequence[str], horizon_max: int) -> list[Message]:
