@@ -8,6 +8,7 @@ repaired text, or None when there is nothing it can fix. The caller validates th
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 
 def repair_json(text: str) -> str | None:
@@ -35,8 +36,8 @@ def _outer_object(text: str) -> str | None:
     return None
 
 
-def _matching_brace(text: str, start: int) -> int | None:
-    depth = 0
+def _outside_strings(text: str, start: int = 0) -> Iterator[int]:
+    """Positions from ``start`` on that lie outside JSON string literals (the quotes themselves excluded)."""
     in_string = False
     escaped = False
     for i in range(start, len(text)):
@@ -50,7 +51,15 @@ def _matching_brace(text: str, start: int) -> int | None:
                 in_string = False
         elif ch == '"':
             in_string = True
-        elif ch in "{[":
+        else:
+            yield i
+
+
+def _matching_brace(text: str, start: int) -> int | None:
+    depth = 0
+    for i in _outside_strings(text, start):
+        ch = text[i]
+        if ch in "{[":
             depth += 1
         elif ch in "}]":
             depth -= 1
@@ -61,28 +70,12 @@ def _matching_brace(text: str, start: int) -> int | None:
 
 def _drop_trailing_commas(text: str) -> str:
     """Remove commas that are followed (after whitespace) by ``}`` or ``]``, outside strings."""
-    out: list[str] = []
-    in_string = False
-    escaped = False
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == ",":
+    drop: set[int] = set()
+    for i in _outside_strings(text):
+        if text[i] == ",":
             j = i + 1
             while j < len(text) and text[j] in " \t\r\n":
                 j += 1
             if j < len(text) and text[j] in "}]":
-                i += 1
-                continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+                drop.add(i)
+    return "".join(ch for i, ch in enumerate(text) if i not in drop)
