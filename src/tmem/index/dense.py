@@ -26,6 +26,17 @@ def normalise_rows(matrix: npt.NDArray[np.floating]) -> Matrix:
     return out
 
 
+def query_vector(qvec: npt.NDArray[np.floating], dim: int) -> npt.NDArray[np.float32]:
+    """The query as a flat float32 vector of the index's dimension (InputError naming the fix otherwise)."""
+    q = np.asarray(qvec, dtype=np.float32).reshape(-1)
+    if q.shape[0] != dim:
+        raise InputError(
+            f"Query vector has dimension {q.shape[0]} but the index holds {dim}; embed the query with the model the "
+            "index was built with."
+        )
+    return q
+
+
 class DenseTable:
     """Cosine search over a fixed set of vectors. Rows are normalised on construction."""
 
@@ -64,12 +75,7 @@ class DenseTable:
 
     def scores(self, qvec: npt.NDArray[np.floating]) -> Scores:
         """Cosine of every row with the (normalised) query vector, in build order."""
-        q = np.asarray(qvec, dtype=np.float32).reshape(-1)
-        if q.shape[0] != self.dim:
-            raise InputError(
-                f"Query vector has dimension {q.shape[0]} but the table holds {self.dim}; embed the query with the "
-                "model the index was built with."
-            )
+        q = query_vector(qvec, self.dim)
         if len(self._ids) == 0:
             return np.zeros(0, dtype=np.float32)
         out: Scores = self._matrix @ q

@@ -21,9 +21,8 @@ import numpy.typing as npt
 from tmem.build.report import STATE_MODE
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
-from tmem.errors import InputError
 from tmem.index.bm25 import BM25Index
-from tmem.index.dense import DenseTable, Matrix
+from tmem.index.dense import DenseTable, Matrix, query_vector
 from tmem.index.topk import Mask, Scores
 from tmem.index.views import Vectorize, ViewRow, ViewTable
 from tmem.models import (
@@ -203,13 +202,7 @@ class SpaceIndex:
 
     def cosines(self, qvec: npt.NDArray[np.floating]) -> Scores:
         """Cosine of the query with every vector of the space (one product); slice it with :meth:`part`."""
-        q = np.asarray(qvec, dtype=np.float32).reshape(-1)
-        if q.shape[0] != self.dim:
-            raise InputError(
-                f"Query vector has dimension {q.shape[0]} but the index holds {self.dim}; embed the query with the "
-                "model the index was built with."
-            )
-        out: Scores = self.matrix @ q
+        out: Scores = self.matrix @ query_vector(qvec, self.dim)
         return out
 
     def part(self, cos: Scores, key: NodeType | TriggerFamily) -> Scores:
