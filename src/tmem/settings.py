@@ -58,7 +58,10 @@ class Settings(BaseSettings):
 
     # ---------------------------------------------------------------- retrieval
     reranker_model: str | None = Field(default=None, description="CrossEncoder model name or path; off when unset.")
-    search_preset: str = Field(default="paper", description="Named retrieval preset (see docs/retrieval.md).")
+    search_preset: str = Field(
+        default="auto",
+        description="Named retrieval preset (docs/retrieval.md); 'auto' picks 'extractive' or 'paper' per space.",
+    )
 
     @model_validator(mode="after")
     def _fallbacks(self) -> Settings:

@@ -85,7 +85,7 @@ def run_cascade(
     reranker: Reranker | None = None,
 ) -> SearchResult:
     """One search over a built index with an already embedded query."""
-    cfg = config
+    cfg = config.for_space(index.descriptive_only)
     bm25_all = index.bm25.scores(query)
     cos = index.cosines(qvec)  # the only matrix product of the search
     n_scenes = len(index.scenes)
@@ -147,6 +147,9 @@ def run_cascade(
             "item.bm25": _ranked(i_ids, i_bm, top_k(i_bm, max(cfg.depth, n_pool), pool, positive_only=True)),
             "item.dense": _ranked(i_ids, i_de, top_k(i_de, max(cfg.depth, n_pool), pool)),
         }
+        if cfg.item_direct_top > 0:  # every indexed item (superseded ones are not indexed), not only the pool
+            item_lists["item.direct.bm25"] = _ranked(i_ids, i_bm, top_k(i_bm, cfg.item_direct_top, positive_only=True))
+            item_lists["item.direct.dense"] = _ranked(i_ids, i_de, top_k(i_de, cfg.item_direct_top))
         if cfg.enabled("ET+BT"):
             families = tuple(f for f in ITEM_FAMILIES if f in cfg.item_trigger_families)
             item_lists["item.trigger"] = _trigger_route(index, families, cos, cfg.item_trigger_top, cfg.gate)
@@ -224,7 +227,7 @@ class Retriever:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
-        self.config = config or RetrievalConfig.preset("paper")
+        self.config = config or RetrievalConfig.preset("auto")
         self._cache: dict[str, _Cached] = {}
         self._rerankers: dict[str, Reranker] = {}
         self._lock = Lock()

@@ -47,6 +47,12 @@ class RetrievalConfig(BaseModel):
         default=(TriggerFamily.ENTITY, TriggerFamily.BRIDGE),
         description="Families whose views make up the item-trigger union.",
     )
+    item_direct_top: int = Field(
+        default=0,
+        ge=0,
+        description="Stage 3 extension (not in the paper): also rank every live item by BM25 + dense and fuse the "
+        "top N, so an item outside the kept scenes can be recalled by similarity alone. 0 = off (the paper).",
+    )
     admit_unlinked_scenes: bool = Field(
         default=True, description="Scenes linked to no topic pass the topic filter (else they are unreachable)."
     )
@@ -74,6 +80,19 @@ class RetrievalConfig(BaseModel):
             data[aliases.get(key, key)] = value
         return type(self).model_validate(data)
 
+    def for_space(self, descriptive_only: bool) -> RetrievalConfig:
+        """Resolve the ``auto`` preset for one space: the ``extractive`` recipe's gate and direct item route on a
+        space built without an LLM, the paper's recipe otherwise. Fields changed from the paper's defaults are kept;
+        any other preset is returned unchanged."""
+        if self.name != "auto":
+            return self
+        target = PRESETS["extractive" if descriptive_only else "paper"]
+        changes: dict[str, Any] = {"name": f"auto:{target.name}"}
+        for field in ("gate", "item_direct_top"):
+            if getattr(self, field) == getattr(_PAPER, field):
+                changes[field] = getattr(target, field)
+        return self.replace(**changes)
+
     @classmethod
     def preset(cls, name: str) -> RetrievalConfig:
         """A named preset (see :data:`PRESETS`); raises ConfigError naming the known ones."""
@@ -94,6 +113,11 @@ PRESETS: dict[str, RetrievalConfig] = {
     "descriptive": _PAPER.replace(name="descriptive", item_trigger_families=(TriggerFamily.ENTITY,)).without(
         "HT", "PS"
     ),
+    # The offline default for spaces built without an LLM: their items are the substantive turns themselves, and
+    # only Entity triggers exist, so items are also ranked directly over the whole space (see docs/retrieval.md).
+    "extractive": _PAPER.replace(name="extractive", gate=0.6, item_direct_top=50),
+    # The default: `extractive` on spaces built without an LLM, `paper` on the others (resolved per space).
+    "auto": _PAPER.replace(name="auto"),
     # Node indices only: no trigger route at all.
     "no-triggers": _PAPER.replace(name="no-triggers").without("ET+BT", "ST", "HT"),
     # Similarity over every scene, no topic prefilter.

@@ -1,0 +1,49 @@
+"""The `auto` preset and the direct item route (an extension beyond the paper, off in `paper`)."""
+
+from __future__ import annotations
+
+from tests.test_retrieve_fixtures import SPACE, CountingEmbedder, make_store
+from tmem.models import BuildMode
+from tmem.retrieve.cascade import Retriever
+from tmem.retrieve.config import RetrievalConfig
+
+# i4 ("Gina is allergic to peanuts") lives in scene s5; a query about peanuts with kS=1 pointed elsewhere by a
+# topic filter of one topic keeps it out of the scene pool, so only the direct route can reach it.
+QUERY = "allergic to peanuts"
+
+
+def _items(cfg: RetrievalConfig) -> dict[str, set[str]]:
+    store = make_store()
+    try:
+        result = Retriever(store, CountingEmbedder()).search(SPACE, QUERY, cfg)
+        return {h.item.id: {r.name for r in h.routes} for h in result.items}
+    finally:
+        store.close()
+
+
+def test_direct_item_route_reaches_items_outside_the_kept_scenes() -> None:
+    narrow = RetrievalConfig.preset("paper").replace(kS=0)  # no scene kept: the paper's Stage 3 pool is empty
+    assert "i4" not in _items(narrow)
+    with_direct = _items(narrow.replace(item_direct_top=5))
+    assert "i4" in with_direct
+    assert {"item.direct.bm25", "item.direct.dense"} & with_direct["i4"]
+    assert "i5" not in with_direct  # superseded items stay out of every route
+
+
+def test_auto_resolves_per_space_and_keeps_explicit_changes() -> None:
+    auto = RetrievalConfig.preset("auto")
+    assert auto.for_space(descriptive_only=False) == RetrievalConfig.preset("paper").replace(name="auto:paper")
+    extractive = auto.for_space(descriptive_only=True)
+    assert extractive.name == "auto:extractive"
+    assert (extractive.gate, extractive.item_direct_top) == (0.6, RetrievalConfig.preset("extractive").item_direct_top)
+    assert auto.replace(gate=0.7).for_space(descriptive_only=True).gate == 0.7  # an explicit gate wins
+    assert RetrievalConfig.preset("paper").for_space(descriptive_only=True).name == "paper"  # others unchanged
+
+
+def test_search_reports_the_resolved_preset() -> None:
+    for mode, expected in ((BuildMode.LLM, "auto:paper"), (BuildMode.EXTRACTIVE, "auto:extractive")):
+        store = make_store(mode)
+        try:
+            assert Retriever(store, CountingEmbedder()).search(SPACE, QUERY).preset == expected
+        finally:
+            store.close()
