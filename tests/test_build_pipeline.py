@@ -237,3 +237,33 @@ async def test_modes_are_not_mixed_and_rebuild_resets() -> None:
     reference = _store(slice(0, 2))
     await _build(reference)
     assert memory_snapshot(store, SPACE, with_seq=False) == memory_snapshot(reference, SPACE, with_seq=False)
+
+
+async def test_a_rebuild_that_changes_only_texts_is_seen_by_a_running_retriever() -> None:
+    """The retriever of a long-running process rebuilds its index when the state keys change; a rebuild that keeps
+    every id, count and persona but rewrites texts (another model, another prompt) must change them too."""
+    import json
+
+    from tmem.retrieve.cascade import Retriever
+
+    store = _store(slice(0, 2))
+    await _build(store)
+    retriever = Retriever(store, HashEmbedder())
+    before = retriever.index(SPACE)
+
+    def moodier(request: ChatRequest) -> str:
+        reply = scripted_reply(request)
+        if request.schema_name != "SceneTriggerReply":
+            return reply
+        data = json.loads(reply)
+        for scene in data["scenes"]:
+            scene["emotion"] = "Quietly elated. " + scene["emotion"]
+        return json.dumps(data)
+
+    reset_space(store, SPACE)
+    other = scripted_llm(store, fn=moodier, model="another-model")  # another model: the cached replies do not apply
+    await build_space(store, SPACE, llm=other, embedder=HashEmbedder(), options=OPTIONS)
+    after = retriever.index(SPACE)
+    assert after is not before
+    emotions = [t.fields["emotion"] for t in store.triggers(SPACE, family=TriggerFamily.SCENE)]
+    assert emotions and all(e.startswith("Quietly elated. ") for e in emotions)

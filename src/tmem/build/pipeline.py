@@ -105,14 +105,23 @@ async def build_space(
         store.set_state(space, STATE_MODE, BuildMode.LLM.value)
         store.set_state(space, STATE_SESSIONS, str(len(store.sessions(space))))
         # Changes whenever a build changed the memory (readers such as the retriever's index cache watch state keys).
-        store.set_state(space, STATE_DIGEST, _digest(store, space, report.counts))
+        store.set_state(space, STATE_DIGEST, memory_digest(store, space))
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _digest(store: Store, space: str, counts: dict[str, int]) -> str:
-    personas = [p.model_dump_json() for p in store.personas(space)]
-    return text_hash(json.dumps({"counts": counts, "personas": personas}, sort_keys=True))[:16]
+def memory_digest(store: Store, space: str) -> str:
+    """Hash of the whole built memory (every record with its texts and links). Counts alone are not enough: a rebuild
+    by another model keeps content-derived ids and counts while rewriting titles, summaries and trigger views."""
+    records = [
+        *(s.model_dump_json() for s in store.scenes(space)),
+        *(t.model_dump_json() for t in store.topics(space)),
+        *(link.model_dump_json() for link in store.topic_links(space)),
+        *(it.model_dump_json() for it in store.items(space)),
+        *(tr.model_dump_json() for tr in store.triggers(space)),
+        *(p.model_dump_json() for p in store.personas(space)),
+    ]
+    return text_hash(json.dumps(records))[:16]
 
 
 def memory_counts(store: Store, space: str) -> dict[str, int]:
