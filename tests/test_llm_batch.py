@@ -248,3 +248,22 @@ def test_cli_batch_export_and_import(tmp_path: Path) -> None:
         CliRunner().invoke(cli, ["--dir", str(home), "llm", "batch-export", str(out), "--json"]).output
     )
     assert pending["requests"] == 2  # conv's two requests are still waiting
+
+
+async def test_requests_answered_live_since_they_were_queued_are_not_exported_again(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    """A build queued requests for the batch protocol, then ran live instead: exporting must not pay for them twice.
+    A request still unanswered in another space stays pending there."""
+    batch = scripted_llm(store, batch=True)
+    await queue_requests(batch, 2, space="conv")  # requests 0 and 1
+    await queue_requests(batch, 1, space="other")  # request 0 again, in another space
+    await queue_requests(batch, 1, space="other", start=5)
+    queued = {(p.space, p.request_hash) for p in store.pending()}
+    live = scripted_llm(store, fn=lambda req: {"label": "x", "confidence": 1.0})
+    answered = await live.complete(prompt(0), Label, stage="topics", space="conv")
+
+    out = tmp_path / "batch.jsonl"
+    assert export_pending(store, out) == 3  # request 0 (still pending in "other"), 1 and 5
+    assert {(p.space, p.request_hash) for p in store.pending()} == queued - {("conv", answered.request_hash)}
+    assert answered.request_hash in {json.loads(line)["custom_id"] for line in out.read_text().splitlines()}

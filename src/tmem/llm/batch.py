@@ -5,7 +5,8 @@ Export (:func:`export_pending`) writes one line per pending request::
     {"custom_id": "<request hash>", "method": "POST", "url": "/v1/chat/completions", "body": {...}}
 
 The body is exactly what the live client would send (:func:`tmem.llm.request.chat_body`). A request pending in several
-spaces (same hash) is written once: the Batch API requires unique ``custom_id`` values.
+spaces (same hash) is written once: the Batch API requires unique ``custom_id`` values. A request answered since it
+was queued (a build run live after a ``--batch-out`` one) is dropped from its space's pending list, not paid again.
 
 Import (:func:`import_results`) reads a Batch API *output* file, one line per result::
 
@@ -59,6 +60,9 @@ def export_pending(store: Store, path: Path | str, space: str | None = None) -> 
     seen: set[str] = set()
     lines: list[str] = []
     for request in store.pending(space):
+        if store.cached_response(request.space, request.request_hash) is not None:
+            store.delete_pending([request.request_hash], space=request.space)
+            continue
         if request.request_hash in seen:
             continue
         seen.add(request.request_hash)

@@ -165,7 +165,9 @@ class Store(Protocol):
 
     def pending(self, space: str | None = None) -> list[PendingRequest]: ...
 
-    def delete_pending(self, request_hashes: Sequence[str]) -> None: ...
+    def delete_pending(self, request_hashes: Sequence[str], *, space: str | None = None) -> None:
+        """Forget pending requests by hash: in every space (a batch result answers them all), or in ``space`` only."""
+        ...
 
 
 def iter_batches(seq: Sequence[str], size: int) -> Iterator[Sequence[str]]:

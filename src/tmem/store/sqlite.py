@@ -649,10 +649,11 @@ class SQLiteStore:
         )
         return [PendingRequest(space=r[0], request_hash=r[1], stage=r[2], body=r[3]) for r in rows]
 
-    def delete_pending(self, request_hashes: Sequence[str]) -> None:
+    def delete_pending(self, request_hashes: Sequence[str], *, space: str | None = None) -> None:
+        where, scope = ("space = ? AND ", (space,)) if space is not None else ("", ())
         with self.transaction():
             for chunk in iter_batches(list(request_hashes), _CHUNK):
                 self._exec(
-                    f"DELETE FROM pending_requests WHERE request_hash IN ({_placeholders(len(chunk))})",
-                    tuple(chunk),
+                    f"DELETE FROM pending_requests WHERE {where}request_hash IN ({_placeholders(len(chunk))})",
+                    (*scope, *chunk),
                 )
