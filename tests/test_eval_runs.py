@@ -158,6 +158,9 @@ async def test_plus_retrieval_only_and_qa(locomo_slice: Path, tmp_path: Path) ->
     recs = [CoverageRecord.model_validate(x) for x in _lines(out / "locomo-plus" / "records.jsonl")]
     assert len(recs) == 4 and all(r.gold_turn_ids[0].startswith("P") for r in recs)
     assert all(r.systems["tmem"].coverage is None for r in recs)  # cue hit is binary
+    assert all(r.relation in ("causal", "state", "goal", "value") for r in recs)
+    header = next(x for x in (out / "locomo-plus" / "report.md").read_text().splitlines() if x.startswith("| Variant"))
+    assert header.endswith("| Cue hit | Tokens |") and {r.relation for r in recs} <= set(header.split(" | "))
     stitching = json.loads((out / "locomo-plus" / "stitching.json").read_text())
     assert stitching["probes"] == 4 and stitching["spaces"] == 1
     # QA on the same stitched memory, with the LoCoMo gap when a LoCoMo report sits in the same folder

@@ -71,6 +71,7 @@ class CoverageRecord(Keyed):
     space: str
     benchmark: str
     category: int | None = None
+    relation: str | None = Field(default=None, description="LoCoMo-Plus relation type (causal, state, goal, value).")
     question: str
     gold_turn_ids: list[str]
     evidence_issues: list[EvidenceIssue] = Field(default_factory=list)

@@ -51,7 +51,9 @@ def _fmt(x: float | None, digits: int = 1) -> str:
 class CoverageRow(BaseModel):
     variant: str
     system: str
-    by_category: dict[str, float] = Field(default_factory=dict, description="LoCoMo: mean coverage % per category.")
+    by_category: dict[str, float] = Field(
+        default_factory=dict, description="LoCoMo: mean coverage % per category; LoCoMo-Plus: cue hit % per relation."
+    )
     overall: float = Field(description="LoCoMo: mean evidence coverage %; LoCoMo-Plus: cue hit %.")
     all_hit: float = Field(description="LoCoMo: % of questions with every gold turn inside; Plus: same as overall.")
     tokens: float = Field(description="Mean context size in tokens (count_tokens).")
@@ -95,6 +97,8 @@ def coverage_report(
                     by_cat[CATEGORY_NAMES[cat]] = _pct(vals)
                 overall = _pct([c.coverage for c in cells if c.coverage is not None])
             else:
+                for relation in sorted({r.relation for r, _ in pairs if r.relation}):
+                    by_cat[relation] = _pct([1.0 if c.hit else 0.0 for r, c in pairs if r.relation == relation])
                 overall = _pct([1.0 if c.hit else 0.0 for c in cells])
             rows.append(
                 CoverageRow(
@@ -139,16 +143,18 @@ def render_coverage(report: CoverageReport) -> str:
                 + f" | {_fmt(row.overall)} | {_fmt(row.all_hit)} | {_fmt(row.tokens, 0)} |"
             )
     else:
+        relations = list(dict.fromkeys(k for row in report.rows for k in row.by_category))
         lines += [
-            f"Cue hit (% of probes with any cue turn inside the returned context), {report.scored} probes. "
-            "Baselines get the same token budget per probe.",
+            f"Cue hit (% of probes with any cue turn inside the returned context), {report.scored} probes, overall "
+            "and per relation type. Baselines get the same token budget per probe.",
             "",
-            "| Variant | System | Cue hit | Tokens |",
-            "|---|---|---:|---:|",
+            "| Variant | System | " + "".join(f"{r} | " for r in relations) + "Cue hit | Tokens |",
+            "|---|---|" + "---:|" * (len(relations) + 2),
         ]
         for row in report.rows:
+            rel_cells = "".join(f"{_fmt(row.by_category.get(r))} | " for r in relations)
             lines.append(
-                f"| {row.variant} | {SYSTEM_LABELS.get(row.system, row.system)} | {_fmt(row.overall)} | "
+                f"| {row.variant} | {SYSTEM_LABELS.get(row.system, row.system)} | {rel_cells}{_fmt(row.overall)} | "
                 f"{_fmt(row.tokens, 0)} |"
             )
     if report.evidence_issues:

@@ -35,6 +35,7 @@ class Query:
     gold_raw: list[str] | None  # LoCoMo evidence ids; None for LoCoMo-Plus (cue ids below)
     cue_turn_ids: list[str]
     category: int | None
+    relation: str | None = None
 
 
 def locomo_queries(questions: Sequence[LocomoQuestion]) -> list[Query]:
@@ -42,7 +43,10 @@ def locomo_queries(questions: Sequence[LocomoQuestion]) -> list[Query]:
 
 
 def plus_queries(probes: Sequence[StitchedProbe]) -> list[Query]:
-    return [Query(p.key, p.space, "locomo-plus", p.query, None, list(p.cue_turn_ids), None) for p in probes]
+    return [
+        Query(p.key, p.space, "locomo-plus", p.query, None, list(p.cue_turn_ids), None, p.probe.relation_type)
+        for p in probes
+    ]
 
 
 def _system(ids: set[str], gold: list[str], tokens: int, *, any_hit: bool) -> SystemCoverage:
@@ -98,6 +102,7 @@ def run_retrieval_only(
                     space=space,
                     benchmark=q.benchmark,
                     category=q.category,
+                    relation=q.relation,
                     question=q.text,
                     gold_turn_ids=gold,
                     evidence_issues=issues,
