@@ -267,3 +267,38 @@ async def test_a_rebuild_that_changes_only_texts_is_seen_by_a_running_retriever(
     assert after is not before
     emotions = [t.fields["emotion"] for t in store.triggers(SPACE, family=TriggerFamily.SCENE)]
     assert emotions and all(e.startswith("Quietly elated. ") for e in emotions)
+
+
+async def test_an_llm_build_leaves_every_index_text_embedded_so_the_first_search_embeds_only_the_query() -> None:
+    from collections.abc import Sequence
+
+    from tmem.embed.base import EmbeddingResult
+    from tmem.embed.cached import CachedEmbedder
+    from tmem.retrieve.cascade import Retriever
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner = HashEmbedder()
+            self.texts: list[str] = []
+
+        @property
+        def model_id(self) -> str:
+            return self.inner.model_id
+
+        @property
+        def dim(self) -> int:
+            return self.inner.dim
+
+        def embed(self, texts: Sequence[str]) -> EmbeddingResult:
+            self.texts.extend(texts)
+            return self.inner.embed(texts)
+
+    store = _store(slice(0, 2))
+    build_embedder = Counting()
+    llm = scripted_llm(store, fn=scripted_reply)
+    await build_space(store, SPACE, llm=llm, embedder=CachedEmbedder(build_embedder, store, SPACE), options=OPTIONS)
+    assert build_embedder.texts  # node texts and trigger views were embedded during the build
+
+    search_embedder = Counting()
+    Retriever(store, search_embedder).search(SPACE, "Caroline support group")
+    assert search_embedder.texts == ["Caroline support group"]

@@ -60,7 +60,8 @@ async def build_space(
     options: BuildOptions | None = None,
     progress: bool = False,
 ) -> BuildReport:
-    """Build (or extend) the memory of ``space``; with ``llm=None`` the extractive mode builds it instead.
+    """Build (or extend) the memory of ``space``; with ``llm=None`` the extractive mode builds it instead. In both
+    modes ``embedder`` embeds what the index needs (through the store's embedding cache).
 
     With ``options.batch_out`` set, ``llm`` must be a :class:`tmem.llm.service.StructuredLLM`; it is switched to batch
     mode. Raises BatchPending when requests were written for the batch protocol, BuildError when the space holds a
@@ -100,6 +101,11 @@ async def build_space(
             run.close()
             run.report.seconds = time.perf_counter() - t0
         report.stages.append(run.report)
+    # Embed every text the index will hold (node texts, trigger views) through the embedding cache now, so that the
+    # first search embeds only its query; an incremental build embeds only what is new.
+    from tmem.index.space import SpaceIndex
+
+    SpaceIndex.from_store(store, space, embedder)
     report.counts = memory_counts(store, space)
     with store.transaction():
         store.set_state(space, STATE_MODE, BuildMode.LLM.value)
