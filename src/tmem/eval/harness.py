@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -153,10 +154,33 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def source_revision() -> str | None:
+    """The git commit of the tmem checkout this code runs from, with ``+dirty`` when src/ has uncommitted changes;
+    None when tmem is not running from a git checkout (an installed wheel)."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):  # no git binary, or not a usable repository: unknown revision
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 class Manifest(BaseModel):
     """What a results folder was made with (written as manifest.json)."""
 
     tmem_version: str
+    source_revision: str | None = Field(default=None, description="git commit of the checkout ('+dirty' if changed).")
     command: str
     benchmark: str
     mode: str = Field(description="'retrieval-only' or 'qa'.")
@@ -185,6 +209,7 @@ def make_manifest(
     safe = settings.model_dump(mode="json", exclude={"llm_api_key"})
     return Manifest(
         tmem_version=version("tmem"),
+        source_revision=source_revision(),
         command=command,
         benchmark=benchmark,
         mode=mode,
