@@ -294,3 +294,25 @@ def test_make_llm_modes_and_config_errors(store: SQLiteStore) -> None:
     assert judge is not None and judge.model == "judge"
     asyncio.run(llm.aclose())
     asyncio.run(judge.aclose())
+
+
+async def test_a_waiter_sends_the_request_itself_when_the_call_it_shared_is_cancelled(store: SQLiteStore) -> None:
+    class SlowBackend:
+        def __init__(self) -> None:
+            self.requests = 0
+
+        async def chat(self, request: ChatRequest) -> ChatReply:
+            self.requests += 1
+            await asyncio.sleep(0.05)
+            return ChatReply(text=json.dumps(GOOD), usage=Usage(input_tokens=5, output_tokens=3), model=request.model)
+
+    backend = SlowBackend()
+    llm = StructuredLLM(backend, store, model="slow", settings=settings(llm_concurrency=4))
+    owner = asyncio.create_task(llm.complete(MESSAGES, Facts, stage="s", space="s1"))
+    await asyncio.sleep(0.01)
+    waiter = asyncio.create_task(llm.complete(MESSAGES, Facts, stage="s", space="s1"))
+    await asyncio.sleep(0.01)
+    owner.cancel()
+    result = await waiter
+    assert result.output == Facts.model_validate(GOOD) and not result.cached
+    assert backend.requests == 2 and owner.cancelled()

@@ -165,7 +165,8 @@ class StructuredLLM:
             try:
                 return await asyncio.shield(shared)
             except asyncio.CancelledError:
-                if not shared.cancelled():
+                task = asyncio.current_task()
+                if not shared.cancelled() or (task is not None and task.cancelling()):
                     raise  # this call itself was cancelled
                 # the call we waited for was cancelled, not us: send the request ourselves
         return await self._send(request, key, tally)
