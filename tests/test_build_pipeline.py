@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -9,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.stage_replies import dev_space, memory_snapshot, scripted_reply
+from tests.test_retrieve_fixtures import CountingEmbedder
 from tmem.build.check import check_space
 from tmem.build.options import BuildOptions
 from tmem.build.pipeline import build_space, reset_space
 from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport
 from tmem.build.segment import STATE_OPEN_TAIL
+from tmem.embed.cached import CachedEmbedder
 from tmem.embed.hashing import HashEmbedder
 from tmem.errors import BatchPending, BuildError, InputError
 from tmem.ingest.importer import import_spaces
@@ -21,6 +24,7 @@ from tmem.llm.base import ChatRequest
 from tmem.llm.batch import import_results
 from tmem.llm.scripted import scripted_llm
 from tmem.models import ItemKind, TriggerFamily
+from tmem.retrieve.cascade import Retriever
 from tmem.store.sqlite import SQLiteStore
 
 SPACE = "conv-26"
@@ -242,10 +246,6 @@ async def test_modes_are_not_mixed_and_rebuild_resets() -> None:
 async def test_a_rebuild_that_changes_only_texts_is_seen_by_a_running_retriever() -> None:
     """The retriever of a long-running process rebuilds its index when the state keys change; a rebuild that keeps
     every id, count and persona but rewrites texts (another model, another prompt) must change them too."""
-    import json
-
-    from tmem.retrieve.cascade import Retriever
-
     store = _store(slice(0, 2))
     await _build(store)
     retriever = Retriever(store, HashEmbedder())
@@ -270,35 +270,12 @@ async def test_a_rebuild_that_changes_only_texts_is_seen_by_a_running_retriever(
 
 
 async def test_an_llm_build_leaves_every_index_text_embedded_so_the_first_search_embeds_only_the_query() -> None:
-    from collections.abc import Sequence
-
-    from tmem.embed.base import EmbeddingResult
-    from tmem.embed.cached import CachedEmbedder
-    from tmem.retrieve.cascade import Retriever
-
-    class Counting:
-        def __init__(self) -> None:
-            self.inner = HashEmbedder()
-            self.texts: list[str] = []
-
-        @property
-        def model_id(self) -> str:
-            return self.inner.model_id
-
-        @property
-        def dim(self) -> int:
-            return self.inner.dim
-
-        def embed(self, texts: Sequence[str]) -> EmbeddingResult:
-            self.texts.extend(texts)
-            return self.inner.embed(texts)
-
     store = _store(slice(0, 2))
-    build_embedder = Counting()
+    build_embedder = CountingEmbedder()
     llm = scripted_llm(store, fn=scripted_reply)
     await build_space(store, SPACE, llm=llm, embedder=CachedEmbedder(build_embedder, store, SPACE), options=OPTIONS)
     assert build_embedder.texts  # node texts and trigger views were embedded during the build
 
-    search_embedder = Counting()
+    search_embedder = CountingEmbedder()
     Retriever(store, search_embedder).search(SPACE, "Caroline support group")
     assert search_embedder.texts == ["Caroline support group"]
