@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tmem.errors import IntegrityError, NotFoundError
+from tmem.errors import IntegrityError, NotFoundError, StoreError
 from tmem.models import (
     Item,
     ItemKind,
@@ -231,3 +231,15 @@ def test_round_trips_are_lossless(
     assert store.triggers("a") == [trig]
     assert store.triggers("a", family=TriggerFamily.HORIZON) == []
     store.close()
+
+
+def test_a_commit_that_fails_rolls_back_and_leaves_the_store_usable() -> None:
+    store = SQLiteStore.open(":memory:")
+    store.ensure_space("a")
+    # Deferred foreign keys move the check to COMMIT: the one way to make a commit fail on demand.
+    store._db.execute("PRAGMA defer_foreign_keys = ON")
+    with pytest.raises(StoreError, match="Nothing of it was written"):
+        store.link_topics("a", [TopicSceneLink(topic_id="no-topic", scene_id="no-scene")])
+    assert store.topic_links("a") == []
+    store.ensure_space("b")  # a new transaction starts: the failed one did not stay open
+    assert store.has_space("b")

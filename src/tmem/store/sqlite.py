@@ -112,7 +112,19 @@ class SQLiteStore:
                 raise
             self._depth -= 1
             if outer:
-                self._db.execute("COMMIT")
+                self._commit()
+
+    def _commit(self) -> None:
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            # A failed COMMIT leaves the transaction open: roll it back, or every later write would fail too.
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise StoreError(
+                f"Could not commit to the memory store {self._path}: {exc}. Nothing of it was written; rerun the "
+                "command (if another tmem process is writing to the same directory, wait for it to finish)."
+            ) from exc
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
