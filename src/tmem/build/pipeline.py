@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+
+from pydantic import BaseModel
 
 from tmem.build.common import StageRun
 from tmem.build.items import STAGE as ITEMS_STAGE
@@ -32,6 +34,7 @@ from tmem.build.topics import run_topics
 from tmem.build.triggers import ITEM_STAGE, SCENE_STAGE, run_item_triggers, run_scene_triggers
 from tmem.embed.base import Embedder
 from tmem.errors import BatchPending, BuildError, ConfigError, InputError, LLMError
+from tmem.index.space import SpaceIndex, SpaceRecords, cached_vectorizer, load_space
 from tmem.llm.base import LLM
 from tmem.models import BuildMode, TriggerFamily
 from tmem.store.base import Store
@@ -103,47 +106,50 @@ async def build_space(
         report.stages.append(run.report)
     # Embed every text the index will hold (node texts, trigger views) through the embedding cache now, so that the
     # first search embeds only its query; an incremental build embeds only what is new.
-    from tmem.index.space import SpaceIndex
-
-    SpaceIndex.from_store(store, space, embedder)
-    report.counts = memory_counts(store, space)
+    records = load_space(store, space)
+    SpaceIndex.build(records, cached_vectorizer(store, space, embedder), embedder.dim)
+    report.counts = counts_of(records)
     with store.transaction():
         store.set_state(space, STATE_MODE, BuildMode.LLM.value)
         store.set_state(space, STATE_SESSIONS, str(len(store.sessions(space))))
         # Changes whenever a build changed the memory (readers such as the retriever's index cache watch state keys).
-        store.set_state(space, STATE_DIGEST, memory_digest(store, space))
+        store.set_state(space, STATE_DIGEST, digest_of(records))
     report.seconds = time.perf_counter() - started
     return report
 
 
-def memory_digest(store: Store, space: str) -> str:
+def digest_of(records: SpaceRecords) -> str:
     """Hash of the whole built memory (every record with its texts and links). Counts alone are not enough: a rebuild
     by another model keeps content-derived ids and counts while rewriting titles, summaries and trigger views."""
-    records = [
-        *(s.model_dump_json() for s in store.scenes(space)),
-        *(t.model_dump_json() for t in store.topics(space)),
-        *(link.model_dump_json() for link in store.topic_links(space)),
-        *(it.model_dump_json() for it in store.items(space)),
-        *(tr.model_dump_json() for tr in store.triggers(space)),
-        *(p.model_dump_json() for p in store.personas(space)),
+    parts: list[Sequence[BaseModel]] = [
+        records.scenes,
+        records.topics,
+        records.links,
+        records.items,
+        records.triggers,
+        records.personas,
     ]
-    return text_hash(json.dumps(records))[:16]
+    return text_hash(json.dumps([r.model_dump_json() for part in parts for r in part]))[:16]
+
+
+def counts_of(records: SpaceRecords) -> dict[str, int]:
+    counts = {
+        "scenes": len(records.scenes),
+        "topics": len(records.topics),
+        "topic_links": len(records.links),
+        "items": len(records.items),
+        "items_connected": sum(1 for it in records.items if it.kind.value == "connected"),
+        "items_superseded": sum(1 for it in records.items if it.superseded_by is not None),
+        "personas": len(records.personas),
+    }
+    for family in TriggerFamily:
+        counts[f"triggers_{family.value}"] = sum(1 for t in records.triggers if t.family is family)
+    return counts
 
 
 def memory_counts(store: Store, space: str) -> dict[str, int]:
-    items = store.items(space)
-    counts = {
-        "scenes": len(store.scenes(space)),
-        "topics": len(store.topics(space)),
-        "topic_links": len(store.topic_links(space)),
-        "items": len(items),
-        "items_connected": sum(1 for it in items if it.kind.value == "connected"),
-        "items_superseded": sum(1 for it in items if it.superseded_by is not None),
-        "personas": len(store.personas(space)),
-    }
-    for family in TriggerFamily:
-        counts[f"triggers_{family.value}"] = len(store.triggers(space, family=family))
-    return counts
+    """Nodes per type in the stored memory of ``space`` (the counts every build report shows)."""
+    return counts_of(load_space(store, space))
 
 
 def reset_space(store: Store, space: str) -> None:
