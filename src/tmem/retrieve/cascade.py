@@ -77,6 +77,31 @@ def _rerank(
     return out + tail
 
 
+def _scenes_via_items(
+    index: SpaceIndex, i_bm: Scores, i_de: Scores, admitted: Mask, cfg: RetrievalConfig
+) -> list[Ranked]:
+    """Scenes ranked by their best item: BM25 + dense over every item, fused, each item voting for its source
+    scenes in rank order (the view names the item that reached the scene). Admitted scenes only: this is a
+    descriptive route, so the topic prefilter applies."""
+    i_ids = index.ids["item"]
+    items = fuse(
+        {
+            "bm25": _ranked(i_ids, i_bm, top_k(i_bm, cfg.depth, positive_only=True)),
+            "dense": _ranked(i_ids, i_de, top_k(i_de, cfg.depth)),
+        },
+        cfg.k0,
+    )
+    out: dict[str, Ranked] = {}
+    for f in items:
+        for sid in index.items[index.item_pos[f.id]].scene_ids:
+            pos = index.scene_pos.get(sid)
+            if pos is not None and admitted[pos] and sid not in out:
+                out[sid] = Ranked(sid, f.score, view=f.id)
+        if len(out) >= cfg.scene_via_items_top:
+            break
+    return list(out.values())
+
+
 def run_cascade(
     index: SpaceIndex,
     query: str,
@@ -127,6 +152,12 @@ def run_cascade(
             index, (TriggerFamily.HORIZON,), cos, cfg.scene_trigger_top, cfg.scene_trigger_gate
         )
 
+    i_ids = index.ids["item"]
+    i_bm = index.bm25_scores("item", query, bm25_all)
+    i_de = index.part(cos, "item")
+    if cfg.scene_via_items_top > 0:
+        scene_lists["scene.items"] = _scenes_via_items(index, i_bm, i_de, admitted, cfg)
+
     def scene_text_of(sid: str) -> str:
         return scene_text(index.scenes[index.scene_pos[sid]])
 
@@ -139,17 +170,19 @@ def run_cascade(
         pool: Mask = np.zeros(len(index.items), dtype=np.bool_)
         for f in kept_scenes:
             pool[index.scene_items[index.scene_pos[f.id]]] = True
-        i_ids = index.ids["item"]
-        i_bm = index.bm25_scores("item", query, bm25_all)
-        i_de = index.part(cos, "item")
-        n_pool = int(pool.sum())
-        item_lists: dict[str, list[Ranked]] = {
-            "item.bm25": _ranked(i_ids, i_bm, top_k(i_bm, max(cfg.depth, n_pool), pool, positive_only=True)),
-            "item.dense": _ranked(i_ids, i_de, top_k(i_de, max(cfg.depth, n_pool), pool)),
-        }
-        if cfg.item_direct_top > 0:  # every indexed item (superseded ones are not indexed), not only the pool
-            item_lists["item.direct.bm25"] = _ranked(i_ids, i_bm, top_k(i_bm, cfg.item_direct_top, positive_only=True))
-            item_lists["item.direct.dense"] = _ranked(i_ids, i_de, top_k(i_de, cfg.item_direct_top))
+        if cfg.item_direct_top > 0:
+            # Direct route: every indexed item (superseded ones are not indexed) is ranked, not only the pool, so
+            # items of kept scenes and items elsewhere compete on the same two lists.
+            item_lists: dict[str, list[Ranked]] = {
+                "item.direct.bm25": _ranked(i_ids, i_bm, top_k(i_bm, cfg.item_direct_top, positive_only=True)),
+                "item.direct.dense": _ranked(i_ids, i_de, top_k(i_de, cfg.item_direct_top)),
+            }
+        else:
+            n_pool = int(pool.sum())
+            item_lists = {
+                "item.bm25": _ranked(i_ids, i_bm, top_k(i_bm, max(cfg.depth, n_pool), pool, positive_only=True)),
+                "item.dense": _ranked(i_ids, i_de, top_k(i_de, max(cfg.depth, n_pool), pool)),
+            }
         if cfg.enabled("ET+BT"):
             families = tuple(f for f in ITEM_FAMILIES if f in cfg.item_trigger_families)
             item_lists["item.trigger"] = _trigger_route(index, families, cos, cfg.item_trigger_top, cfg.gate)

@@ -53,6 +53,12 @@ class RetrievalConfig(BaseModel):
         description="Stage 3 extension (not in the paper): also rank every live item by BM25 + dense and fuse the "
         "top N, so an item outside the kept scenes can be recalled by similarity alone. 0 = off (the paper).",
     )
+    scene_via_items_top: int = Field(
+        default=0,
+        ge=0,
+        description="Stage 2 extension (not in the paper): also rank admitted scenes by their best item (BM25 + "
+        "dense over every item) and fuse the top N. 0 = off (the paper).",
+    )
     admit_unlinked_scenes: bool = Field(
         default=True, description="Scenes linked to no topic pass the topic filter (else they are unreachable)."
     )
@@ -88,7 +94,7 @@ class RetrievalConfig(BaseModel):
             return self
         target = PRESETS["extractive" if descriptive_only else "paper"]
         changes: dict[str, Any] = {"name": f"auto:{target.name}"}
-        for field in ("gate", "item_direct_top"):
+        for field in ("gate", "item_direct_top", "scene_via_items_top"):
             if getattr(self, field) == getattr(_PAPER, field):
                 changes[field] = getattr(target, field)
         return self.replace(**changes)
@@ -115,7 +121,7 @@ PRESETS: dict[str, RetrievalConfig] = {
     ),
     # The offline default for spaces built without an LLM: their items are the substantive turns themselves, and
     # only Entity triggers exist, so items are also ranked directly over the whole space (see docs/retrieval.md).
-    "extractive": _PAPER.replace(name="extractive", gate=0.6, item_direct_top=50),
+    "extractive": _PAPER.replace(name="extractive", gate=0.6, item_direct_top=50, scene_via_items_top=50),
     # The default: `extractive` on spaces built without an LLM, `paper` on the others (resolved per space).
     "auto": _PAPER.replace(name="auto"),
     # Node indices only: no trigger route at all.
