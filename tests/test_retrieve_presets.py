@@ -47,3 +47,17 @@ def test_search_reports_the_resolved_preset() -> None:
             assert Retriever(store, CountingEmbedder()).search(SPACE, QUERY).preset == expected
         finally:
             store.close()
+
+
+def test_scene_items_route_names_the_item_that_reached_the_scene() -> None:
+    store = make_store()
+    try:
+        retriever = Retriever(store, CountingEmbedder())
+        cfg = RetrievalConfig.preset("paper").replace(scene_via_items_top=5)
+        hit = next(h for h in retriever.search(SPACE, QUERY, cfg).scenes if h.scene.id == "s5")
+        (route,) = [r for r in hit.routes if r.name == "scene.items"]
+        assert route.view == "i4" and route.rank == 1
+        off = retriever.search(SPACE, QUERY, RetrievalConfig.preset("paper"))
+        assert all(r.name != "scene.items" for h in off.scenes for r in h.routes)
+    finally:
+        store.close()
