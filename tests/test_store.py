@@ -243,3 +243,61 @@ def test_a_commit_that_fails_rolls_back_and_leaves_the_store_usable() -> None:
     assert store.topic_links("a") == []
     store.ensure_space("b")  # a new transaction starts: the failed one did not stay open
     assert store.has_space("b")
+
+
+def test_delete_space_leaves_no_trace_in_any_table(store: SQLiteStore) -> None:
+    """Deleting a space removes every row that names it (conversation, memory, embeddings, LLM log, pending
+    requests, build state), in every table the schema has, and touches no other space."""
+    for space in ("a", "b"):
+        _seed(store, space)
+        store.put_scenes(space, [_scene("s1", ["D1:1", "D1:2"])])
+        store.put_topics(space, [Topic(id="t1", seq=0, label="dogs", description="d")])
+        store.link_topics(space, [TopicSceneLink(topic_id="t1", scene_id="s1")])
+        store.put_items(space, [Item(id="i1", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1"])])
+        store.put_triggers(
+            space,
+            [
+                Trigger(
+                    id="tr1",
+                    family=TriggerFamily.ENTITY,
+                    host_kind="item",
+                    host_id="i1",
+                    views=[TriggerView(name="concept", text="pet")],
+                )
+            ],
+        )
+        store.put_persona(space, Persona(speaker="Caroline", traits=[]))
+        store.set_state(space, "build.mode", "llm")
+        store.put_embeddings(space, "m", {"h": np.ones(4, dtype=np.float32)})
+        store.log_llm_call(
+            LLMCall(
+                space=space,
+                stage="s",
+                model="m",
+                request_hash="h",
+                tokens_in=1,
+                tokens_out=1,
+                latency_ms=1.0,
+                attempts=1,
+                outcome="ok",
+                created_at=T0,
+                response="{}",
+            )
+        )
+        store.put_pending([PendingRequest(space=space, stage="s", request_hash="p", body="{}")])
+    tables = [
+        r[0]
+        for r in store._db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%space TEXT%'")
+    ]
+    assert len(tables) >= 15  # every table of the schema that holds per-space rows
+
+    def rows(space: str) -> dict[str, int]:
+        return {
+            t: store._db.execute(f"SELECT COUNT(*) FROM {t} WHERE space = ?", (space,)).fetchone()[0] for t in tables
+        }
+
+    before_b = rows("b")
+    assert all(before_b.values()), before_b  # the fixture fills every table
+    store.delete_space("a")
+    assert rows("a") == dict.fromkeys(tables, 0)
+    assert rows("b") == before_b
