@@ -301,3 +301,28 @@ def test_delete_space_leaves_no_trace_in_any_table(store: SQLiteStore) -> None:
     store.delete_space("a")
     assert rows("a") == dict.fromkeys(tables, 0)
     assert rows("b") == before_b
+
+
+def test_filtered_triggers_carry_exactly_their_own_views(store: SQLiteStore) -> None:
+    _seed(store, "a")
+    store.put_scenes("a", [_scene("s1", ["D1:1"])])
+    store.put_items("a", [Item(id=f"i{n}", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1"]) for n in (1, 2)])
+    store.put_triggers(
+        "a",
+        [
+            Trigger(id="e1", family=TriggerFamily.ENTITY, host_kind="item", host_id="i1",
+                    views=[TriggerView(name="concept", text="pet")]),
+            Trigger(id="b1", family=TriggerFamily.BRIDGE, host_kind="item", host_id="i1",
+                    views=[TriggerView(name="bridge", text="vet visit"), TriggerView(name="joint", text="pet | vet")]),
+            Trigger(id="e2", family=TriggerFamily.ENTITY, host_kind="item", host_id="i2",
+                    views=[TriggerView(name="concept", text="hobby")]),
+        ],
+    )  # fmt: skip
+
+    def views(triggers: list[Trigger]) -> dict[str, list[str]]:
+        return {t.id: [v.text for v in t.views] for t in triggers}
+
+    assert views(store.triggers("a", family=TriggerFamily.ENTITY)) == {"e1": ["pet"], "e2": ["hobby"]}
+    assert views(store.triggers("a", host_ids=["i1"])) == {"b1": ["vet visit", "pet | vet"], "e1": ["pet"]}
+    assert views(store.triggers("a", family=TriggerFamily.BRIDGE, host_ids=["i2"])) == {}
+    assert len(views(store.triggers("a"))) == 3

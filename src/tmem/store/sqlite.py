@@ -482,10 +482,7 @@ class SQLiteStore:
             for chunk in iter_batches(list(dict.fromkeys(host_ids)), _CHUNK):
                 rows += self._rows(sql + f" AND host_id IN ({_placeholders(len(chunk))})", [*params, *chunk])
         views: dict[str, list[TriggerView]] = {}
-        for trigger_id, name, text in self._rows(
-            "SELECT trigger_id, name, text FROM trigger_views WHERE space = ? ORDER BY trigger_id, position",
-            (space,),
-        ):
+        for trigger_id, name, text in self._view_rows(space, family, [r[0] for r in rows], whole=host_ids is None):
             views.setdefault(trigger_id, []).append(TriggerView(name=name, text=text))
         out = [
             Trigger(
@@ -500,6 +497,29 @@ class SQLiteStore:
             for r in rows
         ]
         return sorted(out, key=lambda t: (t.host_id, t.family.value, t.group, t.id))
+
+    def _view_rows(
+        self, space: str, family: TriggerFamily | None, trigger_ids: list[str], *, whole: bool
+    ) -> list[sqlite3.Row]:
+        """Views of the selected triggers only, in (trigger, position) order: of one family, or of the given ids."""
+        if whole:
+            sql = (
+                "SELECT v.trigger_id, v.name, v.text FROM trigger_views v JOIN triggers t "
+                "ON t.space = v.space AND t.id = v.trigger_id WHERE v.space = ?"
+            )
+            params: list[Any] = [space]
+            if family is not None:
+                sql += " AND t.family = ?"
+                params.append(family.value)
+            return self._rows(sql + " ORDER BY v.trigger_id, v.position", params)
+        out: list[sqlite3.Row] = []
+        for chunk in iter_batches(trigger_ids, _CHUNK):
+            out += self._rows(
+                f"SELECT trigger_id, name, text FROM trigger_views WHERE space = ? AND trigger_id IN "
+                f"({_placeholders(len(chunk))}) ORDER BY trigger_id, position",
+                (space, *chunk),
+            )
+        return out
 
     def delete_triggers(self, space: str, host_ids: Sequence[str]) -> None:
         with self.transaction():
