@@ -106,8 +106,7 @@ def spaces_cmd(app: AppContext, as_json: bool) -> None:
         click.echo(f"No spaces in {app.settings.home} yet: run `tmem import FILE`.")
         return
     rows = [("SPACE", "SESSIONS", "TURNS", "FIRST", "LAST", "BUILD")] + [
-        (s.name, str(s.sessions), str(s.turns), _date(s.first_date), _date(s.last_date), _state(s))
-        for s in summaries
+        (s.name, str(s.sessions), str(s.turns), _date(s.first_date), _date(s.last_date), _state(s)) for s in summaries
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:

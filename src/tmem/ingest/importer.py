@@ -34,9 +34,7 @@ def session_content_hash(session: SessionInput) -> str:
     return text_hash(json.dumps(canonical, ensure_ascii=False, separators=(",", ":")))
 
 
-def import_file(
-    store: Store, path: str | Path, fmt: Format = "auto", space: str | None = None
-) -> ImportReport:
+def import_file(store: Store, path: str | Path, fmt: Format = "auto", space: str | None = None) -> ImportReport:
     """Read ``path`` (see :func:`tmem.ingest.read_file`) and import every space in it in one transaction."""
     spaces = read_file(path, fmt, space=space)
     return import_spaces(store, spaces, source=str(path))
@@ -142,9 +140,7 @@ def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportRe
             next_turn_seq += 1
             if turn.speaker not in speakers:
                 speakers.append(turn.speaker)
-        stored = Session(
-            id=session.id, seq=next_session_seq, started_at=session.started_at, content_hash=content_hash
-        )
+        stored = Session(id=session.id, seq=next_session_seq, started_at=session.started_at, content_hash=content_hash)
         store.add_session(space.name, stored, turns)
         next_session_seq += 1
         by_hash[content_hash] = stored

@@ -119,7 +119,7 @@ class _Reader:
         if session_id in acc.session_locs:
             raise loc.error(
                 f"session id {session_id!r} of space {acc.name!r} is already used at {acc.session_locs[session_id]}"
-                "; give each session its own \"id\" (sessions without one are named by their start time)."
+                '; give each session its own "id" (sessions without one are named by their start time).'
             )
         acc.session_locs[session_id] = loc
         turns_loc = loc.key("turns")

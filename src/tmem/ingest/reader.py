@@ -49,7 +49,9 @@ def read_file(path: str | Path, fmt: Format = "auto", *, space: str | None = Non
         if fmt == "native" and looks_like_locomo(data):
             raise InputError(f"{name}: looks like LoCoMo (samples with 'conversation'); pass --format locomo or auto.")
         if fmt == "locomo" and looks_like_native(data):
-            raise InputError(f"{name}: looks like tmem's native format (with 'sessions'); pass --format native or auto.")
+            raise InputError(
+                f"{name}: looks like tmem's native format (with 'sessions'); pass --format native or auto."
+            )
         spaces = read_locomo(data, name) if fmt == "locomo" else read_native(data, name, default_space=space)
     if space is None:
         return spaces
