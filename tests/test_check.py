@@ -169,6 +169,15 @@ def test_a_batch_result_answers_later_cache_hits() -> None:
     assert codes(valid(calls=calls)) == []
 
 
+def test_a_batch_result_is_the_raw_model_reply_and_need_not_be_json() -> None:
+    # Batch import stores the message content unvalidated (repair and validation happen when a build reads it), so
+    # a fenced or chatty reply is a legitimate row; only a missing or blank reply is a violation.
+    fenced = '```json\n{"a": 1}\n```'
+    assert codes(valid(calls=[call("h1", "batch", response=fenced)])) == []
+    assert codes(valid(calls=[call("h1", "batch", response="  ")])) == ["llm_ok_without_response"]
+    assert codes(valid(calls=[call("h1", "batch", response=None)])) == ["llm_ok_without_response"]
+
+
 def test_sessions_imported_after_the_build_need_no_scene_yet() -> None:
     later = [*valid().turns, turn(4, session="s2")]
     sessions = [*valid().sessions, Session(id="s2", seq=1, started_at=T0, content_hash="h2")]

@@ -323,9 +323,14 @@ class _Checker:
             if call.outcome in ("ok", "batch") and call.attempts < 1:
                 # an error may have no reply at all (a transient failure), but a success had at least one
                 self.add("llm_call_bad_attempts", f"{ref} succeeded after {call.attempts} replies", call.request_hash)
+            if call.outcome == "ok" and (call.response is None or not _is_json(call.response)):
+                # a live call logs its validated output, so its response is always JSON
+                self.add("llm_ok_without_response", f"{ref} succeeded without a JSON response", call.request_hash)
+            if call.outcome == "batch" and not (call.response or "").strip():
+                # a batch result is the raw message content (validated and repaired when a build reads it), so it
+                # may be fenced or chatty; it must exist
+                self.add("llm_ok_without_response", f"{ref} is a batch result without a reply", call.request_hash)
             if call.outcome in ("ok", "batch"):
-                if call.response is None or not _is_json(call.response):
-                    self.add("llm_ok_without_response", f"{ref} succeeded without a JSON response", call.request_hash)
                 sources.add(call.request_hash)
             if call.outcome == "ok":
                 paid[call.request_hash] += 1
