@@ -91,6 +91,7 @@ def test_bad_locomo_file_is_a_clear_error(tmp_path: Path) -> None:
         ("twelve months later", 360, True),
         ("two months after the challenge ended", 60, True),
         ("10 days later", 10, True),
+        ("1.5 years later", 0, False),  # not "5 years": a decimal count is not one of the rule's numbers
         ("several months later", 0, False),
         ("a few weeks later", 0, False),
         ("several years later", 0, False),
@@ -148,6 +149,18 @@ def test_stitching_follows_the_rule() -> None:
     assert s1.probes[0].query_speaker == "Cat"
     assert [s.id for s in s1.sessions] == ["session_1", "plus_1"]
     assert s1.probes[0].cue_time == datetime(2022, 5, 1)  # one week before a query one week after the session
+
+
+def test_the_judges_cue_names_the_speakers_as_the_stitched_turns_do() -> None:
+    # load_probes accepts "a:" and indented lines (roles are stripped and upper-cased); the cue shown to the judge
+    # must map them exactly as the stitched turns do.
+    c0 = _conv("c0", "Ann", "Bob", [datetime(2023, 1, 1)])
+    probe = _probe(0, "one week later", cue="  B: Did you ski?\na: Yes, and I broke my wrist.")
+    (space,) = stitch([c0], [probe])
+    (stitched,) = space.probes
+    cue = next(s for s in space.sessions if s.id == "plus_0")
+    assert [t.speaker for t in cue.turns] == ["Bob", "Ann"]
+    assert stitched.cue == "Bob: Did you ski?\nAnn: Yes, and I broke my wrist."
 
 
 def test_per_probe_mode_makes_one_space_per_probe() -> None:

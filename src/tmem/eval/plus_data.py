@@ -32,7 +32,8 @@ NUMBER_WORDS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
     "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
 }  # fmt: skip
-_GAP = re.compile(r"\b(?P<n>\d+|[a-z]+)\s+(?P<unit>day|week|month|year)s?\b", re.IGNORECASE)
+# A count preceded by a digit and a point ("1.5 years") is a decimal, not "5 years": it does not parse.
+_GAP = re.compile(r"(?<![\d.])\b(?P<n>\d+|[a-z]+)\s+(?P<unit>day|week|month|year)s?\b", re.IGNORECASE)
 StitchMode = Literal["shared", "per-probe"]
 
 
@@ -62,6 +63,7 @@ class StitchedProbe(BaseModel):
     cue_session_id: str
     cue_turn_ids: list[str]
     cue_time: datetime
+    cue: str = Field(description="The cue dialogue as the speakers said it ('Name: text' lines), for the judge.")
     query: str = Field(description="The trigger text without its 'A:' prefix.")
     query_speaker: str
     query_time: datetime
@@ -158,6 +160,7 @@ def _stitch_probe(probe: PlusProbe, conv: SpaceInput, space_name: str) -> tuple[
         cue_session_id=session_id,
         cue_turn_ids=[t.id for t in turns],
         cue_time=cue_time,
+        cue="\n".join(f"{t.speaker}: {t.text}" for t in turns),
         query=query,
         query_speaker=_speaker(role, conv),
         query_time=query_time,

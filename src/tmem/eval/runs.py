@@ -265,11 +265,6 @@ async def eval_plus(
     for p in all_probes:
         pair = speakers[p.space]
         listener = pair[1] if p.query_speaker == pair[0] else pair[0]
-        cue = "\n".join(
-            f"{pair[0] if line.startswith('A') else pair[1]}:{line.split(':', 1)[1]}"
-            for line in p.probe.cue_dialogue.splitlines()
-            if line.strip()
-        )
         tasks.append(
             QATask(
                 key=p.key,
@@ -278,7 +273,7 @@ async def eval_plus(
                 question=p.query,
                 when=QuestionTime(at=p.query_time, relation="at"),
                 gold_turn_ids=list(p.cue_turn_ids),
-                cue=cue,
+                cue=p.cue,
                 relation=p.probe.relation_type,
                 speaker=p.query_speaker,
                 listener=listener,
