@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from tmem.embed.hashing import HashEmbedder
-from tmem.errors import ConfigError
+from tmem.errors import ConfigError, InputError
 from tmem.eval.baselines import pack
 from tmem.eval.harness import MemoEmbedder, parse_variants
+from tmem.eval.records import CoverageRecord, ResultsFile, SystemCoverage
 from tmem.eval.report import MeanStd
 from tmem.retrieve.config import RetrievalConfig
 
@@ -59,3 +61,32 @@ def test_mean_std_cell() -> None:
     assert MeanStd(mean=80.0, std=1.234, n=3).cell() == "80.00 ± 1.23"
     assert MeanStd(mean=80.0, std=0.0, n=3).cell() == "80.00"
     assert MeanStd(mean=math.nan, std=math.nan, n=0).cell() == "–"
+
+
+def _coverage(key: str) -> CoverageRecord:
+    return CoverageRecord(
+        key=key,
+        variant="full",
+        space="conv-1",
+        benchmark="locomo",
+        category=4,
+        question="q?",
+        gold_turn_ids=["D1:1"],
+        systems={"tmem": SystemCoverage(tokens=10, coverage=1.0, hit=True)},
+        retrieved=[],
+    )
+
+
+def test_results_file_redoes_only_a_cut_last_line_and_refuses_damage_elsewhere(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    good = [_coverage(f"conv-1#{i}").model_dump_json() for i in range(3)]
+    # an interrupted append leaves the last line cut short: that question is redone, the rest kept
+    path.write_text(good[0] + "\n" + good[1] + "\n" + good[2][:40], encoding="utf-8")
+    results = ResultsFile(path, CoverageRecord)
+    assert results.damaged == [3] and len(results) == 2 and "full|conv-1#2" not in results
+    assert path.read_text(encoding="utf-8") == good[0] + "\n" + good[1] + "\n"
+    # a bad line before the end is no interruption (another tmem version, an edit): refuse rather than drop results
+    path.write_text(good[0] + "\n" + '{"key": "conv-1#1"}' + "\n" + good[2] + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"line 2 .*another --out"):
+        ResultsFile(path, CoverageRecord)
+    assert path.read_text(encoding="utf-8").count("\n") == 3  # left as it was

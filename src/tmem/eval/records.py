@@ -1,8 +1,9 @@
 """Per-question result records and the JSONL file that keeps them (the resume mechanism).
 
 Every evaluated question becomes one JSON line, written and flushed as soon as it is complete. A rerun loads the
-file, skips every key already present and appends the rest; a line cut short by an interruption is reported and
-redone, never silently dropped or trusted.
+file, skips every key already present and appends the rest; a last line cut short by an interruption is reported and
+redone, never silently dropped or trusted, and an invalid line anywhere else stops the run (it cannot come from an
+interruption, and dropping it would discard results).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tmem.errors import InputError
 from tmem.eval.judge import Judgement
 from tmem.eval.locomo_data import EvidenceIssue
 from tmem.retrieve.types import SearchResult
@@ -118,12 +120,21 @@ class ResultsFile(Generic[R]):
         self.records: dict[str, R] = {}
         self.damaged: list[int] = []
         if path.exists():
-            for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
+            for lineno, line in enumerate(lines, start=1):
                 if not line.strip():
                     continue
                 try:
                     rec = model.model_validate(json.loads(line))
-                except (json.JSONDecodeError, ValidationError):
+                except (json.JSONDecodeError, ValidationError) as exc:
+                    if lineno != last:
+                        # Appends only ever cut the last line short; a bad line before it is not an interruption.
+                        raise InputError(
+                            f"{path}: line {lineno} is not a valid {model.__name__} ({exc.__class__.__name__}); the "
+                            "file was written by another tmem version or edited. Pass another --out, or delete "
+                            "the file to evaluate again from scratch."
+                        ) from exc
                     self.damaged.append(lineno)  # an interrupted write: redo that question
                     continue
                 self.records[rec.record_id] = rec
