@@ -104,3 +104,13 @@ def test_weekday_rules_hold_for_any_anchor(anchor: date) -> None:
 
 def test_format_day() -> None:
     assert format_day(date(2023, 5, 7)) == "7 May 2023"
+
+
+@given(st.dates(min_value=date(1950, 1, 1), max_value=date(2100, 12, 31)))
+def test_this_coming_weekend_is_always_ahead_like_this_coming_saturday(anchor: date) -> None:
+    # "this coming" names the next one strictly after the anchor, for a weekend as for a weekday: said on a
+    # Saturday or Sunday it is not the weekend under way.
+    weekend = resolve_relative_dates("this coming weekend", anchor)[0]
+    saturday = resolve_relative_dates("this coming Saturday", anchor)[0]
+    assert weekend.start == saturday.start and weekend.start > anchor and (weekend.start - anchor).days <= 7
+    assert weekend.granularity is Granularity.WEEKEND and (weekend.end - weekend.start).days == 1

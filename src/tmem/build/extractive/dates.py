@@ -9,8 +9,8 @@ Conventions (English usage is ambiguous; these are the documented choices):
   anchor's week; "next week" the one after.
 - "last <weekday>" is the most recent such day strictly before the anchor; "next <weekday>" the first strictly after;
   "this <weekday>" the one inside the anchor's week.
-- "this weekend" is the Saturday and Sunday of the anchor's week; "last weekend" the one a week earlier; "next
-  weekend" a week later.
+- "this weekend" is the Saturday and Sunday of the anchor's week; "last weekend" (or "this past weekend") the one a
+  week earlier; "next weekend" a week later; "this coming weekend" the first one starting after the anchor.
 - "N days/weeks/months/years ago" moves the anchor back by that calendar amount (months and years by calendar
   arithmetic, clamped to the month's last day); "in N ..." moves it forward. "a few" counts as 3 and marks the
   result approximate; "a couple of" counts as 2.
@@ -183,7 +183,10 @@ def _resolve(kind: str, match: re.Match[str], anchor: date) -> tuple[date, date,
         return d, d, day, False
     if kind == "rel_weekend":
         saturday = _week_start(anchor) + timedelta(days=5)
-        offset = {"last": -7, "this past": -7, "this": 0, "next": 7, "this coming": 0}[which]
+        # "this coming" is the next weekend strictly after the anchor (as for a weekday): said on a Saturday or
+        # Sunday it is the following one, not the weekend under way.
+        coming = 7 if anchor.weekday() >= 5 else 0
+        offset = {"last": -7, "this past": -7, "this": 0, "next": 7, "this coming": coming}[which]
         start = saturday + timedelta(days=offset)
         return start, start + timedelta(days=1), Granularity.WEEKEND, False
     # rel_period: last/this/next week|month|year
