@@ -114,3 +114,25 @@ def test_this_coming_weekend_is_always_ahead_like_this_coming_saturday(anchor: d
     saturday = resolve_relative_dates("this coming Saturday", anchor)[0]
     assert weekend.start == saturday.start and weekend.start > anchor and (weekend.start - anchor).days <= 7
     assert weekend.granularity is Granularity.WEEKEND and (weekend.end - weekend.start).days == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # all four "in <count> <unit>" phrases of the dev split say how long, not when
+        "Hey Nate! Haven't talked in a few days. Crazy things happened to me!",
+        "Hey Gina! We haven't talked in a few days.",
+        "Rome wasn't built in a day so keep pushing on!",
+        "It was the first time in two years that I saw her.",
+        "I had not been there in a month.",
+        "She never called in three weeks.",
+    ],
+)
+def test_in_count_unit_after_a_past_negation_is_a_duration_not_a_date(text: str) -> None:
+    assert resolve_relative_dates(text, MONDAY) == []
+
+
+def test_in_count_unit_is_future_elsewhere_in_the_same_text() -> None:
+    found = resolve_relative_dates("We haven't talked in a week, but I'm moving in two weeks.", MONDAY)
+    assert [(f.expression, f.start) for f in found] == [("in two weeks", date(2023, 5, 22))]
+    assert one("I won't be back in a week")[0] == date(2023, 5, 15)  # a future negation still names a date

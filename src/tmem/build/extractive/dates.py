@@ -14,6 +14,8 @@ Conventions (English usage is ambiguous; these are the documented choices):
 - "N days/weeks/months/years ago" moves the anchor back by that calendar amount (months and years by calendar
   arithmetic, clamped to the month's last day); "in N ..." moves it forward. "a few" counts as 3 and marks the
   result approximate; "a couple of" counts as 2.
+- "in N ..." after a past negation in the same clause ("haven't talked in a few days", "wasn't built in a day",
+  "had not / never / the first time ... in two years") says how long, not when, and is not resolved.
 - "last/this/next month|year" name a whole calendar month or year.
 """
 
@@ -123,6 +125,19 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+# A past negation before "in N <unit>" in the same clause makes it a duration ("haven't talked in a few days").
+_DURATION_CUE = re.compile(
+    r"\b(?:(?:haven|hasn|hadn|wasn|weren|didn)['\u2019]t|(?:have|has|had|was|were|did)\s+not|never|first\s+time)\b",
+    re.I,
+)
+_CLAUSE_END = re.compile(r"[.!?;,]")
+
+
+def _is_duration(text: str, start: int) -> bool:
+    clause = _CLAUSE_END.split(text[:start])[-1]
+    return _DURATION_CUE.search(clause) is not None
+
+
 def _week_start(day: date) -> date:
     return day - timedelta(days=day.weekday())
 
@@ -215,6 +230,8 @@ def resolve_relative_dates(text: str, anchor: date) -> list[ResolvedDate]:
         for match in pattern.finditer(text):
             span = match.span()
             if any(span[0] < end and start < span[1] for start, end in taken):
+                continue
+            if kind == "in_future" and _is_duration(text, span[0]):
                 continue
             start, end, gran, approx = _resolve(kind, match, anchor)
             taken.append(span)
