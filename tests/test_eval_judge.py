@@ -21,6 +21,10 @@ from tmem.store.sqlite import SQLiteStore
         ("incorrect", "WRONG"),
         ("The answer is not correct.", "WRONG"),
         ("Not wrong", "CORRECT"),
+        ("The answer isn't correct.", "WRONG"),  # a contracted negation is a negation
+        ("isn\u2019t correct", "WRONG"),
+        ("The prediction is not entirely correct", "WRONG"),  # strict on facts: a hedged negation still negates
+        ("It wasn't wrong", "CORRECT"),
         ('```json\n{"label": "WRONG", "reasoning": "dates differ"}\n```', "WRONG"),
         ("label: CORRECT (the answer is not wrong)", "CORRECT"),
         ("There is no error here, so it is correct", "CORRECT"),  # "no" inside a sentence is not a verdict

@@ -17,8 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Label = Literal["CORRECT", "WRONG"]
 
-# Negated forms first: "not correct" must never count as CORRECT, "not wrong" never as WRONG.
-_VERDICT = re.compile(r"\b(?P<neg>not\s+|in)?(?P<word>correct|wrong|aware|unaware)\b", re.IGNORECASE)
+# Negated forms first: "not correct", "isn't correct" and "not entirely correct" must never count as CORRECT, "not
+# wrong" never as WRONG. A contraction ("isn't") has no word boundary before its "n't", hence no \b there.
+_VERDICT = re.compile(
+    r"(?:(?P<neg>(?:\bnot|n['\u2019]t)\s+(?:(?:entirely|fully|completely|quite|exactly|totally|really|actually|"
+    r"necessarily)\s+)?|\bin)|\b)(?P<word>correct|wrong|aware|unaware)\b",
+    re.IGNORECASE,
+)
 _POSITIVE = {"correct", "aware"}
 # Weak words count only when they are the whole verdict: "no" or "true" inside a sentence says nothing.
 _WHOLE = {"yes": "CORRECT", "true": "CORRECT", "right": "CORRECT", "no": "WRONG", "false": "WRONG"}
