@@ -75,6 +75,20 @@ def test_bad_locomo_file_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(InputError, match="not valid JSON"):
         load_questions(bad)
+    with pytest.raises(NotFoundError, match=r"pass the LoCoMo JSON \(e\.g\. locomo10\.json\) with --data"):
+        load_questions(tmp_path / "missing.json")
+
+
+def test_bad_plus_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "plus.json"
+    bad.write_text('{"cue_dialogue": "A: hi"}')
+    with pytest.raises(InputError, match=r"\$ must be a list of LoCoMo-Plus probes"):
+        load_probes(bad)
+    bad.write_text("[{oops")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_probes(bad)
+    with pytest.raises(NotFoundError, match=r"pass the LoCoMo-Plus JSON \(e\.g\. locomo_plus\.json\) with --data"):
+        load_probes(tmp_path / "missing.json")
 
 
 # ------------------------------------------------------------------------------------------------ LoCoMo-Plus

@@ -93,15 +93,21 @@ def normalise_evidence(raw: Any, known_turn_ids: Collection[str]) -> Evidence:
     return Evidence(turn_ids=ids, issues=issues)
 
 
-def _read_samples(path: Path) -> list[dict[str, Any]]:
+def read_json_list(path: Path, *, benchmark: str, example: str, entries: str) -> list[Any]:
+    """The top-level list of a benchmark file, or a NotFoundError / InputError saying what to pass instead."""
     if not path.exists():
-        raise NotFoundError(f"{path}: no such file; pass the LoCoMo JSON (e.g. locomo10.json) with --data")
+        raise NotFoundError(f"{path}: no such file; pass the {benchmark} JSON (e.g. {example}) with --data")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(data, list):
-        raise InputError(f"{path}: $ must be a list of LoCoMo samples")
+        raise InputError(f"{path}: $ must be a list of {benchmark} {entries}")
+    return data
+
+
+def _read_samples(path: Path) -> list[dict[str, Any]]:
+    data = read_json_list(path, benchmark="LoCoMo", example="locomo10.json", entries="samples")
     for i, sample in enumerate(data):
         if not isinstance(sample, dict) or not isinstance(sample.get("sample_id"), str):
             raise InputError(f"{path}: $[{i}].sample_id is missing; is this a LoCoMo file?")

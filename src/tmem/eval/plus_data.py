@@ -13,7 +13,6 @@ build per probe. Either way each probe keeps its own cue turns and query time.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -22,7 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.errors import InputError, NotFoundError
+from tmem.errors import InputError
+from tmem.eval.locomo_data import read_json_list
 from tmem.ingest.types import SpaceInput
 from tmem.models import SessionInput, TurnInput
 
@@ -103,14 +103,7 @@ def _split_line(line: str, where: str) -> tuple[str, str]:
 
 
 def load_probes(path: Path) -> list[PlusProbe]:
-    if not path.exists():
-        raise NotFoundError(f"{path}: no such file; pass the LoCoMo-Plus JSON (e.g. locomo_plus.json) with --data")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(data, list):
-        raise InputError(f"{path}: $ must be a list of LoCoMo-Plus probes")
+    data = read_json_list(path, benchmark="LoCoMo-Plus", example="locomo_plus.json", entries="probes")
     probes: list[PlusProbe] = []
     for i, raw in enumerate(data):
         if not isinstance(raw, dict):
