@@ -38,7 +38,7 @@ from tmem.eval.report import (
     render_qa,
     write_report,
 )
-from tmem.eval.retrieval_only import locomo_queries, plus_queries, run_retrieval_only
+from tmem.eval.retrieval_only import Query, locomo_queries, plus_queries, run_retrieval_only
 from tmem.ingest.reader import read_file
 from tmem.ingest.types import SpaceInput
 from tmem.llm.base import LLM
@@ -151,11 +151,7 @@ async def eval_locomo(
     memo = MemoEmbedder(embedder)
     retriever = Retriever(store, memo)
     if opts.retrieval_only:
-        cov: ResultsFile[CoverageRecord] = ResultsFile(folder / "records.jsonl", CoverageRecord)
-        run_retrieval_only(store, retriever, memo, locomo_queries(questions), variants, cov, progress=opts.progress)
-        report = coverage_report(list(cov), benchmark="locomo", preset=opts.preset, command=opts.command)
-        write_report(folder, report, render_coverage(report))
-        return report
+        return _coverage_run(store, retriever, memo, locomo_queries(questions), variants, folder, "locomo", opts)
     answer_llm, judge_llm = _require_qa(models)
     last_dates = {s.name: max(x.started_at for x in s.sessions) for s in spaces}
     known = {s.name: {t.id for x in s.sessions for t in x.turns} for s in spaces}
@@ -175,6 +171,43 @@ async def eval_locomo(
                 evidence_issues=evidence.issues,
             )
         )
+    return await _qa_run(
+        retriever, answer_llm, judge_llm, tasks, variants, folder, "locomo", opts, prompt_variant=opts.prompt
+    )
+
+
+def _coverage_run(
+    store: Store,
+    retriever: Retriever,
+    memo: MemoEmbedder,
+    queries: Sequence[Query],
+    variants: Sequence[Variant],
+    folder: Path,
+    benchmark: str,
+    opts: EvalOptions,
+) -> CoverageReport:
+    """Retrieval-only: evaluate what ``folder/records.jsonl`` lacks, then write the report of every record."""
+    cov: ResultsFile[CoverageRecord] = ResultsFile(folder / "records.jsonl", CoverageRecord)
+    run_retrieval_only(store, retriever, memo, queries, variants, cov, progress=opts.progress)
+    report = coverage_report(list(cov), benchmark=benchmark, preset=opts.preset, command=opts.command)
+    write_report(folder, report, render_coverage(report))
+    return report
+
+
+async def _qa_run(
+    retriever: Retriever,
+    answer_llm: LLM,
+    judge_llm: LLM,
+    tasks: Sequence[QATask],
+    variants: Sequence[Variant],
+    folder: Path,
+    benchmark: str,
+    opts: EvalOptions,
+    *,
+    prompt_variant: str,
+    locomo_overall: float | None = None,
+) -> QAReport:
+    """Answer and judge what ``folder/records.jsonl`` lacks, then write the report of every record."""
     qa: ResultsFile[AnswerRecord] = ResultsFile(folder / "records.jsonl", AnswerRecord)
     await run_qa(
         Answerer(retriever, answer_llm),
@@ -187,17 +220,18 @@ async def eval_locomo(
         concurrency=opts.concurrency,
         progress=opts.progress,
     )
-    qreport = qa_report(
+    report = qa_report(
         list(qa),
-        benchmark="locomo",
+        benchmark=benchmark,
         answer_model=answer_llm.model,
         judge_model=judge_llm.model,
-        prompt_variant=opts.prompt,
+        prompt_variant=prompt_variant,
         runs=opts.runs,
+        locomo_overall=locomo_overall,
         command=opts.command,
     )
-    write_report(folder, qreport, render_qa(qreport))
-    return qreport
+    write_report(folder, report, render_qa(report))
+    return report
 
 
 def _write_cost(store: Store, folder: Path, spaces: Sequence[str], models: Models) -> None:
@@ -254,11 +288,7 @@ async def eval_plus(
     retriever = Retriever(store, memo)
     (folder / "stitching.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if opts.retrieval_only:
-        cov: ResultsFile[CoverageRecord] = ResultsFile(folder / "records.jsonl", CoverageRecord)
-        run_retrieval_only(store, retriever, memo, plus_queries(all_probes), variants, cov, progress=opts.progress)
-        report = coverage_report(list(cov), benchmark="locomo-plus", preset=opts.preset, command=opts.command)
-        write_report(folder, report, render_coverage(report))
-        return report
+        return _coverage_run(store, retriever, memo, plus_queries(all_probes), variants, folder, "locomo-plus", opts)
     answer_llm, judge_llm = _require_qa(models)
     speakers = {s.name: s.speakers for s in stitched}
     tasks = []
@@ -279,26 +309,15 @@ async def eval_plus(
                 listener=listener,
             )
         )
-    qa: ResultsFile[AnswerRecord] = ResultsFile(folder / "records.jsonl", AnswerRecord)
-    await run_qa(
-        Answerer(retriever, answer_llm),
+    return await _qa_run(
+        retriever,
+        answer_llm,
         judge_llm,
         tasks,
         variants,
-        qa,
-        runs=opts.runs,
-        concurrency=opts.concurrency,
-        progress=opts.progress,
-    )
-    qreport = qa_report(
-        list(qa),
-        benchmark="locomo-plus",
-        answer_model=answer_llm.model,
-        judge_model=judge_llm.model,
+        folder,
+        "locomo-plus",
+        opts,
         prompt_variant="reply",
-        runs=opts.runs,
         locomo_overall=_locomo_overall(opts.out),
-        command=opts.command,
     )
-    write_report(folder, qreport, render_qa(qreport))
-    return qreport
