@@ -13,18 +13,15 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tmem.build.extractive.dates import format_day
 from tmem.models import Persona, Turn
 from tmem.retrieve.types import SearchResult
 from tmem.util.text import count_tokens
 
 
 def format_date(value: datetime) -> str:
-    """``8 May 2023`` (no leading zero, English month; never locale dependent)."""
-    months = (
-        "January", "February", "March", "April", "May", "June",
-        "July", "August", "September", "October", "November", "December",
-    )  # fmt: skip
-    return f"{value.day} {months[value.month - 1]} {value.year}"
+    """``8 May 2023`` (no leading zero, English month; never locale dependent): the extractive items' format."""
+    return format_day(value.date())
 
 
 def format_turn(turn: Turn, *, dated: bool) -> str:

@@ -28,7 +28,7 @@ from enum import StrEnum
 from dateutil.relativedelta import relativedelta
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Granularity", "ResolvedDate", "format_day", "resolve_relative_dates"]
+__all__ = ["Granularity", "ResolvedDate", "format_day", "month_name", "resolve_relative_dates"]
 
 
 class Granularity(StrEnum):
@@ -59,23 +59,34 @@ class ResolvedDate(BaseModel):
         if self.granularity is Granularity.DAY:
             return prefix + format_day(self.start)
         if self.granularity is Granularity.MONTH:
-            return prefix + self.start.strftime("%B ") + str(self.start.year)
+            return f"{prefix}{month_name(self.start)} {self.start.year}"
         if self.granularity is Granularity.YEAR:
             return prefix + str(self.start.year)
         kind = "the weekend of" if self.granularity is Granularity.WEEKEND else "the week of"
         return f"{prefix}{kind} {_format_range(self.start, self.end)}"
 
 
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+
+
+def month_name(day: date) -> str:
+    """The English month name (``strftime('%B')`` would follow the process's LC_TIME locale)."""
+    return _MONTHS[day.month - 1]
+
+
 def format_day(day: date) -> str:
-    """'7 May 2023' (no leading zero, English month name)."""
-    return f"{day.day} {day.strftime('%B')} {day.year}"
+    """'7 May 2023' (no leading zero, English month name, never locale dependent)."""
+    return f"{day.day} {month_name(day)} {day.year}"
 
 
 def _format_range(start: date, end: date) -> str:
     if start.year != end.year:
         return f"{format_day(start)} - {format_day(end)}"
     if start.month != end.month:
-        return f"{start.day} {start.strftime('%B')} - {format_day(end)}"
+        return f"{start.day} {month_name(start)} - {format_day(end)}"
     return f"{start.day}-{format_day(end)}"
 
 
