@@ -12,7 +12,8 @@ from tmem.errors import ConfigError, InputError
 from tmem.eval.baselines import pack
 from tmem.eval.harness import MemoEmbedder, parse_variants
 from tmem.eval.records import CoverageRecord, ResultsFile, SystemCoverage
-from tmem.eval.report import MeanStd
+from tmem.eval.report import MeanStd, coverage_report
+from tmem.eval.retrieval_only import system_coverage
 from tmem.retrieve.config import RetrievalConfig
 
 
@@ -90,3 +91,41 @@ def test_results_file_redoes_only_a_cut_last_line_and_refuses_damage_elsewhere(t
     with pytest.raises(InputError, match=r"line 2 .*another --out"):
         ResultsFile(path, CoverageRecord)
     assert path.read_text(encoding="utf-8").count("\n") == 3  # left as it was
+
+
+def test_coverage_and_cue_hit_by_hand() -> None:
+    context = {"D1:1", "D1:2", "P0:2"}
+    # LoCoMo: coverage is the share of gold turns inside; a hit needs every one of them
+    two_of_three = system_coverage(context, ["D1:1", "D1:2", "D2:5"], 120, any_hit=False)
+    assert (two_of_three.coverage, two_of_three.hit, two_of_three.tokens) == (pytest.approx(2 / 3), False, 120)
+    assert system_coverage(context, ["D1:2"], 5, any_hit=False).hit
+    # LoCoMo-Plus: binary, any cue turn inside is a hit
+    assert system_coverage(context, ["P0:1", "P0:2"], 9, any_hit=True) == SystemCoverage(
+        tokens=9, coverage=None, hit=True
+    )
+    assert not system_coverage(context, ["P1:1"], 9, any_hit=True).hit
+    # no usable gold: nothing to cover, never a hit
+    assert system_coverage(context, [], 9, any_hit=False) == SystemCoverage(tokens=9, coverage=None, hit=False)
+
+
+def test_coverage_report_by_hand() -> None:
+    def rec(key: str, category: int, tmem: SystemCoverage, bm25: SystemCoverage, gold: list[str]) -> CoverageRecord:
+        return _coverage(key).model_copy(
+            update={"category": category, "gold_turn_ids": gold, "systems": {"tmem": tmem, "bm25": bm25}}
+        )
+
+    records = [
+        rec("c#0", 4, SystemCoverage(tokens=100, coverage=1.0, hit=True), SystemCoverage(tokens=90, coverage=0.0, hit=False), ["D1:1"]),
+        rec("c#1", 4, SystemCoverage(tokens=300, coverage=0.5, hit=False), SystemCoverage(tokens=280, coverage=0.5, hit=False), ["D1:1", "D1:2"]),
+        rec("c#2", 2, SystemCoverage(tokens=200, coverage=0.0, hit=False), SystemCoverage(tokens=200, coverage=1.0, hit=True), ["D2:1"]),
+        rec("c#3", 1, SystemCoverage(tokens=50, coverage=None, hit=False), SystemCoverage(tokens=50, coverage=None, hit=False), []),
+    ]  # fmt: skip
+    report = coverage_report(records, benchmark="locomo", preset="paper")
+    assert (report.questions, report.scored) == (4, 3)  # c#3 has no usable evidence and is not scored
+    tmem, bm25 = report.rows
+    assert (tmem.system, bm25.system) == ("tmem", "bm25") and tmem.n == bm25.n == 3
+    assert tmem.overall == pytest.approx(50.0) and bm25.overall == pytest.approx(50.0)  # (1 + .5 + 0) / 3
+    assert tmem.by_category["Single-hop"] == pytest.approx(75.0) and tmem.by_category["Temporal"] == 0.0
+    assert bm25.by_category["Single-hop"] == pytest.approx(25.0) and bm25.by_category["Temporal"] == 100.0
+    assert math.isnan(tmem.by_category["Multi-hop"])  # no scored question in that category
+    assert tmem.all_hit == pytest.approx(100 / 3) and tmem.tokens == pytest.approx(200.0)

@@ -49,7 +49,9 @@ def plus_queries(probes: Sequence[StitchedProbe]) -> list[Query]:
     ]
 
 
-def _system(ids: set[str], gold: list[str], tokens: int, *, any_hit: bool) -> SystemCoverage:
+def system_coverage(ids: set[str], gold: list[str], tokens: int, *, any_hit: bool) -> SystemCoverage:
+    """What a context (its turn ids) holds of ``gold``: LoCoMo coverage and all-evidence hit, or LoCoMo-Plus cue hit
+    (``any_hit``: any cue turn inside). No gold: no coverage and no hit."""
     if not gold:
         return SystemCoverage(tokens=tokens, coverage=None, hit=False)
     inside = sum(1 for g in gold if g in ids)
@@ -92,9 +94,9 @@ def run_retrieval_only(
                 gold, issues, any_hit = q.cue_turn_ids, [], True
             result = retriever.search(space, q.text, variant.config)
             context = assemble_context(result, include_persona=False)
-            systems = {"tmem": _system(set(result.turn_ids()), gold, context.evidence_tokens, any_hit=any_hit)}
+            systems = {"tmem": system_coverage(set(result.turn_ids()), gold, context.evidence_tokens, any_hit=any_hit)}
             for name, packed in baselines.packed(q.text, q.key, context.evidence_tokens).items():
-                systems[name] = _system(set(packed.turn_ids), gold, packed.tokens, any_hit=any_hit)
+                systems[name] = system_coverage(set(packed.turn_ids), gold, packed.tokens, any_hit=any_hit)
             results.add(
                 CoverageRecord(
                     key=q.key,
