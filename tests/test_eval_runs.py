@@ -143,6 +143,32 @@ async def test_qa_locomo_complete_records_and_resume(
     assert "| Single-hop | Multi-hop | Temporal | Open Domain | Overall | F1 |" in md
 
 
+async def test_resuming_with_another_answer_protocol_is_refused(locomo_slice: Path, tmp_path: Path) -> None:
+    # Records are keyed by question only: reusing them under another --runs (missing runs would count as WRONG) or
+    # another prompt (short answers reported as chain of thought) would mix results.
+    store = SQLiteStore.open(tmp_path / "mem" / "tmem.db")
+    answer = scripted_llm(store, fn=answer_fn, model="qa-scripted")
+    judge = scripted_llm(store, fn=judge_fn, model="judge-scripted")
+    models = Models(build=None, answer=answer, judge=judge)
+    opts = _opts(locomo_slice, tmp_path / "out", limit=1, runs=1)
+    await eval_locomo(store, Settings(), opts, models, HashEmbedder())
+    with pytest.raises(ConfigError, match="different runs"):
+        await eval_locomo(store, Settings(), opts.model_copy(update={"runs": 2}), models, HashEmbedder())
+    with pytest.raises(ConfigError, match="different prompt"):
+        await eval_locomo(store, Settings(), opts.model_copy(update={"prompt": "cot"}), models, HashEmbedder())
+    await eval_locomo(store, Settings(), opts, models, HashEmbedder())  # the same protocol resumes
+
+
+@pytest.mark.skipif(not PLUS.exists(), reason="dev data not present")
+async def test_resuming_plus_with_another_stitching_is_refused(locomo_slice: Path, tmp_path: Path) -> None:
+    store = SQLiteStore.open(tmp_path / "mem" / "tmem.db")
+    opts = _opts(PLUS, tmp_path / "out", locomo=locomo_slice, retrieval_only=True, limit=1)
+    await eval_plus(store, Settings(), opts, Models(None, None, None), HashEmbedder())
+    with pytest.raises(ConfigError, match="different stitch"):
+        per_probe = opts.model_copy(update={"stitch": "per-probe"})
+        await eval_plus(store, Settings(), per_probe, Models(None, None, None), HashEmbedder())
+
+
 async def test_qa_needs_llms(locomo_slice: Path, tmp_path: Path) -> None:
     store = SQLiteStore.open(":memory:")
     with pytest.raises(ConfigError, match="--retrieval-only"):

@@ -189,6 +189,9 @@ class Manifest(BaseModel):
     embed_model: str
     preset: str
     variants: list[str]
+    runs: int | None = Field(default=None, description="Judge runs per answer (QA only).")
+    prompt: str | None = Field(default=None, description="Answer prompt: 'short', 'cot' or 'reply' (QA only).")
+    stitch: str | None = Field(default=None, description="LoCoMo-Plus stitching mode: 'shared' or 'per-probe'.")
     data_files: dict[str, str] = Field(description="Path -> sha256.")
     settings: dict[str, Any] = Field(description="Settings with secrets removed.")
     started_at: str = Field(description="Wall-clock time of the run (bookkeeping only).")
@@ -205,6 +208,9 @@ def make_manifest(
     preset: str,
     variants: Sequence[Variant],
     data_files: Sequence[Path],
+    runs: int | None = None,
+    prompt: str | None = None,
+    stitch: str | None = None,
 ) -> Manifest:
     safe = settings.model_dump(mode="json", exclude={"llm_api_key"})
     return Manifest(
@@ -218,6 +224,9 @@ def make_manifest(
         embed_model=embedder.model_id,
         preset=preset,
         variants=[v.name for v in variants],
+        runs=runs,
+        prompt=prompt,
+        stitch=stitch,
         data_files={str(p): file_sha256(p) for p in data_files},
         settings=safe,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -234,7 +243,8 @@ def write_manifest(out: Path, manifest: Manifest) -> Path:
         # Data files are compared by content (sha256), not by the path they were given with.
         old["data_files"] = sorted(old.get("data_files", {}).values())
         new["data_files"] = sorted(new["data_files"].values())
-        for key in ("benchmark", "mode", "data_files", "models", "embed_model", "preset"):
+        # Records are keyed by (variant, question) alone, so everything that changes what a record means is compared.
+        for key in ("benchmark", "mode", "data_files", "models", "embed_model", "preset", "runs", "prompt", "stitch"):
             if old.get(key) != new[key]:
                 raise ConfigError(
                     f"{path} was written by a run with a different {key} ({old.get(key)!r}); resuming would mix "

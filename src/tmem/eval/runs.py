@@ -129,6 +129,9 @@ def _manifest(
         preset=opts.preset,
         variants=vs,
         data_files=files,
+        runs=None if opts.retrieval_only else opts.runs,
+        prompt=None if opts.retrieval_only else (opts.prompt if benchmark == "locomo" else "reply"),
+        stitch=opts.stitch if benchmark == "locomo-plus" else None,
     )
     write_manifest(opts.out / benchmark, manifest)
 
