@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tmem.answer.context import AnswerContext, assemble_context, format_date
 from tmem.answer.prompting import PromptTemplate, load_template
 from tmem.answer.schemas import CotAnswer, MemoryReply, ShortAnswer
-from tmem.llm.base import LLM, Message
+from tmem.llm.base import LLM, Message, Usage
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import SearchResult
 from tmem.util.text import count_tokens
@@ -95,8 +95,14 @@ def reply_messages(
     )
 
 
-def _prompt_tokens(messages: list[Message]) -> int:
-    return sum(count_tokens(m.content) for m in messages)
+def _tokens(context: AnswerContext, messages: list[Message], usage: Usage) -> AnswerTokens:
+    return AnswerTokens(
+        evidence=context.evidence_tokens,
+        persona=context.persona_tokens,
+        prompt=sum(count_tokens(m.content) for m in messages),
+        llm_input=usage.input_tokens,
+        llm_output=usage.output_tokens,
+    )
 
 
 class Answerer:
@@ -141,13 +147,7 @@ class Answerer:
             cached=cached,
             context=context,
             search=found,
-            tokens=AnswerTokens(
-                evidence=context.evidence_tokens,
-                persona=context.persona_tokens,
-                prompt=_prompt_tokens(messages),
-                llm_input=usage.input_tokens,
-                llm_output=usage.output_tokens,
-            ),
+            tokens=_tokens(context, messages, usage),
         )
 
     async def reply(
@@ -176,11 +176,5 @@ class Answerer:
             cached=out.cached,
             context=context,
             search=found,
-            tokens=AnswerTokens(
-                evidence=context.evidence_tokens,
-                persona=context.persona_tokens,
-                prompt=_prompt_tokens(messages),
-                llm_input=out.usage.input_tokens,
-                llm_output=out.usage.output_tokens,
-            ),
+            tokens=_tokens(context, messages, out.usage),
         )
