@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tmem.embed.hashing import HashEmbedder
-from tmem.errors import ConfigError, LLMError
+from tmem.errors import ConfigError, InputError, LLMError
 from tmem.eval.records import AnswerRecord, CoverageRecord
-from tmem.eval.runs import EvalOptions, Models, eval_locomo, eval_plus
+from tmem.eval.runs import EvalOptions, Models, eval_locomo, eval_plus, read_locomo_overall
 from tmem.llm.base import ChatRequest
 from tmem.llm.scripted import scripted_llm
 from tmem.settings import Settings
@@ -167,6 +167,16 @@ async def test_resuming_plus_with_another_stitching_is_refused(locomo_slice: Pat
     with pytest.raises(ConfigError, match="different stitch"):
         per_probe = opts.model_copy(update={"stitch": "per-probe"})
         await eval_plus(store, Settings(), per_probe, Models(None, None, None), HashEmbedder())
+
+
+def test_a_damaged_locomo_report_beside_plus_is_a_clear_error(tmp_path: Path) -> None:
+    assert read_locomo_overall(tmp_path) is None  # no LoCoMo run in this folder: no gap, said in the report
+    (tmp_path / "locomo").mkdir()
+    (tmp_path / "locomo" / "report.json").write_text('{"rows": [{"variant": "full", "overall": {"mean": 61.5}}]}')
+    assert read_locomo_overall(tmp_path) == 61.5
+    (tmp_path / "locomo" / "report.json").write_text('{"rows": [')
+    with pytest.raises(InputError, match="rerun `tmem eval locomo`"):
+        read_locomo_overall(tmp_path)
 
 
 async def test_qa_needs_llms(locomo_slice: Path, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from tmem.answer.answerer import Answerer, QuestionTime
 from tmem.build.options import BuildOptions
 from tmem.embed.base import Embedder
-from tmem.errors import ConfigError
+from tmem.errors import ConfigError, InputError
 from tmem.eval.cost import construction_cost, render_cost
 from tmem.eval.harness import MemoEmbedder, Variant, make_manifest, parse_variants, prepare_spaces, write_manifest
 from tmem.eval.locomo_data import LocomoQuestion, load_questions, normalise_evidence
@@ -246,11 +246,18 @@ def _write_cost(store: Store, folder: Path, spaces: Sequence[str], models: Model
     (folder / "cost.md").write_text(render_cost(cost), encoding="utf-8")
 
 
-def _locomo_overall(out: Path) -> float | None:
+def read_locomo_overall(out: Path) -> float | None:
+    """The LoCoMo QA overall of the same --out folder, for the LoCoMo -> LoCoMo-Plus gap; None when there is none."""
     path = out / "locomo" / "report.json"
     if not path.exists():
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path}: not valid JSON ({exc.msg}); rerun `tmem eval locomo` with this --out to rewrite it (its records "
+            "are kept), or delete it to report LoCoMo-Plus without the gap."
+        ) from exc
     for row in data.get("rows", []):
         if row.get("variant") == "full" and isinstance(row.get("overall"), dict):
             return float(row["overall"]["mean"])
@@ -322,5 +329,5 @@ async def eval_plus(
         "locomo-plus",
         opts,
         prompt_variant="reply",
-        locomo_overall=_locomo_overall(opts.out),
+        locomo_overall=read_locomo_overall(opts.out),
     )
