@@ -91,6 +91,9 @@ def test_results_file_redoes_only_a_cut_last_line_and_refuses_damage_elsewhere(t
     with pytest.raises(InputError, match=r"line 2 .*another --out"):
         ResultsFile(path, CoverageRecord)
     assert path.read_text(encoding="utf-8").count("\n") == 3  # left as it was
+    path.write_text(good[0] + "\n" + '{"key": "conv-1#1"}' + "\n", encoding="utf-8")  # complete, not a record
+    with pytest.raises(InputError, match=r"line 2 "):
+        ResultsFile(path, CoverageRecord)
 
 
 def test_coverage_and_cue_hit_by_hand() -> None:

@@ -2,8 +2,8 @@
 
 Every evaluated question becomes one JSON line, written and flushed as soon as it is complete. A rerun loads the
 file, skips every key already present and appends the rest; a last line cut short by an interruption is reported and
-redone, never silently dropped or trusted, and an invalid line anywhere else stops the run (it cannot come from an
-interruption, and dropping it would discard results).
+redone, never silently dropped or trusted; any other invalid line (one before the last, or a complete object that is
+not a record) stops the run: it cannot come from an interruption, and dropping it would discard results.
 """
 
 from __future__ import annotations
@@ -128,8 +128,9 @@ class ResultsFile(Generic[R]):
                 try:
                     rec = model.model_validate(json.loads(line))
                 except (json.JSONDecodeError, ValidationError) as exc:
-                    if lineno != last:
-                        # Appends only ever cut the last line short; a bad line before it is not an interruption.
+                    if lineno != last or isinstance(exc, ValidationError):
+                        # An interrupted append cuts the last line short (not JSON); a bad line before it, or a
+                        # complete object that is not a record, is no interruption.
                         raise InputError(
                             f"{path}: line {lineno} is not a valid {model.__name__} ({exc.__class__.__name__}); the "
                             "file was written by another tmem version or edited. Pass another --out, or delete "
