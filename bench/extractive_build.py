@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tmem.build.check import check_space
-from tmem.build.extractive import build_extractive
-from tmem.build.pipeline import reset_space
+from tmem.construct.check import check_space
+from tmem.construct.extractive import build_extractive
+from tmem.construct.pipeline import reset_space
 from tmem.embed.base import Embedder
 from tmem.embed.hashing import HashEmbedder
 from tmem.embed.sentence import SentenceTransformerEmbedder

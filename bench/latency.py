@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tmem.build.extractive import build_extractive
+from tmem.construct.extractive import build_extractive
 from tmem.embed.base import Embedder
 from tmem.embed.sentence import SentenceTransformerEmbedder
 from tmem.index.space import SpaceIndex, SpaceRecords

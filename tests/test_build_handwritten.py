@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.stage_replies import dev_space
-from tmem.build.options import BuildOptions
-from tmem.build.pipeline import build_space
+from tmem.construct.options import BuildOptions
+from tmem.construct.pipeline import build_space
 from tmem.embed.hashing import HashEmbedder
 from tmem.ingest.importer import import_spaces
 from tmem.llm.base import ChatRequest

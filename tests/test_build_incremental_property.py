@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.stage_replies import dev_space, memory_snapshot, scripted_reply
-from tmem.build.options import BuildOptions
-from tmem.build.pipeline import build_space
+from tmem.construct.options import BuildOptions
+from tmem.construct.pipeline import build_space
 from tmem.embed.hashing import HashEmbedder
 from tmem.ingest.importer import import_spaces
 from tmem.llm.scripted import scripted_llm

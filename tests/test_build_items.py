@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tmem.build.common import StageRun
-from tmem.build.items import (
+from tmem.construct.common import StageRun
+from tmem.construct.items import (
     AtomicItemOut,
     ConnectedItemOut,
     ExtractionRequest,
@@ -18,8 +18,8 @@ from tmem.build.items import (
     item_id,
     run_items,
 )
-from tmem.build.options import BuildOptions
-from tmem.build.revert import load_covered
+from tmem.construct.options import BuildOptions
+from tmem.construct.revert import load_covered
 from tmem.llm.base import ChatRequest
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Item, ItemKind, Scene, Session, Topic, TopicSceneLink, Turn

@@ -11,11 +11,11 @@ import pytest
 
 from tests.support.stage_replies import dev_space, memory_snapshot, scripted_reply
 from tests.test_retrieve_fixtures import CountingEmbedder
-from tmem.build.check import check_space
-from tmem.build.options import BuildOptions
-from tmem.build.pipeline import build_space, reset_space
-from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport
-from tmem.build.segment import STATE_OPEN_TAIL
+from tmem.construct.check import check_space
+from tmem.construct.options import BuildOptions
+from tmem.construct.pipeline import build_space, reset_space
+from tmem.construct.report import STATE_MODE, STATE_SESSIONS, BuildReport
+from tmem.construct.segment import STATE_OPEN_TAIL
 from tmem.embed.cached import CachedEmbedder
 from tmem.embed.hashing import HashEmbedder
 from tmem.errors import BatchPending, BuildError, InputError

@@ -8,10 +8,10 @@ from datetime import datetime
 
 import pytest
 
-from tmem.build.common import StageRun
-from tmem.build.options import BuildOptions
-from tmem.build.pipeline import build_space
-from tmem.build.segment import STATE_OPEN_TAIL, Buffer, SceneOut, SegmentReply, check_reply, run_segment
+from tmem.construct.common import StageRun
+from tmem.construct.options import BuildOptions
+from tmem.construct.pipeline import build_space
+from tmem.construct.segment import STATE_OPEN_TAIL, Buffer, SceneOut, SegmentReply, check_reply, run_segment
 from tmem.embed.hashing import HashEmbedder
 from tmem.errors import BuildError, LLMOutputError
 from tmem.llm.scripted import scripted_llm

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from tests.support.openai_stub import OpenAIStub
 from tests.support.stage_replies import dev_space, stub_reply
-from tmem.build.check import check_space
 from tmem.cli.main import cli
+from tmem.construct.check import check_space
 from tmem.ingest.importer import import_spaces
 from tmem.llm.cost import cost_report
 from tmem.store.sqlite import SQLiteStore

@@ -6,9 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from tmem.build.common import StageRun
-from tmem.build.options import BuildOptions
-from tmem.build.topics import SceneTopics, TopicChoice, TopicReply, check_reply, label_key, run_topics, topic_id
+from tmem.construct.common import StageRun
+from tmem.construct.options import BuildOptions
+from tmem.construct.topics import SceneTopics, TopicChoice, TopicReply, check_reply, label_key, run_topics, topic_id
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Scene, Session, Topic, Turn
 from tmem.store.sqlite import SQLiteStore

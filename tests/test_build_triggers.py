@@ -6,10 +6,10 @@ from datetime import datetime
 
 import pytest
 
-from tmem.build.common import StageRun
-from tmem.build.options import BuildOptions
-from tmem.build.persona import PersonaReply, TraitOut, check_reply, run_persona
-from tmem.build.triggers import (
+from tmem.construct.common import StageRun
+from tmem.construct.options import BuildOptions
+from tmem.construct.persona import PersonaReply, TraitOut, check_reply, run_persona
+from tmem.construct.triggers import (
     ItemTriggerReply,
     ItemTriggersOut,
     SceneTriggerOut,

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.support.data import DEV_LOCOMO
-from tmem.build.check import MemorySnapshot, check_snapshot
 from tmem.cli.main import cli
+from tmem.construct.check import MemorySnapshot, check_snapshot
 from tmem.models import (
     BuildMode,
     Item,
@@ -219,7 +219,7 @@ DEV = DEV_LOCOMO
 
 @pytest.mark.skipif(not DEV.exists(), reason="dev data not present")
 async def test_cli_check_passes_on_a_built_space_and_fails_on_a_corrupted_one(tmp_path: Path) -> None:
-    from tmem.build.extractive import build_extractive
+    from tmem.construct.extractive import build_extractive
     from tmem.embed.hashing import HashEmbedder
     from tmem.ingest import import_sessions, read_file
     from tmem.store.sqlite import SQLiteStore

@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.support.data import DEV_LOCOMO
-from tmem.build.report import STATE_MODE, STATE_SESSIONS
 from tmem.cli.ingest_cmds import DESCRIPTIVE_ONLY
 from tmem.cli.main import cli
+from tmem.construct.report import STATE_MODE, STATE_SESSIONS
 from tmem.errors import InputError
 from tmem.models import (
     BuildMode,

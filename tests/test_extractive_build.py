@@ -8,9 +8,9 @@ from functools import cache
 import pytest
 
 from tests.support.data import DEV_LOCOMO
-from tmem.build.check import check_space
-from tmem.build.extractive import STATE_CURSOR, build_extractive
-from tmem.build.report import STATE_MODE, STATE_SESSIONS
+from tmem.construct.check import check_space
+from tmem.construct.extractive import STATE_CURSOR, build_extractive
+from tmem.construct.report import STATE_MODE, STATE_SESSIONS
 from tmem.embed.base import EmbeddingResult
 from tmem.embed.hashing import HashEmbedder
 from tmem.errors import BuildError, EmbeddingError

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tmem.build.extractive.dates import Granularity, format_day, resolve_relative_dates
+from tmem.construct.extractive.dates import Granularity, format_day, resolve_relative_dates
 
 MONDAY = date(2023, 5, 8)
 SUNDAY = date(2023, 5, 14)

@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 
 from tests.test_extractive_build import DEV, SPACE, conversation, snapshot, store_with
-from tmem.build.check import check_space
-from tmem.build.extractive import build_extractive
-from tmem.build.extractive.segment import MAX_TURNS, MIN_TURNS
+from tmem.construct.check import check_space
+from tmem.construct.extractive import build_extractive
+from tmem.construct.extractive.segment import MAX_TURNS, MIN_TURNS
 
 pytestmark = pytest.mark.skipif(not DEV.exists(), reason="dev data not present")
 

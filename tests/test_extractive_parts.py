@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tmem.build.extractive.cluster import OnlineTopics
-from tmem.build.extractive.items import entity_triggers, is_substantive, item_from_turn
-from tmem.build.extractive.keyphrases import extract_keyphrases
-from tmem.build.extractive.segment import MAX_TURNS, MIN_TURNS, segment_session
+from tmem.construct.extractive.cluster import OnlineTopics
+from tmem.construct.extractive.items import entity_triggers, is_substantive, item_from_turn
+from tmem.construct.extractive.keyphrases import extract_keyphrases
+from tmem.construct.extractive.segment import MAX_TURNS, MIN_TURNS, segment_session
 from tmem.models import BuildMode, ItemKind, TriggerFamily, Turn
 
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from tests.support.data import DEV_LOCOMO
 from tests.test_retrieve_fixtures import CountingEmbedder
-from tmem.build.extractive import build_extractive
 from tmem.cli.main import cli
+from tmem.construct.extractive import build_extractive
 from tmem.embed.hashing import HashEmbedder
 from tmem.ingest.importer import import_spaces
 from tmem.ingest.reader import read_file

@@ -7,8 +7,8 @@ its typed results, the settings and the error tree. Everything else is importabl
 from __future__ import annotations
 
 from tmem.answer import Answer, QuestionTime
-from tmem.build.options import BuildOptions
-from tmem.build.report import BuildReport
+from tmem.construct.options import BuildOptions
+from tmem.construct.report import BuildReport
 from tmem.errors import (
     BatchPending,
     BuildError,

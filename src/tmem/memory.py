@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
-from tmem.build.options import BuildOptions
-from tmem.build.pipeline import build_space, reset_space
-from tmem.build.report import BuildReport
+from tmem.construct.options import BuildOptions
+from tmem.construct.pipeline import build_space, reset_space
+from tmem.construct.report import BuildReport
 from tmem.embed import make_embedder
 from tmem.embed.base import Embedder
 from tmem.errors import ConfigError
@@ -52,8 +52,8 @@ from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import SearchResult
 from tmem.settings import Settings
+from tmem.store import open_store
 from tmem.store.base import Store
-from tmem.store.sqlite import SQLiteStore
 
 R = TypeVar("R")
 
@@ -116,7 +116,7 @@ class Memory:
         settings = settings or Settings()
         if home is not None:
             settings = settings.model_copy(update={"home": Path(home).expanduser()})
-        return cls(SQLiteStore.open(settings.db_path), settings, llm=llm, embedder=embedder)
+        return cls(open_store(settings.store_url), settings, llm=llm, embedder=embedder)
 
     def close(self) -> None:
         self.store.close()

@@ -22,6 +22,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TMEM_", extra="ignore", validate_default=True)
 
     home: Path = Field(default_factory=default_home, description="Memory directory (holds tmem.db). TMEM_HOME.")
+    database_url: str | None = Field(
+        default=None,
+        description="Store URL: sqlite:///PATH or postgresql://USER:PASS@HOST/DB. Default: tmem.db in the home.",
+    )
 
     # ---------------------------------------------------------------- LLM
     llm: Literal["openai", "none"] = Field(
@@ -74,6 +78,11 @@ class Settings(BaseSettings):
     @property
     def db_path(self) -> Path:
         return self.home / "tmem.db"
+
+    @property
+    def store_url(self) -> str:
+        """The URL :func:`tmem.store.open_store` opens: ``database_url``, else ``tmem.db`` in the home directory."""
+        return self.database_url or f"sqlite:///{self.db_path}"
 
     def require_llm(self) -> str:
         """The construction model's name, or a ConfigError saying how to configure one."""

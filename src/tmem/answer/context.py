@@ -13,9 +13,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.build.extractive.dates import format_day
 from tmem.models import Persona, Turn
 from tmem.retrieve.types import SearchResult
+from tmem.util.dates import format_day
 from tmem.util.text import count_tokens
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from tmem.build.options import BuildOptions
-from tmem.build.report import BuildReport
 from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.construct.options import BuildOptions
+from tmem.construct.report import BuildReport
 from tmem.errors import BatchPending, ConfigError
 
 EXIT_BATCH_PENDING = 3
@@ -77,7 +77,7 @@ def build_cmd(
     **sizes: int | None,
 ) -> None:
     """Build the memory of SPACE (or of every space with --all); only what is new is processed."""
-    from tmem.build.pipeline import build_space, reset_space
+    from tmem.construct.pipeline import build_space, reset_space
     from tmem.embed.factory import make_embedder
     from tmem.llm.batch import export_pending
     from tmem.llm.service import make_llm

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import click
 
-from tmem.build.check import check_space
 from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.construct.check import check_space
 
 DESCRIPTIVE_NOTE = "descriptive only (built without an LLM: no Bridge, Horizon or persona)"
 

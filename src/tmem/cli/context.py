@@ -19,9 +19,9 @@ class AppContext:
 
     def store(self) -> Store:
         if self._store is None:
-            from tmem.store.sqlite import SQLiteStore
+            from tmem.store import open_store
 
-            self._store = SQLiteStore.open(self.settings.db_path)
+            self._store = open_store(self.settings.store_url)
         return self._store
 
     def close(self) -> None:

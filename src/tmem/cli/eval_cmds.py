@@ -140,12 +140,12 @@ def demo_cmd(ctx: click.Context, sessions: int, as_json: bool) -> None:
     from tmem.embed import make_embedder
     from tmem.eval.demo import dev_file, run_demo
     from tmem.retrieve.config import RetrievalConfig
-    from tmem.store.sqlite import SQLiteStore
+    from tmem.store import open_store, sqlite_url
 
     app: AppContext = ctx.ensure_object(AppContext)
     settings = app.settings
     home = settings.home if _dir_given(ctx) else Path(platformdirs.user_cache_dir("tmem", appauthor=False)) / "demo"
-    store = SQLiteStore.open(home / "tmem.db")
+    store = open_store(settings.database_url or sqlite_url(home / "tmem.db"))
     llm = _llm(settings, store) if settings.llm != "none" else None
     say = (lambda _s: None) if as_json else (lambda s: click.echo(s, err=True))
 
@@ -238,17 +238,17 @@ def _eval_options(f: Any) -> Any:
 
 
 def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
-    from tmem.build.options import BuildOptions
+    from tmem.construct.options import BuildOptions
     from tmem.embed import make_embedder
     from tmem.eval.runs import EvalOptions, Models, eval_locomo, eval_plus
     from tmem.llm.batch import export_pending
-    from tmem.store.sqlite import SQLiteStore
+    from tmem.store import open_store, sqlite_url
 
     app: AppContext = ctx.ensure_object(AppContext)
     settings = app.settings
     out: Path = kw["out"]
     home = settings.home if _dir_given(ctx) else out / "memory"
-    store = SQLiteStore.open(home / "tmem.db")
+    store = open_store(settings.database_url or sqlite_url(home / "tmem.db"))
     batch = kw["batch_out"] is not None
     build_llm = _llm(settings, store, batch=batch) if settings.llm != "none" else None
     answer_llm = judge_llm = None

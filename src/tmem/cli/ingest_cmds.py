@@ -13,7 +13,6 @@ from typing import Any, cast
 
 import click
 
-from tmem.build.report import STATE_MODE
 from tmem.cli.context import AppContext, echo_json, pass_app
 from tmem.ingest import FORMATS, Format, ImportReport, import_file
 from tmem.models import (
@@ -28,6 +27,7 @@ from tmem.models import (
     TriggerFamily,
 )
 from tmem.store.base import Store
+from tmem.util.state import STATE_MODE
 
 DESCRIPTIVE_ONLY = "descriptive only (built without an LLM: no Bridge, Horizon or persona)"
 SECTIONS = ("scenes", "topics", "items", "triggers", "persona")

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 import tmem
 from tmem.answer.answerer import Answerer, QuestionTime
 from tmem.answer.context import assemble_context
-from tmem.build.pipeline import build_space
-from tmem.build.report import BuildReport
+from tmem.construct.pipeline import build_space
+from tmem.construct.report import BuildReport
 from tmem.embed.base import Embedder
 from tmem.eval.locomo_data import CATEGORY_NAMES, normalise_evidence
 from tmem.eval.records import RetrievedRef, retrieved_refs

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.build.extractive.builder import turn_embedding_text
-from tmem.build.options import BuildOptions
-from tmem.build.pipeline import build_space
-from tmem.build.report import BuildReport
+from tmem.construct.extractive.builder import turn_embedding_text
+from tmem.construct.options import BuildOptions
+from tmem.construct.pipeline import build_space
+from tmem.construct.report import BuildReport
 from tmem.embed.base import Embedder, EmbeddingResult
 from tmem.errors import ConfigError
 from tmem.index.space import scene_text

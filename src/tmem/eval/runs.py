@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from tmem.answer.answerer import Answerer, QuestionTime
-from tmem.build.options import BuildOptions
+from tmem.construct.options import BuildOptions
 from tmem.embed.base import Embedder
 from tmem.errors import ConfigError, InputError
 from tmem.eval.cost import construction_cost, render_cost

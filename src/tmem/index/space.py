@@ -18,7 +18,6 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from tmem.build.report import STATE_MODE
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.index.bm25 import BM25Index
@@ -39,6 +38,7 @@ from tmem.models import (
     Turn,
 )
 from tmem.store.base import Store
+from tmem.util.state import STATE_MODE
 
 NodeType = Literal["topic", "scene", "item"]
 NODE_TYPES: tuple[NodeType, ...] = ("topic", "scene", "item")

@@ -28,6 +28,8 @@ from enum import StrEnum
 from dateutil.relativedelta import relativedelta
 from pydantic import BaseModel, ConfigDict
 
+from tmem.util.dates import format_day, month_name
+
 __all__ = ["Granularity", "ResolvedDate", "format_day", "month_name", "resolve_relative_dates"]
 
 
@@ -64,22 +66,6 @@ class ResolvedDate(BaseModel):
             return prefix + str(self.start.year)
         kind = "the weekend of" if self.granularity is Granularity.WEEKEND else "the week of"
         return f"{prefix}{kind} {_format_range(self.start, self.end)}"
-
-
-_MONTHS = (
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
-)  # fmt: skip
-
-
-def month_name(day: date) -> str:
-    """The English month name (``strftime('%B')`` would follow the process's LC_TIME locale)."""
-    return _MONTHS[day.month - 1]
-
-
-def format_day(day: date) -> str:
-    """'7 May 2023' (no leading zero, English month name, never locale dependent)."""
-    return f"{day.day} {month_name(day)} {day.year}"
 
 
 def _format_range(start: date, end: date) -> str:

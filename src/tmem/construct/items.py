@@ -19,9 +19,9 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, check_iso_date, checked, chunks, fmt_span, fmt_turns, render, stable_id
-from tmem.build.options import BuildOptions
-from tmem.build.revert import load_covered, save_covered
+from tmem.construct.common import StageRun, check_iso_date, checked, chunks, fmt_span, fmt_turns, render, stable_id
+from tmem.construct.options import BuildOptions
+from tmem.construct.revert import load_covered, save_covered
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Item, ItemKind, Scene, Topic, Turn
 from tmem.store.base import Store

@@ -7,7 +7,7 @@ Bridge, Horizon or Scene triggers and no persona. See docs/extractive.md.
 
 from __future__ import annotations
 
-from tmem.build.extractive.builder import STATE_CURSOR, build_extractive
-from tmem.build.extractive.dates import Granularity, ResolvedDate, resolve_relative_dates
+from tmem.construct.extractive.builder import STATE_CURSOR, build_extractive
+from tmem.construct.extractive.dates import Granularity, ResolvedDate, resolve_relative_dates
 
 __all__ = ["STATE_CURSOR", "Granularity", "ResolvedDate", "build_extractive", "resolve_relative_dates"]

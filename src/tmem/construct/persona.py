@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, checked, chunks, render
-from tmem.build.options import BuildOptions
+from tmem.construct.common import StageRun, checked, chunks, render
+from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Persona, PersonaTrait
 from tmem.store.base import Store

@@ -2,7 +2,7 @@
 
 Substantive rule: a turn yields an item when its text and image caption together hold at least
 ``MIN_CONTENT_WORDS`` distinct content words (words that are neither stopwords nor conversational fillers, see
-:data:`tmem.build.extractive.keyphrases.STOPWORDS`). "Hey Mel! Good to see you!" has none and is skipped; "I went to
+:data:`tmem.construct.extractive.keyphrases.STOPWORDS`). "Hey Mel! Good to see you!" has none and is skipped; "I went to
 a LGBTQ support group yesterday" has five and is kept.
 
 Item text format (self-contained, so that it reads correctly out of context)::
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tmem.build.extractive.dates import ResolvedDate, format_day, resolve_relative_dates
-from tmem.build.extractive.keyphrases import Keyphrase, content_words, extract_keyphrases
+from tmem.construct.extractive.dates import ResolvedDate, format_day, resolve_relative_dates
+from tmem.construct.extractive.keyphrases import Keyphrase, content_words, extract_keyphrases
 from tmem.models import BuildMode, Item, ItemKind, Trigger, TriggerFamily, TriggerView, Turn
 from tmem.util.text import text_hash
 

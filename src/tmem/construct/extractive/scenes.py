@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from tmem.build.extractive.dates import format_day
-from tmem.build.extractive.items import is_substantive
-from tmem.build.extractive.keyphrases import extract_keyphrases
+from tmem.construct.extractive.dates import format_day
+from tmem.construct.extractive.items import is_substantive
+from tmem.construct.extractive.keyphrases import extract_keyphrases
 from tmem.models import BuildMode, Scene, Topic, Turn
 from tmem.util.text import text_hash
 

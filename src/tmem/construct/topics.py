@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, checked, chunks, fmt_span, render, stable_id
-from tmem.build.options import BuildOptions
+from tmem.construct.common import StageRun, checked, chunks, fmt_span, render, stable_id
+from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Scene, Topic, TopicSceneLink
 from tmem.store.base import Store

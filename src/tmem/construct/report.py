@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-# Store state keys every build maintains (read by ``tmem spaces`` and the retriever).
-STATE_MODE = "build.mode"  # "llm" or "extractive"
-STATE_SESSIONS = "build.sessions"  # number of sessions covered by the last completed build (str(int))
+# Store state keys every build maintains live in tmem.util.state (the retriever and the CLI read them too).
+from tmem.util.state import STATE_MODE, STATE_SESSIONS
+
+__all__ = ["STATE_MODE", "STATE_SESSIONS", "BuildReport", "StageReport"]
 
 
 class StageReport(BaseModel):

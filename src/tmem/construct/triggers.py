@@ -18,8 +18,8 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, checked, chunks, fmt_span, render, stable_id
-from tmem.build.options import BuildOptions
+from tmem.construct.common import StageRun, checked, chunks, fmt_span, render, stable_id
+from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Scene, Trigger, TriggerFamily, TriggerView
 from tmem.store.base import Store

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from tmem.build.common import StageRun, checked, fmt_turns, render, stable_id
-from tmem.build.options import BuildOptions
-from tmem.build.revert import revert_scene
+from tmem.construct.common import StageRun, checked, fmt_turns, render, stable_id
+from tmem.construct.options import BuildOptions
+from tmem.construct.revert import revert_scene
 from tmem.errors import BuildError
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Scene, Turn

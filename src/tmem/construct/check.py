@@ -33,7 +33,7 @@ from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.build.report import STATE_MODE, STATE_SESSIONS
+from tmem.construct.report import STATE_MODE, STATE_SESSIONS
 from tmem.models import (
     ITEM_FAMILIES,
     BuildMode,

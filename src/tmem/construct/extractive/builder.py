@@ -19,12 +19,12 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
-from tmem.build.extractive.cluster import JOIN_THRESHOLD, OnlineTopics
-from tmem.build.extractive.items import entity_triggers, is_substantive, item_from_turn
-from tmem.build.extractive.keyphrases import extract_keyphrases
-from tmem.build.extractive.scenes import make_scene, make_topic, scene_topic_text, topic_id
-from tmem.build.extractive.segment import segment_session
-from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport, StageReport
+from tmem.construct.extractive.cluster import JOIN_THRESHOLD, OnlineTopics
+from tmem.construct.extractive.items import entity_triggers, is_substantive, item_from_turn
+from tmem.construct.extractive.keyphrases import extract_keyphrases
+from tmem.construct.extractive.scenes import make_scene, make_topic, scene_topic_text, topic_id
+from tmem.construct.extractive.segment import segment_session
+from tmem.construct.report import STATE_MODE, STATE_SESSIONS, BuildReport, StageReport
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.errors import BuildError
@@ -185,7 +185,7 @@ async def build_extractive(
 ) -> BuildReport:
     """Build (or extend) the extractive memory of ``space``: only sessions not yet covered are processed.
 
-    ``topic_threshold`` (default :data:`~tmem.build.extractive.cluster.JOIN_THRESHOLD`) is fixed by the first build
+    ``topic_threshold`` (default :data:`~tmem.construct.extractive.cluster.JOIN_THRESHOLD`) is fixed by the first build
     of a space; a later build must use the same value (or leave it unset) so that old and new scenes are clustered
     alike. Raises BuildError when the space already holds an LLM-built memory (the two modes are not mixed).
     """
@@ -233,7 +233,7 @@ async def build_extractive(
         bar.close()
     store.set_state(space, STATE_MODE, BuildMode.EXTRACTIVE.value)
     store.set_state(space, STATE_SESSIONS, str(len(sessions)))
-    from tmem.build.pipeline import memory_counts  # same counts as an LLM build reports (import here: no cycle)
+    from tmem.construct.pipeline import memory_counts  # same counts as an LLM build reports (import here: no cycle)
 
     counts = memory_counts(store, space)
     return BuildReport(

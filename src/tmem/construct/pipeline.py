@@ -19,19 +19,19 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import BaseModel
 
-from tmem.build.common import StageRun
-from tmem.build.items import STAGE as ITEMS_STAGE
-from tmem.build.items import run_items
-from tmem.build.options import BuildOptions
-from tmem.build.persona import STAGE as PERSONA_STAGE
-from tmem.build.persona import run_persona
-from tmem.build.report import STATE_MODE, STATE_SESSIONS, BuildReport
-from tmem.build.revert import STATE_COVERED
-from tmem.build.segment import STAGE as SEGMENT_STAGE
-from tmem.build.segment import STATE_OPEN_TAIL, run_segment
-from tmem.build.topics import STAGE as TOPICS_STAGE
-from tmem.build.topics import run_topics
-from tmem.build.triggers import ITEM_STAGE, SCENE_STAGE, run_item_triggers, run_scene_triggers
+from tmem.construct.common import StageRun
+from tmem.construct.items import STAGE as ITEMS_STAGE
+from tmem.construct.items import run_items
+from tmem.construct.options import BuildOptions
+from tmem.construct.persona import STAGE as PERSONA_STAGE
+from tmem.construct.persona import run_persona
+from tmem.construct.report import STATE_MODE, STATE_SESSIONS, BuildReport
+from tmem.construct.revert import STATE_COVERED
+from tmem.construct.segment import STAGE as SEGMENT_STAGE
+from tmem.construct.segment import STATE_OPEN_TAIL, run_segment
+from tmem.construct.topics import STAGE as TOPICS_STAGE
+from tmem.construct.topics import run_topics
+from tmem.construct.triggers import ITEM_STAGE, SCENE_STAGE, run_item_triggers, run_scene_triggers
 from tmem.embed.base import Embedder
 from tmem.errors import BatchPending, BuildError, ConfigError, InputError, LLMError
 from tmem.index.space import SpaceIndex, SpaceRecords, cached_vectorizer, load_space
@@ -71,7 +71,7 @@ async def build_space(
     memory of the other mode.
     """
     if llm is None:
-        from tmem.build.extractive import build_extractive
+        from tmem.construct.extractive import build_extractive
 
         return await build_extractive(store, space, embedder=embedder, progress=progress)
     options = options or BuildOptions()

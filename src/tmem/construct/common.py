@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, create_model, model_validator
 from tqdm import tqdm
 
-from tmem.build.report import StageReport
+from tmem.construct.report import StageReport
 from tmem.errors import BatchPending, BuildError
 from tmem.llm.base import LLM, LLMResult, Message
 from tmem.models import Turn
@@ -31,7 +31,7 @@ _USER_MARK = "<<<USER>>>"
 
 @cache
 def _template(name: str) -> tuple[Template, Template]:
-    text = resources.files("tmem.build").joinpath("prompts", name).read_text(encoding="utf-8")
+    text = resources.files("tmem.construct").joinpath("prompts", name).read_text(encoding="utf-8")
     if _USER_MARK not in text:
         raise BuildError(f"Prompt template {name} lacks the {_USER_MARK} line separating system and user parts")
     system, user = text.split(_USER_MARK, 1)

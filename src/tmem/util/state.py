@@ -1,0 +1,6 @@
+"""Store state keys that construction writes and the index, the CLI and checks read (kept below all of them)."""
+
+from __future__ import annotations
+
+STATE_MODE = "build.mode"  # "llm" or "extractive"
+STATE_SESSIONS = "build.sessions"  # number of sessions covered by the last completed build (str(int))
