@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tmem.index.dense import Matrix, normalise_rows, query_vector
-from tmem.index.topk import top_k
+from tmem.index.topk import Scores, top_k
 
 NODE_PARTS = ("topic", "scene", "item", "turn")
 
@@ -191,24 +191,26 @@ class MemoryVectorIndex:
         self, parts: Sequence[str], qvec: npt.NDArray[np.floating], k: int, allowed: Sequence[str] | None = None
     ) -> list[HostHit]:
         q = query_vector(qvec, self._dim)
-        best: dict[str, HostHit] = {}
+        best: dict[str, tuple[float, str, int]] = {}  # host -> (score, part, host row in that part)
+        cosines: dict[str, Scores] = {}
         allow = None if allowed is None else set(allowed)
         for name in parts:
             p = self._parts.get(name)
             if p is None or not p.entries:
                 continue
-            cos = p.matrix @ q
+            cos = cosines[name] = p.matrix @ q
             host_max = np.fmax.reduceat(cos, p.starts)
-            rows = top_k(host_max, k if allow is None else len(p.hosts))
-            for r in rows.tolist():
+            for r in top_k(host_max, k if allow is None else len(p.hosts)).tolist():
                 host = p.hosts[r]
                 if allow is not None and host not in allow:
                     continue
                 score = float(host_max[r])
-                held = best.get(host)
-                if held is None or score > held.score:
-                    lo = int(p.starts[r])
-                    hi = int(p.starts[r + 1]) if r + 1 < len(p.starts) else len(p.entries)
-                    at = lo + int(np.nanargmax(cos[lo:hi]))
-                    best[host] = HostHit(host, score, name, p.entries[at].view)
-        return sorted(best.values(), key=lambda h: (-h.score, h.host))[:k]
+                if host not in best or score > best[host][0]:
+                    best[host] = (score, name, r)
+        out: list[HostHit] = []
+        for host, (score, name, r) in sorted(best.items(), key=lambda x: (-x[1][0], x[0]))[:k]:
+            p = self._parts[name]
+            lo = int(p.starts[r])
+            hi = int(p.starts[r + 1]) if r + 1 < len(p.starts) else len(p.entries)
+            out.append(HostHit(host, score, name, p.entries[lo + int(np.argmax(cosines[name][lo:hi]))].view))
+        return out

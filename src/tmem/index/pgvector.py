@@ -23,7 +23,6 @@ import numpy.typing as npt
 from tmem.errors import StoreError
 from tmem.index.backend import Entry, Hit, HostHit, SyncReport, changes
 from tmem.index.dense import Matrix, normalise_rows, query_vector
-from tmem.store.pg_base import vector_literal
 from tmem.store.pg_schema import statements
 from tmem.store.postgres import PostgresStore
 
@@ -115,9 +114,10 @@ class PgVectorIndex:
                     conn.cursor() as cur,
                     cur.copy(
                         "COPY vector_index (tenant, space, model_id, part, id, host, view, text_hash, dim, vec) "
-                        "FROM STDIN"
+                        "FROM STDIN (FORMAT BINARY)"
                     ) as copy,
                 ):
+                    copy.set_types([*["text"] * 8, "int4", "vector"])
                     for row, n in enumerate(write):
                         e = entries[n]
                         copy.write_row(
@@ -129,7 +129,7 @@ class PgVectorIndex:
                                 e.view,
                                 e.text_hash,
                                 self._dim,
-                                vector_literal(unit[row]),
+                                unit[row],
                             )
                         )
         self._refresh_counts()
@@ -149,14 +149,14 @@ class PgVectorIndex:
     ) -> list[Hit]:
         if k <= 0 or self.count(part) == 0:
             return []
-        q = vector_literal(query_vector(qvec, self._dim))
+        q = query_vector(qvec, self._dim)
         where = f"{_SCOPE} AND part = %s AND dim = {self._dim}"
         params: list[Any] = [*self._key, part]
         if allowed is not None:
             where += " AND id = ANY(%s)"
             params.append(list(allowed))
         approximate = allowed is None and self.count(part) >= self._exact_below
-        dist = f"vec::vector({self._dim}) <=> %s::vector({self._dim})" if approximate else "vec <=> %s::vector"
+        dist = f"vec::vector({self._dim}) <=> %b::vector({self._dim})" if approximate else "vec <=> %b"
         order = dist if approximate else f"{dist}, id"  # a tie-breaker would keep the planner off the HNSW index
         rows = self._search(
             f"SELECT id, 1 - ({dist}) AS score FROM vector_index WHERE {where} ORDER BY {order} LIMIT {int(k)}",
@@ -172,7 +172,7 @@ class PgVectorIndex:
         size = sum(self.count(p) for p in parts)
         if k <= 0 or size == 0:
             return []
-        q = vector_literal(query_vector(qvec, self._dim))
+        q = query_vector(qvec, self._dim)
         where = f"{_SCOPE} AND part = ANY(%s) AND dim = {self._dim}"
         params: list[Any] = [*self._key, list(parts)]
         if allowed is not None:
@@ -181,15 +181,15 @@ class PgVectorIndex:
         if allowed is not None or size < self._exact_below:
             rows = self._search(
                 "SELECT host, part, view, score FROM (SELECT DISTINCT ON (host) host, part, view, "
-                f"1 - (vec <=> %s::vector) AS score FROM vector_index WHERE {where} "
-                "ORDER BY host, vec <=> %s::vector, part, id) best ORDER BY score DESC, host LIMIT %s",
+                f"1 - (vec <=> %b) AS score FROM vector_index WHERE {where} "
+                "ORDER BY host, vec <=> %b, part, id) best ORDER BY score DESC, host LIMIT %s",
                 [q, *params, q, k],
                 False,
                 k,
             )
             return [HostHit(str(h), float(s), str(p), str(v)) for h, p, v, s in rows]
         # Approximate: the nearest views, grouped by host in Python; widen until k hosts are found.
-        dist = f"vec::vector({self._dim}) <=> %s::vector({self._dim})"
+        dist = f"vec::vector({self._dim}) <=> %b::vector({self._dim})"
         limit = max(8 * k, 64)
         while True:
             rows = self._search(

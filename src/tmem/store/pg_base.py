@@ -13,15 +13,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tmem.errors import IntegrityError, StoreError
-from tmem.store.base import Vector
 from tmem.store.pg_schema import migrate
-from tmem.store.rules import tenant_of
+from tmem.store.pg_vector import ensure_registered
+from tmem.store.rules import not_utf8, tenant_of
 
 
 def redact(url: str) -> str:
@@ -32,22 +31,6 @@ def redact(url: str) -> str:
     scheme, _, userinfo = head.partition("://")
     user = userinfo.split(":", 1)[0]
     return f"{scheme}://{user}@{tail}"
-
-
-def vector_literal(vec: Vector) -> str:
-    """pgvector's text form of a vector; float32 -> Python float -> shortest repr round-trips exactly."""
-    flat = np.asarray(vec, dtype=np.float32).reshape(-1)
-    if not np.all(np.isfinite(flat)):
-        raise IntegrityError("A vector with NaN or infinite values cannot be stored; re-embed the text.")
-    return "[" + ",".join(map(repr, flat.tolist())) + "]"
-
-
-def parse_vector(text: str) -> Vector:
-    """A pgvector text value (``[1,2.5,...]``) as a float32 array."""
-    body = text.strip()[1:-1]
-    if not body:
-        return np.zeros(0, dtype=np.float32)
-    return np.array(body.split(","), dtype=np.float32)
 
 
 def pg_store_error(exc: psycopg.Error, where: str, doing: str) -> StoreError:
@@ -146,7 +129,7 @@ class PgBase:
             return
         try:
             with self._pool.connection() as conn:  # commits at the end, rolls back on an exception
-                self._local.conn = conn
+                self._pin(conn)
                 try:
                     yield
                 finally:
@@ -170,12 +153,21 @@ class PgBase:
             assert conn is not None
             yield conn
 
+    def _pin(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            ensure_registered(conn)
+        except psycopg.Error as exc:
+            raise pg_store_error(exc, self._where, "loading the vector type") from exc
+        self._local.conn = conn
+
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._conn() as conn:
             try:
                 return list(conn.execute(sql, params).fetchall())
             except psycopg.Error as exc:
                 raise pg_store_error(exc, self._where, f"reading ({_verb(sql)})") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the number of rows it touched."""
@@ -184,6 +176,8 @@ class PgBase:
                 return conn.execute(sql, params).rowcount
             except psycopg.Error as exc:
                 raise pg_store_error(exc, self._where, f"running {_verb(sql)}") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
 
     def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
@@ -194,6 +188,8 @@ class PgBase:
                     cur.executemany(sql, rows)
             except psycopg.Error as exc:
                 raise pg_store_error(exc, self._where, f"running {_verb(sql)}") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
 
     @staticmethod
     def _key(space: str) -> tuple[str, str]:

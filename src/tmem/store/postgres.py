@@ -12,10 +12,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tmem.errors import NotFoundError, StoreError
 from tmem.models import LLMCall, PendingRequest, Session, Space, SpaceSummary, Turn
 from tmem.store.base import Vector
-from tmem.store.pg_base import parse_vector, vector_literal
 from tmem.store.pg_records import PgRecords
 from tmem.store.rules import build_state, check_session_turns, check_space_name
 from tmem.util.state import STATE_MODE
@@ -143,12 +144,10 @@ class PostgresStore(PgRecords):
     def get_embeddings(self, space: str, model_id: str, text_hashes: Sequence[str]) -> dict[str, Vector]:
         out: dict[str, Vector] = {}
         rows = self._rows(
-            f"SELECT text_hash, dim, vector::text FROM embeddings WHERE {_SCOPE} AND model_id = %s "
-            "AND text_hash = ANY(%s)",
+            f"SELECT text_hash, dim, vector FROM embeddings WHERE {_SCOPE} AND model_id = %s AND text_hash = ANY(%s)",
             (*self._key(space), model_id, list(dict.fromkeys(text_hashes))),
         )
-        for text_hash, dim, text in rows:
-            vec = parse_vector(text)
+        for text_hash, dim, vec in rows:
             if vec.shape[0] != dim:
                 raise StoreError(f"Corrupt embedding for {text_hash} ({model_id}); delete it and rebuild.")
             out[text_hash] = vec
@@ -158,9 +157,12 @@ class PostgresStore(PgRecords):
         with self.transaction():
             self._many(
                 "INSERT INTO embeddings(tenant, space, model_id, text_hash, dim, vector) "
-                "VALUES (%s, %s, %s, %s, %s, %s::vector) ON CONFLICT (tenant, space, model_id, text_hash) "
+                "VALUES (%s, %s, %s, %s, %s, %b) ON CONFLICT (tenant, space, model_id, text_hash) "
                 "DO UPDATE SET dim = excluded.dim, vector = excluded.vector",
-                [(*self._key(space), model_id, h, int(v.shape[0]), vector_literal(v)) for h, v in vectors.items()],
+                [
+                    (*self._key(space), model_id, h, int(v.shape[0]), np.asarray(v, np.float32))
+                    for h, v in vectors.items()
+                ],
             )
 
     # ------------------------------------------------------------------ LLM log, cache and batch protocol

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tmem.errors import IntegrityError
+from tmem.errors import IntegrityError, StoreError
 from tmem.models import Item, ItemKind, Session, Turn
 from tmem.util.state import STATE_MODE, STATE_SESSIONS
 
@@ -60,3 +60,11 @@ def tenant_of(space: str) -> str:
     """The tenant part of a space key: ``T`` for ``T/S``, :data:`LOCAL_TENANT` for a plain name."""
     head, sep, _ = space.partition("/")
     return head if sep else LOCAL_TENANT
+
+
+def not_utf8(exc: UnicodeEncodeError) -> StoreError:
+    """The error for text no backend can store (not encodable as UTF-8)."""
+    return StoreError(
+        f"Text cannot be stored: {exc.reason} ({exc.object[exc.start : exc.end]!r} is not valid UTF-8, typically a "
+        "lone surrogate from a broken \\u escape in the input JSON). Nothing of it was written; fix the input."
+    )

@@ -36,7 +36,7 @@ from tmem.models import (
 )
 from tmem.store.base import Vector, iter_batches
 from tmem.store.migrations import migrate
-from tmem.store.rules import build_state, check_items, check_session_turns, check_space_name
+from tmem.store.rules import build_state, check_items, check_session_turns, check_space_name, not_utf8
 from tmem.util.state import STATE_MODE
 
 _CHUNK = 500  # ids per IN (...) clause, well under SQLite's parameter limit
@@ -169,18 +169,24 @@ class SQLiteStore:
                 return list(cur.fetchall())
             except sqlite3.Error as exc:
                 raise store_error(exc, self._path, f"reading ({_verb(sql)})") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> None:
         try:
             self._db.execute(sql, params)
         except sqlite3.Error as exc:
             raise store_error(exc, self._path, f"running {_verb(sql)}") from exc
+        except UnicodeEncodeError as exc:
+            raise not_utf8(exc) from exc
 
     def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         try:
             self._db.executemany(sql, rows)
         except sqlite3.Error as exc:
             raise store_error(exc, self._path, f"running {_verb(sql)}") from exc
+        except UnicodeEncodeError as exc:
+            raise not_utf8(exc) from exc
 
     def _select_ids(self, table: str, space: str, ids: Sequence[str] | None, order: str) -> list[sqlite3.Row]:
         if ids is None:
