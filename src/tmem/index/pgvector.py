@@ -2,18 +2,21 @@
 cosine distance with an HNSW index (approximate) or exactly, whichever fits the part's size.
 
 Table ``vector_index`` (created on first use, keyed by (tenant, space) like every store table, deleted with its
-space) holds one row per entry and embedder (``model_id``). pgvector's HNSW index needs a fixed dimension, so there is
-one partial expression index per dimension in use: ``USING hnsw ((vec::vector(D)) vector_cosine_ops) WHERE dim = D``.
+space) holds one row per entry and embedder (``model_id``). pgvector's HNSW index needs a fixed dimension, and a filter on the part inside one shared graph
+costs both recall and time (measured: bench/results/scale.md), so there is one partial expression index per
+(dimension, part) in use: ``USING hnsw ((vec::vector(D)) vector_cosine_ops) WHERE dim = D AND part = 'P'``, created
+after the first rows of that part are written (a bulk build, not row-by-row insertion).
 
 Search plan: a part (or group of parts) with fewer than ``exact_below`` entries in the space is scanned exactly
 (the btree on the primary key narrows to the space; the ORDER BY expression deliberately does not match the HNSW
 index); a larger one goes through HNSW with ``hnsw.iterative_scan = relaxed_order`` so that the space filter cannot
-starve the result, and ``hnsw.ef_search`` raised with ``k``. Filtered top-k with an ``allowed`` id list is always
+starve the result, and ``hnsw.ef_search`` = max(``ef_search``, rows asked for) (the recall/latency knob). Filtered top-k with an ``allowed`` id list is always
 exact (the list is short: scenes admitted by the topic prefilter, items of the kept scenes).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,12 +48,32 @@ CREATE TABLE IF NOT EXISTS vector_index (
 )
 """
 _SCOPE = "tenant = %s AND space = %s AND model_id = %s"
+_PART = re.compile(r"^[a-z][a-z_.]{0,40}$")  # parts are inlined into SQL (partial-index predicates): a fixed vocabulary
+
+
+def _part_sql(part: str) -> str:
+    if not _PART.match(part):
+        raise ValueError(f"Bad index part name {part!r}: lower-case letters, '.' and '_' only.")
+    return f"'{part}'"
+
+
+def _index_name(dim: int, part: str) -> str:
+    return f"vector_index_hnsw_{dim}_{part.replace('.', '_')}"
 
 
 class PgVectorIndex:
     """One space's vectors for one embedder in PostgreSQL (see the module docstring)."""
 
-    def __init__(self, store: PostgresStore, space: str, model_id: str, dim: int, *, exact_below: int = 20_000) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        space: str,
+        model_id: str,
+        dim: int,
+        *,
+        exact_below: int = 20_000,
+        ef_search: int = 200,
+    ) -> None:
         if not 0 < dim <= 2000:
             raise StoreError(f"pgvector's HNSW index takes 1..2000 dimensions; this embedder has {dim}.")
         self._store = store
@@ -58,6 +81,7 @@ class PgVectorIndex:
         self._model = model_id
         self._dim = dim
         self._exact_below = exact_below
+        self._ef_search = ef_search
         self._key: tuple[str, ...] = (*store._key(space), model_id)
         self._counts: dict[str, int] = {}
         self.ensure_schema(store, dim)
@@ -65,17 +89,25 @@ class PgVectorIndex:
 
     @staticmethod
     def ensure_schema(store: PostgresStore, dim: int) -> None:
-        """Create the table and the HNSW index for ``dim`` if missing (once, under an advisory lock)."""
-        name = f"vector_index_hnsw_{dim}"
-        if store._rows("SELECT 1 FROM pg_indexes WHERE indexname = %s", (name,)):
+        """Create the table if missing (once, under an advisory lock)."""
+        if store._rows("SELECT 1 FROM pg_tables WHERE tablename = 'vector_index'"):
             return
         with store.transaction():
             store._exec("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             for statement in statements(_SCHEMA):
                 store._exec(statement)
+
+    def _ensure_part_index(self, part: str) -> None:
+        """The HNSW index of (dim, part), built once for the whole table (every space shares it)."""
+        name = _index_name(self._dim, part)
+        store = self._store
+        if store._rows("SELECT 1 FROM pg_indexes WHERE indexname = %s", (name,)):
+            return
+        with store.transaction():
+            store._exec("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             store._exec(
-                f"CREATE INDEX IF NOT EXISTS {name} ON vector_index USING hnsw ((vec::vector({dim})) "
-                f"vector_cosine_ops) WHERE dim = {dim}"
+                f"CREATE INDEX IF NOT EXISTS {name} ON vector_index USING hnsw ((vec::vector({self._dim})) "
+                f"vector_cosine_ops) WHERE dim = {self._dim} AND part = {_part_sql(part)}"
             )
 
     @property
@@ -98,6 +130,8 @@ class PgVectorIndex:
         if vectors.shape != (len(entries), self._dim):
             raise ValueError(f"sync got {len(entries)} entries but vectors of shape {vectors.shape}.")
         write, remove, kept = changes(self.known(), entries)
+        for part in {e.part for e in entries}:
+            _part_sql(part)
         unit = normalise_rows(vectors[write]) if write else np.zeros((0, self._dim), dtype=np.float32)
         drop: dict[str, list[str]] = {}
         for part, ident in [*remove, *((entries[n].part, entries[n].id) for n in write)]:
@@ -132,6 +166,8 @@ class PgVectorIndex:
                                 unit[row],
                             )
                         )
+        for part in sorted({entries[n].part for n in write}):
+            self._ensure_part_index(part)
         self._refresh_counts()
         return SyncReport(written=len(write), removed=len(remove), kept=kept)
 
@@ -141,7 +177,7 @@ class PgVectorIndex:
         with store.transaction():
             if approximate:
                 store._exec("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                store._exec(f"SET LOCAL hnsw.ef_search = {min(1000, max(64, 2 * limit))}")
+                store._exec(f"SET LOCAL hnsw.ef_search = {min(1000, max(self._ef_search, limit))}")
             return store._rows(sql, params)
 
     def top_k(
@@ -150,8 +186,8 @@ class PgVectorIndex:
         if k <= 0 or self.count(part) == 0:
             return []
         q = query_vector(qvec, self._dim)
-        where = f"{_SCOPE} AND part = %s AND dim = {self._dim}"
-        params: list[Any] = [*self._key, part]
+        where = f"{_SCOPE} AND part = {_part_sql(part)} AND dim = {self._dim}"
+        params: list[Any] = [*self._key]
         if allowed is not None:
             where += " AND id = ANY(%s)"
             params.append(list(allowed))
@@ -173,12 +209,12 @@ class PgVectorIndex:
         if k <= 0 or size == 0:
             return []
         q = query_vector(qvec, self._dim)
-        where = f"{_SCOPE} AND part = ANY(%s) AND dim = {self._dim}"
-        params: list[Any] = [*self._key, list(parts)]
-        if allowed is not None:
-            where += " AND host = ANY(%s)"
-            params.append(list(allowed))
         if allowed is not None or size < self._exact_below:
+            where = f"{_SCOPE} AND part IN ({', '.join(_part_sql(p) for p in parts)}) AND dim = {self._dim}"
+            params: list[Any] = [*self._key]
+            if allowed is not None:
+                where += " AND host = ANY(%s)"
+                params.append(list(allowed))
             rows = self._search(
                 "SELECT host, part, view, score FROM (SELECT DISTINCT ON (host) host, part, view, "
                 f"1 - (vec <=> %b) AS score FROM vector_index WHERE {where} "
@@ -188,21 +224,36 @@ class PgVectorIndex:
                 k,
             )
             return [HostHit(str(h), float(s), str(p), str(v)) for h, p, v, s in rows]
-        # Approximate: the nearest views, grouped by host in Python; widen until k hosts are found.
+        # Approximate, one part at a time (each has its own HNSW graph): a host in the overall top k is in the top k
+        # of the part that gave its max, so merging the per-part top k by host is exact up to the index's recall.
+        best: dict[str, HostHit] = {}
+        for part in parts:
+            for hit in self._part_hosts(part, q, k):
+                if hit.host not in best or hit.score > best[hit.host].score:
+                    best[hit.host] = hit
+        return sorted(best.values(), key=lambda x: (-x.score, x.host))[:k]
+
+    def _part_hosts(self, part: str, q: npt.NDArray[np.float32], k: int) -> list[HostHit]:
+        """The k best hosts of one part through its HNSW index: nearest views, grouped by host, widened until k
+        distinct hosts are found."""
+        size = self.count(part)
+        if size == 0:
+            return []
         dist = f"vec::vector({self._dim}) <=> %b::vector({self._dim})"
-        limit = max(8 * k, 64)
+        where = f"{_SCOPE} AND part = {_part_sql(part)} AND dim = {self._dim}"
+        limit = max(2 * k, 32)
         while True:
             rows = self._search(
-                f"SELECT host, part, view, 1 - ({dist}) AS score FROM vector_index WHERE {where} "
+                f"SELECT host, view, 1 - ({dist}) AS score FROM vector_index WHERE {where} "
                 f"ORDER BY {dist} LIMIT {limit}",
-                [q, *params, q],
+                [q, *self._key, q],
                 True,
                 limit,
             )
             best: dict[str, HostHit] = {}
-            for h, p, v, s in rows:
+            for h, v, s in rows:
                 if str(h) not in best or float(s) > best[str(h)].score:
-                    best[str(h)] = HostHit(str(h), float(s), str(p), str(v))
+                    best[str(h)] = HostHit(str(h), float(s), part, str(v))
             if len(best) >= k or len(rows) < limit or limit >= size:
                 return sorted(best.values(), key=lambda x: (-x.score, x.host))[:k]
-            limit *= 4
+            limit *= 2
