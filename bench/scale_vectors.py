@@ -16,6 +16,7 @@ Run (from the repository root; bounded, low priority):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import platform
@@ -74,13 +75,17 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def run_queries(index: VectorIndex, qs: npt.NDArray[np.float32], k: int) -> tuple[list[float], list[list[str]]]:
+def run_queries(
+    index: VectorIndex, qs: npt.NDArray[np.float32], k: int, session: Any = None
+) -> tuple[list[float], list[list[str]]]:
+    """Per query: top-k items and top-k hosts (inside ``session()``, one read transaction, when given)."""
     times: list[float] = []
     answers: list[list[str]] = []
     for q in qs:
         t0 = time.perf_counter()
-        items = index.top_k("item", q, k)
-        hosts = index.top_hosts([ENTITY, BRIDGE], q, k)
+        with session() if session is not None else contextlib.nullcontext():
+            items = index.top_k("item", q, k)
+            hosts = index.top_hosts([ENTITY, BRIDGE], q, k)
         times.append((time.perf_counter() - t0) * 1000)
         answers.append([f"item:{h.id}" for h in items] + [f"host:{h.host}" for h in hosts])
     return times, answers
@@ -169,8 +174,8 @@ def pg_run(
         index.sync(entries, vectors)  # COPY, then one HNSW graph per part built in bulk
         build_s = time.perf_counter() - t0
         store._exec("ANALYZE vector_index")
-        run_queries(index, qs[:3], args.k)
-        times, got = run_queries(index, qs, args.k)
+        run_queries(index, qs[:3], args.k, store.transaction)
+        times, got = run_queries(index, qs, args.k, store.transaction)
         pids = [p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"]
         server_rss = sum(p.memory_info().rss for p in pids) / 2**30
         size = store._rows("SELECT pg_total_relation_size('vector_index')")[0][0] / 2**30

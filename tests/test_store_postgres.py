@@ -118,3 +118,13 @@ def test_the_password_never_appears_in_messages() -> None:
     with pytest.raises(StoreError) as info:
         PostgresStore.open("postgresql://nobody:hunter2@/nodb?host=/nonexistent-dir", timeout_s=1.0)
     assert "hunter2" not in str(info.value)
+
+
+def test_pooled_connections_carry_the_hnsw_session_settings(pg_url: str) -> None:
+    store = PostgresStore.open(pg_url)
+    with pytest.raises(StoreError), store.transaction():  # a rolled-back transaction must not undo them
+        store._exec("SELECT 1/0")
+    assert store._rows("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')") == [
+        ("200", "relaxed_order")
+    ]
+    store.close()

@@ -10,7 +10,10 @@ after the first rows of that part are written (a bulk build, not row-by-row inse
 Search plan: a part (or group of parts) with fewer than ``exact_below`` entries in the space is scanned exactly
 (the btree on the primary key narrows to the space; the ORDER BY expression deliberately does not match the HNSW
 index); a larger one goes through HNSW with ``hnsw.iterative_scan = relaxed_order`` so that the space filter cannot
-starve the result, and ``hnsw.ef_search`` = max(``ef_search``, rows asked for) (the recall/latency knob). Filtered top-k with an ``allowed`` id list is always
+starve the result, and ``hnsw.ef_search`` = ``ef_search`` (the recall/latency knob): session settings the pool makes
+once per connection (:func:`tmem.store.pg_vector.configure_session`); another ``ef_search`` costs one ``SET LOCAL``.
+Run several searches inside ``store.transaction()`` to make them one round trip each, on one connection and one
+snapshot. Filtered top-k with an ``allowed`` id list is always
 exact (the list is short: scenes admitted by the topic prefilter, items of the kept scenes).
 """
 
@@ -27,6 +30,7 @@ from tmem.errors import StoreError
 from tmem.index.backend import Entry, Hit, HostHit, SyncReport, changes
 from tmem.index.dense import Matrix, normalise_rows, query_vector
 from tmem.store.pg_schema import statements
+from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
 
 _LOCK_KEY = 7_460_135_002
@@ -72,7 +76,7 @@ class PgVectorIndex:
         dim: int,
         *,
         exact_below: int = 20_000,
-        ef_search: int = 200,
+        ef_search: int = DEFAULT_EF_SEARCH,
     ) -> None:
         if not 0 < dim <= 2000:
             raise StoreError(f"pgvector's HNSW index takes 1..2000 dimensions; this embedder has {dim}.")
@@ -174,10 +178,10 @@ class PgVectorIndex:
     # ------------------------------------------------------------------ queries
     def _search(self, sql: str, params: Sequence[Any], approximate: bool, limit: int) -> list[tuple[Any, ...]]:
         store = self._store
+        if not approximate or self._ef_search == DEFAULT_EF_SEARCH:
+            return store._rows(sql, params)  # the pool set the session's HNSW settings when it opened the connection
         with store.transaction():
-            if approximate:
-                store._exec("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                store._exec(f"SET LOCAL hnsw.ef_search = {min(1000, max(self._ef_search, limit))}")
+            store._exec("SELECT set_config('hnsw.ef_search', %s, true)", (str(self._ef_search),))
             return store._rows(sql, params)
 
     def top_k(

@@ -19,7 +19,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tmem.errors import IntegrityError, StoreError
 from tmem.store.pg_schema import migrate
-from tmem.store.pg_vector import ensure_registered
+from tmem.store.pg_vector import configure_session, ensure_registered
 from tmem.store.rules import not_utf8, tenant_of
 
 
@@ -88,8 +88,8 @@ class PgBase:
                 max_size=max_size,
                 timeout=timeout_s,
                 open=False,
-                check=ConnectionPool.check_connection,
-                name="tmem",
+                configure=configure_session,
+                name="tmem",  # no check on every borrow (a round trip each): a broken connection is an error once
             )
             pool.open(wait=True, timeout=timeout_s)
         except (PoolTimeout, psycopg.Error) as exc:

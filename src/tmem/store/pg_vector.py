@@ -21,6 +21,7 @@ from psycopg.types import TypeInfo
 from tmem.errors import StoreError
 
 _HEAD = struct.Struct(">HH")
+DEFAULT_EF_SEARCH = 200  # pgvector's hnsw.ef_search for every pooled connection (pgvector's own default is 40)
 _registered: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
 
 
@@ -70,3 +71,14 @@ def ensure_registered(conn: Connection[Any]) -> None:
     conn.adapters.register_loader(info.oid, _VectorBinaryLoader)
     conn.adapters.register_loader(info.oid, _VectorTextLoader)
     _registered.add(conn)
+
+
+def configure_session(conn: Connection[Any]) -> None:
+    """Session settings of every pooled connection, committed so that no later rollback undoes them: HNSW scans
+    continue past ``ef_search`` until their LIMIT is met under a filter (iterative scan, pgvector >= 0.8), with a
+    wider first pass than pgvector's default. Unknown to a server without pgvector, they stay inert placeholders."""
+    conn.execute(
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), set_config('hnsw.ef_search', %s, false)",
+        (str(DEFAULT_EF_SEARCH),),
+    )
+    conn.commit()
