@@ -162,11 +162,15 @@ class Memory:
         """Append sessions to ``space`` (created if new); known sessions are skipped by content hash."""
         return import_sessions(self.store, space, list(sessions))
 
-    def delete_space(self, space: str) -> None:
-        """Delete the space and every trace of it: conversation, memory, embeddings and LLM log."""
+    def delete_space(self, space: str) -> bool:
+        """Delete the space and every trace of it: conversation, memory, embeddings and LLM log, then scrub the store
+        so that no byte of it is left in the memory directory's files. Returns False when another process's open
+        read kept the scrub from completing (the data is deleted; copies may remain in the WAL until that process
+        closes; `tmem delete` says so)."""
         self.store.delete_space(space)
         if self._retriever is not None:
             self._retriever.invalidate(space)
+        return self.store.scrub()
 
     # ------------------------------------------------------------------ construction
     async def abuild(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:

@@ -19,6 +19,7 @@ from tmem.answer.schemas import CotAnswer, MemoryReply, ShortAnswer
 from tmem.llm.base import LLM, Message, Usage
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import SearchResult
+from tmem.util.fence import Trusted, fence, fence_inline
 from tmem.util.text import count_tokens
 
 Variant = Literal["short", "cot"]
@@ -83,15 +84,23 @@ def _template(name: str) -> PromptTemplate:
 
 def answer_messages(question: str, context: AnswerContext, when: QuestionTime, variant: Variant) -> list[Message]:
     template = _template("short_answer.txt" if variant == "short" else "cot_answer.txt")
-    return template.render(time_line=when.line(), context=context.text, question=question)
+    return template.render_fenced(
+        time_line=Trusted(when.line()),
+        context=fence("memories", context.text),
+        question=fence_inline("question", question),
+    )
 
 
 def reply_messages(
     message: str, context: AnswerContext, when: QuestionTime, *, speaker: str, listener: str
 ) -> list[Message]:
     template = _template("memory_reply.txt")
-    return template.render(
-        time_line=when.line(), context=context.text, question=message, speaker=speaker, listener=listener
+    return template.render_fenced(
+        time_line=Trusted(when.line()),
+        context=fence("memories", context.text),
+        question=fence("message", message),
+        speaker=fence_inline("speaker", speaker),
+        listener=fence_inline("you", listener),
     )
 
 
