@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, recall_context
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.report import BuildReport
@@ -194,6 +195,19 @@ class Memory:
         self.store.get_space(space)
         cfg = RetrievalConfig.preset(config) if isinstance(config, str) else config
         return self.retriever.search(space, query, cfg)
+
+    def context(
+        self,
+        space: str,
+        query: str,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        config: RetrievalConfig | str | None = None,
+    ) -> Context:
+        """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
+        (None: the whole search result). Logic: :func:`tmem.answer.budget.recall_context`."""
+        self.store.get_space(space)
+        cfg = RetrievalConfig.preset(config) if isinstance(config, str) else config
+        return recall_context(self.retriever, space, query, max_tokens, cfg)
 
     async def aask(
         self,

@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tmem.answer.budget import context_config, pack_context
 from tmem.answer.context import AnswerContext, assemble_context, format_date
 from tmem.answer.prompting import PromptTemplate, load_template
 from tmem.answer.schemas import CotAnswer, MemoryReply, ShortAnswer
@@ -124,6 +125,23 @@ class Answerer:
     def search(self, space: str, question: str, config: RetrievalConfig | None = None) -> SearchResult:
         return self._searcher.search(space, question, config)
 
+    def _context(
+        self,
+        space: str,
+        question: str,
+        config: RetrievalConfig | None,
+        result: SearchResult | None,
+        max_tokens: int | None,
+    ) -> tuple[SearchResult, AnswerContext]:
+        """The search result and its context: every hit when ``max_tokens`` is None, else packed within it."""
+        if max_tokens is None:
+            found = result if result is not None else self.search(space, question, config)
+            return found, assemble_context(found)
+        if result is None:
+            cfg = config or RetrievalConfig.preset("auto")
+            result = self.search(space, question, context_config(cfg, max_tokens))
+        return result, pack_context(result, max_tokens).as_answer_context()
+
     async def answer(
         self,
         space: str,
@@ -133,10 +151,11 @@ class Answerer:
         variant: Variant = "short",
         config: RetrievalConfig | None = None,
         result: SearchResult | None = None,
+        max_tokens: int | None = None,
     ) -> Answer:
-        """Retrieve (unless ``result`` is given) and answer ``question`` as asked at ``when``."""
-        found = result if result is not None else self.search(space, question, config)
-        context = assemble_context(found)
+        """Retrieve (unless ``result`` is given) and answer ``question`` as asked at ``when``; with ``max_tokens`` the
+        context is packed within that many tokens (:mod:`tmem.answer.budget`)."""
+        found, context = self._context(space, question, config, result, max_tokens)
         messages = answer_messages(question, context, when, variant)
         reasoning: str | None = None
         if variant == "cot":
@@ -169,10 +188,10 @@ class Answerer:
         listener: str,
         config: RetrievalConfig | None = None,
         result: SearchResult | None = None,
+        max_tokens: int | None = None,
     ) -> Answer:
         """A memory-aware reply to ``message`` from ``speaker`` (LoCoMo-Plus triggers)."""
-        found = result if result is not None else self.search(space, message, config)
-        context = assemble_context(found)
+        found, context = self._context(space, message, config, result, max_tokens)
         messages = reply_messages(message, context, when, speaker=speaker, listener=listener)
         out = await self._llm.complete(messages, MemoryReply, stage=STAGE_REPLY, space=space)
         return Answer(
