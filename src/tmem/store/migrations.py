@@ -180,8 +180,43 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
+def _m_service_control(db: sqlite3.Connection) -> None:
+    """The HTTP service's API keys (hashed) and persisted build jobs (tmem.store.control)."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS service_keys (
+            id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            key_hash TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        );
+        CREATE INDEX IF NOT EXISTS service_keys_tenant ON service_keys(tenant);
+        CREATE TABLE IF NOT EXISTS service_jobs (
+            id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            space TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            params TEXT NOT NULL DEFAULT '{}',
+            state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed')),
+            progress TEXT NOT NULL DEFAULT '{}',
+            error TEXT,
+            result TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            started_at TEXT,
+            finished_at TEXT
+        );
+        CREATE INDEX IF NOT EXISTS service_jobs_space ON service_jobs(tenant, space, state);
+        CREATE INDEX IF NOT EXISTS service_jobs_state ON service_jobs(state)
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
+    ("service_control", _m_service_control),
 ]
 
 
