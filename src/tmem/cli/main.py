@@ -55,6 +55,10 @@ def _register() -> None:
 
     for module in (ingest_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds):
         module.register(cli)
+    from tmem.cli import keys_cmds, serve_cmds
+
+    keys_cmds.register(cli)
+    serve_cmds.register(cli)
 
 
 _register()
