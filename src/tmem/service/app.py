@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI, Path, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tmem.answer import QuestionTime
+from tmem.errors import NotFoundError
 from tmem.memory import Memory, SpaceExport
 from tmem.retrieve.config import RetrievalConfig
 from tmem.service import problems
@@ -186,8 +187,6 @@ def create_app(
     def get_job(
         job_id: Annotated[str, Path(max_length=64, pattern=r"^[A-Za-z0-9_]+$")], tenant: Tenant, state: State
     ) -> dict[str, Any]:
-        from tmem.errors import NotFoundError
-
         try:
             job = state.control.get_job(job_id)
         except NotFoundError:
@@ -199,7 +198,11 @@ def create_app(
     @app.post("/v1/spaces/{space}/search", tags=["recall"])
     def search(space: SpaceName, body: SearchIn, tenant: Tenant, state: State) -> dict[str, Any]:
         key = require_space(state, tenant, space)
-        result = state.memory.search(key, body.q, retrieval_config(body.config))
+        cfg = retrieval_config(body.config)
+        try:
+            result = state.memory.search(key, body.q, cfg)
+        except NotFoundError as exc:  # the space exists (checked above): what is missing is its memory
+            raise ServiceProblem(409, "not-built", f"{exc} Over HTTP: POST /v1/spaces/{space}/build.") from exc
         data = result.model_dump(mode="json")
         data["space"] = space
         if not body.explain:
