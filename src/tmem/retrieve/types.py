@@ -60,6 +60,8 @@ class SearchResult(BaseModel):
     descriptive_only: bool = Field(
         default=False, description="True when the space was built without an LLM (no Bridge/Horizon/persona)."
     )
+    stale: bool = Field(default=False, description="True when turns were added since the last build (not searched).")
+    stale_turns: int = Field(default=0, ge=0, description="How many turns are not built yet (absent from the result).")
 
     def turn_ids(self) -> list[str]:
         """Every turn id in the returned context, scenes first, without duplicates."""

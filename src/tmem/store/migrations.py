@@ -214,9 +214,44 @@ def _m_service_control(db: sqlite3.Connection) -> None:
     )
 
 
+def _m_agent_items(db: sqlite3.Connection) -> None:
+    """Agent operations (issue 9): tombstones of forgotten turns and items, item edit history, build leases, and an
+    index for appending to a session. Self-contained and safe on any schema-v1 database (``IF NOT EXISTS``)."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS tombstones (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            kind TEXT NOT NULL CHECK (kind IN ('turn', 'item')),
+            id TEXT NOT NULL,
+            PRIMARY KEY (space, kind, id)
+        );
+        CREATE TABLE IF NOT EXISTS item_history (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            item_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            change TEXT NOT NULL CHECK (change IN ('edited')),
+            old_text TEXT NOT NULL,
+            new_text TEXT NOT NULL,
+            at TEXT NOT NULL,
+            PRIMARY KEY (space, item_id, version)
+        );
+        CREATE TABLE IF NOT EXISTS leases (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            holder TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (space, name)
+        );
+        CREATE INDEX IF NOT EXISTS turns_session ON turns(space, session_id, seq)
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
     ("service_control", _m_service_control),
+    ("agent_items", _m_agent_items),
 ]
 
 

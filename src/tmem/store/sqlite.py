@@ -36,6 +36,7 @@ from tmem.models import (
 )
 from tmem.store.base import Vector, iter_batches
 from tmem.store.migrations import migrate
+from tmem.store.sqlite_agent import AgentOps
 
 _CHUNK = 500  # ids per IN (...) clause, well under SQLite's parameter limit
 
@@ -52,7 +53,7 @@ def _placeholders(n: int) -> str:
     return ",".join("?" * n)
 
 
-class SQLiteStore:
+class SQLiteStore(AgentOps):
     """The default store. Open with :meth:`open`; ``":memory:"`` gives a private in-memory database (tests)."""
 
     def __init__(self, db: sqlite3.Connection, path: str) -> None:
@@ -77,6 +78,7 @@ class SQLiteStore:
             db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0)
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA busy_timeout = 30000")
+            db.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed in place (forget, delete_space)
             if target != ":memory:":
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = NORMAL")
@@ -371,7 +373,10 @@ class SQLiteStore:
     # ------------------------------------------------------------------ items
     def put_items(self, space: str, items: Sequence[Item]) -> None:
         with self.transaction():
+            forgotten = self.tombstoned(space, "item", [it.id for it in items])
             for it in items:
+                if it.id in forgotten:
+                    continue
                 if it.kind is ItemKind.ATOMIC and len(it.scene_ids) != 1:
                     raise IntegrityError(f"Atomic item {it.id!r} must have exactly one source scene.")
                 self._exec(
