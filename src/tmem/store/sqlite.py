@@ -194,8 +194,10 @@ class SQLiteStore(AgentOps):
                 build_state = "empty"
             elif mode is None:
                 build_state = "not built"
-            elif built < n_sessions:
-                build_state = "stale"
+            elif built < n_sessions or (
+                "build.turn_seq" in state and self.count_turns_after(name, int(state["build.turn_seq"])) > 0
+            ):
+                build_state = "stale"  # sessions, or messages appended to a session, since the last build
             else:
                 build_state = "built"
             out.append(
