@@ -3,6 +3,7 @@ staleness, extending a built session, and the build lease."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def test_any_chunking_gives_the_same_turns(gaps: list[int], cuts: list[int], ret
     bounds = sorted({0, len(messages), *(c for c in cuts if c <= len(messages))})
     with _mem() as full, _mem() as parts:
         full.add_messages("u", messages)
-        for a, b in zip(bounds, bounds[1:], strict=False):
+        for a, b in itertools.pairwise(bounds):
             parts.add_messages("u", messages[a:b])
             if retry:
                 assert parts.add_messages("u", messages[a:b]).added == []
