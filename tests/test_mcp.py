@@ -17,9 +17,8 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.support.live_server import LiveServer
 from tests.test_service import dev_messages, make_keys
 from tmem.mcp_server.server import http_app
-from tmem.memory import Memory
+from tmem.memory import AsyncMemory
 from tmem.settings import Settings
-from tmem.store.control import open_control
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -42,44 +41,43 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert {"remember", "ask"} <= tools
         first = _structured(await client.call_tool("remember", {"messages": messages}))
-        assert first == {"space": "caroline", "added": len(messages), "skipped": 0, "built": True}
-        again = _structured(await client.call_tool("remember", {"messages": messages, "build": False}))
+        assert first == {"space": "caroline", "added": len(messages), "skipped": 0, "built": True, "stale_turns": 0}
+        again = _structured(await client.call_tool("remember", {"messages": messages, "build": "no"}))
         assert again["added"] == 0 and again["skipped"] == len(messages)
+        turn = messages[3]["id"]
+        gone = _structured(await client.call_tool("forget", {"turn_ids": [turn]}))
+        assert gone["turns_forgotten"] == [turn]
         refused = await client.call_tool("ask", {"question": "Who went to the support group?"})
         assert refused.is_error and "LLM" in json.dumps([c.model_dump() for c in refused.content])
-        bad = await client.call_tool("remember", {"messages": [{"speaker": "A", "text": "no time"}]})
+        bad = await client.call_tool("remember", {"messages": [{"speaker": "A", "text": ""}]})
         assert bad.is_error
-    with Memory.open(home, Settings(llm="none", embed_backend="hash")) as memory:
-        (space,) = memory.spaces()
-        assert space.name == "caroline" and space.turns == len(messages) and space.build_state == "built"
+        assert (await client.call_tool("forget", {})).is_error
+    async with AsyncMemory.open(home, Settings(llm="none", embed_backend="hash")) as memory:
+        (space,) = await memory.spaces()
+        assert space.name == "caroline" and space.turns == len(messages) - 1 and space.build_state == "built"
+        assert messages[3]["text"] not in (await memory.export("caroline")).model_dump_json()
 
 
 async def test_streamable_http_scoped_by_key(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash")
     keys = make_keys(settings, "acme", "beta")
-    memory = Memory.open(settings=settings)
-    control = open_control(memory.store)
     msg = {"speaker": "Ann", "text": "I adopted a cat named Miso.", "time": "2024-05-02T10:00:00"}
-    try:
-        with LiveServer(http_app(memory, control, "notes")) as server:
-            url = f"{server.url}/mcp"
-            with httpx.Client() as plain:
-                refused = plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-                assert refused.status_code == 401
-            for tenant in ("acme", "beta"):
-                headers = {"Authorization": f"Bearer {keys[tenant]}"}
-                async with (
-                    httpx2.AsyncClient(headers=headers, timeout=60) as http,
-                    Client(streamable_http_client(url, http_client=http)) as client,
-                ):
-                    tools = {t.name for t in (await client.list_tools()).tools}
-                    assert {"remember", "ask"} <= tools
-                    text = {**msg, "text": f"{tenant}: {msg['text']}"}
-                    done = _structured(await client.call_tool("remember", {"messages": [text]}))
-                    assert done["added"] == 1 and done["space"] == "notes"
-        names = sorted(s.name for s in memory.spaces())
-        assert names == ["acme/notes", "beta/notes"]
-        assert [t.text for t in memory.export("beta/notes").turns] == [f"beta: {msg['text']}"]
-    finally:
-        control.close()
-        memory.close()
+    with LiveServer(http_app(settings, "notes")) as server:
+        url = f"{server.url}/mcp"
+        with httpx.Client() as plain:
+            refused = plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert refused.status_code == 401
+        for tenant in ("acme", "beta"):
+            headers = {"Authorization": f"Bearer {keys[tenant]}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=60) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
+                tools = {t.name for t in (await client.list_tools()).tools}
+                assert {"remember", "ask", "forget"} <= tools
+                text = {**msg, "text": f"{tenant}: {msg['text']}"}
+                done = _structured(await client.call_tool("remember", {"messages": [text]}))
+                assert done["added"] == 1 and done["space"] == "notes" and done["built"]
+    async with AsyncMemory.open(settings=settings) as memory:
+        assert sorted(s.name for s in await memory.spaces()) == ["acme/notes", "beta/notes"]
+        assert [t.text for t in (await memory.export("beta/notes")).turns] == [f"beta: {msg['text']}"]

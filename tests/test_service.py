@@ -75,9 +75,12 @@ def wait_job(client: httpx.Client, job: str, timeout: float = 120) -> dict[str, 
         time.sleep(0.1)
 
 
+NO_AUTO_BUILD = {"build_after_turns": 1_000_000, "build_idle_seconds": 1e9}
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(home=tmp_path / "mem", llm="none", embed_backend="hash")
+    return Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -119,9 +122,9 @@ def test_messages_build_search_export_delete(served: tuple[Clients, dict[str, st
     for messages in sessions:
         r = client.post("/v1/spaces/caroline/messages", json={"messages": messages})
         assert r.status_code == 200, r.text
-        assert r.json()["added"] == len(messages)
+        assert r.json()["added"] == [m["id"] for m in messages] and r.json()["space"] == "caroline"
     again = client.post("/v1/spaces/caroline/messages", json={"messages": sessions[0]}).json()
-    assert again["added"] == 0 and again["skipped"] == len(sessions[0])
+    assert again["added"] == [] and len(again["skipped"]) == len(sessions[0])
 
     unbuilt = client.post("/v1/spaces/caroline/search", json={"q": "support group"})
     assert unbuilt.status_code == 409 and "build" in unbuilt.json()["detail"]
@@ -279,3 +282,22 @@ def test_never_two_builds_of_one_space_at_once(settings: Settings) -> None:
     finally:
         control.close()
         store.close()
+
+
+def test_build_policy_starts_a_job_after_enough_new_turns(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", build_after_turns=5)
+    keys = make_keys(settings, "acme")
+    messages = dev_messages(1)[0]
+    with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=auth(keys["acme"])) as c:
+        c.post("/v1/spaces/s/messages", json={"messages": messages[:3]})
+        time.sleep(1.5)  # the worker looks at arrivals every second: 3 unbuilt turns are not due
+        assert c.get("/v1/spaces/s/jobs").json() == []
+        c.post("/v1/spaces/s/messages", json={"messages": messages[3:6]})
+        deadline = time.monotonic() + 60
+        while not (jobs := c.get("/v1/spaces/s/jobs").json()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (job,) = jobs
+        assert job["params"]["auto"] is True
+        assert wait_job(c, job["id"])["state"] == "succeeded"
+        hits = c.post("/v1/spaces/s/search", json={"q": messages[4]["text"]}).json()
+        assert hits["stale_turns"] == 0

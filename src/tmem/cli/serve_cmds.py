@@ -62,21 +62,16 @@ def serve(
 @pass_app
 def mcp(app: AppContext, space: str, transport: str, host: str, port: int, home: Path | None) -> None:
     """Serve one space as an MCP server: tools remember, recall, ask and forget."""
+    import anyio
+
     from tmem.mcp_server import serve_http, serve_stdio
-    from tmem.memory import Memory
-    from tmem.store.control import open_control
 
     settings = _settings(app, home)
-    with Memory.open(settings=settings) as memory:
-        if transport == "stdio":
-            serve_stdio(memory, space)
-            return
-        control = open_control(memory.store)
-        try:
-            click.echo(f"MCP (streamable HTTP) for space {space!r} on http://{host}:{port}/mcp", err=True)
-            serve_http(memory, control, space, host, port)
-        finally:
-            control.close()
+    if transport == "stdio":
+        anyio.run(serve_stdio, settings, space)
+        return
+    click.echo(f"MCP (streamable HTTP) for space {space!r} on http://{host}:{port}/mcp", err=True)
+    serve_http(settings, space, host, port)
 
 
 def register(cli: click.Group) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tmem.models import SpaceSummary
 
@@ -15,6 +15,7 @@ MAX_QUERY = 2_000
 MAX_TOKENS = 32_000
 MAX_IDS = 1_000
 ID_PATTERN = r"^[^\x00-\x1f/]{1,200}$"
+Id = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class Problem(BaseModel):
@@ -37,19 +38,13 @@ class MessageIn(BaseModel):
     id: str | None = Field(
         default=None, min_length=1, max_length=200, pattern=ID_PATTERN, description="Makes the add idempotent."
     )
+    caption: str | None = Field(default=None, max_length=MAX_TEXT, description="Caption of a shared image.")
 
 
 class MessagesIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
-
-
-class MessagesOut(BaseModel):
-    space: str
-    added: int = Field(description="Messages stored by this request.")
-    skipped: int = Field(description="Messages already stored (same id or content).")
-    detail: dict[str, Any] = Field(default_factory=dict, description="What the library reported, as is.")
 
 
 class BuildIn(BaseModel):
@@ -80,6 +75,25 @@ class AskIn(BaseModel):
     at: datetime | None = Field(default=None, description="When the question is asked (default: after the last one).")
     variant: Literal["short", "cot"] = "short"
     config: str | dict[str, Any] | None = None
+
+
+class ItemPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_TEXT, description="The item's new text.")
+
+
+class ForgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turn_ids: list[Id] = Field(default_factory=list, max_length=MAX_IDS, description="Turns to forget.")
+    item_ids: list[Id] = Field(default_factory=list, max_length=MAX_IDS, description="Items to forget.")
+
+    @model_validator(mode="after")
+    def _something(self) -> ForgetIn:
+        if not self.turn_ids and not self.item_ids:
+            raise ValueError("name at least one id in turn_ids or item_ids")
+        return self
 
 
 class SpacesOut(BaseModel):

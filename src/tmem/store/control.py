@@ -140,6 +140,10 @@ class ControlStore(Protocol):
 
     def set_progress(self, job_id: str, progress: dict[str, Any]) -> None: ...
 
+    def requeue(self, job_id: str, note: str) -> None:
+        """A claimed job goes back to the queue without counting the attempt (its space was busy)."""
+        ...
+
     def finish_job(
         self, job_id: str, state: Literal["succeeded", "failed"], *, error: str | None = None, result: Any = None
     ) -> Job: ...

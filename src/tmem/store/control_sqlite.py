@@ -164,6 +164,14 @@ class SQLiteControl:
         with self._tx() as db:
             db.execute("UPDATE service_jobs SET progress = ? WHERE id = ?", (json.dumps(progress), job_id))
 
+    def requeue(self, job_id: str, note: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE service_jobs SET state = 'queued', attempts = MAX(attempts - 1, 0), started_at = NULL, "
+                "progress = ? WHERE id = ? AND state = 'running'",
+                (json.dumps({"stage": "queued", "fraction": 0.0, "note": note}), job_id),
+            )
+
     def finish_job(
         self, job_id: str, state: Literal["succeeded", "failed"], *, error: str | None = None, result: Any = None
     ) -> Job:
