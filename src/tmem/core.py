@@ -101,7 +101,7 @@ class MemoryCore:
                 raise ConfigError(
                     "Answering needs an LLM to write the answer: set TMEM_LLM=openai, TMEM_LLM_MODEL (e.g. "
                     "gpt-4.1-mini) and OPENAI_BASE_URL (plus OPENAI_API_KEY if the server needs one). Without an LLM, "
-                    "search shows what memory recalls."
+                    "`tmem search SPACE QUERY --explain` (Memory.search) shows what memory recalls."
                 )
             model = self.settings.answer_model or self.settings.llm_model
             if self.llm is not None and self.llm.model == model:
@@ -125,6 +125,11 @@ class MemoryCore:
         if self._retriever is None:
             self._retriever = Retriever(self.store, self.embedder)
         return self._retriever
+
+    @property
+    def open_clients(self) -> int:
+        """LLM clients this core created and has not closed yet."""
+        return len(self._owned)
 
     async def aclose(self) -> None:
         """Close the LLM clients this core created, then the store."""
@@ -239,8 +244,8 @@ class MemoryCore:
         variant: Variant = "short",
         config: RetrievalConfig | str | None = None,
     ) -> Answer:
+        llm = self.answer_llm  # a missing model is reported before anything else
         self.store.get_space(space)
-        llm = self.answer_llm
         asked = when if isinstance(when, QuestionTime) else self.question_time(space, when)
         found = self.search(space, question, config)
         return await Answerer(self.retriever, llm).answer(space, question, asked, variant=variant, result=found)

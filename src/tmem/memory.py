@@ -152,7 +152,10 @@ class Memory:
     def close(self) -> None:
         """Close the LLM clients this memory created, the store, and its private event loop."""
         try:
-            self._run(self.core.aclose())
+            if self.core.open_clients:
+                self._run(self.core.aclose())
+            else:  # nothing asynchronous to close: also fine inside a running event loop
+                self.core.store.close()
         finally:
             if self._loop is not None:
                 self._loop.close()
