@@ -130,3 +130,19 @@ def test_delete_space_leaves_no_copy_on_disk(tmp_path: Path) -> None:
     raw = _raw(home)
     assert canary_free(raw, CANARY)
     assert b"unrelated words stay" in raw
+
+
+def test_forgotten_turn_stays_out_of_reimports(tmp_path: Path) -> None:
+    data = _slice(tmp_path)
+    with _open(tmp_path / "mem") as mem:
+        mem.import_file(data)
+        (space,) = [s.name for s in mem.spaces()]
+        mem.build(space)
+        target = mem.store.turns(space)[2]
+        mem.forget(space, turn_ids=[target.id])
+        mem.import_file(data)  # the same file again
+        assert target.id not in {t.id for t in mem.store.turns(space)}
+        mem.build(space, rebuild=True)
+        assert all(target.id not in i.turn_ids for i in mem.store.items(space))
+        with pytest.raises(NotFoundError, match="no turn"):
+            mem.forget(space, turn_ids=["no-such-turn"])
