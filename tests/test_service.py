@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -301,3 +302,43 @@ def test_build_policy_starts_a_job_after_enough_new_turns(tmp_path: Path) -> Non
         assert wait_job(c, job["id"])["state"] == "succeeded"
         hits = c.post("/v1/spaces/s/search", json={"q": messages[4]["text"]}).json()
         assert hits["stale_turns"] == 0
+
+
+def test_one_memory_at_a_time_over_http(served: tuple[Clients, dict[str, str]]) -> None:
+    clients, keys = served
+    client, other = clients(keys["acme"]), clients(keys["beta"])
+    messages = dev_messages(1)[0]
+    client.post("/v1/spaces/c/messages", json={"messages": messages})
+    assert wait_job(client, client.post("/v1/spaces/c/build").json()["job"])["state"] == "succeeded"
+    items = client.get("/v1/spaces/c/export").json()["items"]
+    item = items[0]
+    path = f"/v1/spaces/c/items/{item['id']}"
+
+    got = client.get(path)
+    assert got.status_code == 200 and got.json()["text"] == item["text"]
+    assert other.get(path).status_code == 404 and other.get(f"{path}/history").status_code == 404
+
+    edited = client.patch(path, json={"text": "Caroline joined a pottery class in May 2023."})
+    assert edited.status_code == 200, edited.text
+    assert edited.json()["text"] == "Caroline joined a pottery class in May 2023."
+    history = client.get(f"{path}/history").json()
+    assert [v["text"] for v in history["versions"]] == [item["text"], "Caroline joined a pottery class in May 2023."]
+    assert other.patch(path, json={"text": "x"}).status_code == 404
+
+    deleted = client.delete(path)
+    assert deleted.status_code == 200 and deleted.json()["items_forgotten"] == [item["id"]]
+    assert deleted.json()["space"] == "c"
+    assert client.get(path).status_code == 404
+
+    turn = messages[5]
+    assert other.post("/v1/spaces/c/forget", json={"turn_ids": [turn["id"]]}).status_code == 404
+    forgot = client.post("/v1/spaces/c/forget", json={"turn_ids": [turn["id"]]})
+    assert forgot.status_code == 200 and forgot.json()["turns_forgotten"] == [turn["id"]]
+    assert turn["text"] not in client.get("/v1/spaces/c/export").text
+    hits = client.post("/v1/spaces/c/search", json={"q": turn["text"]}).json()
+    del hits["query"]
+    assert turn["text"] not in json.dumps(hits)
+    empty = client.post("/v1/spaces/c/forget", json={})
+    assert empty.status_code == 422 and "turn_ids" in empty.json()["detail"]
+    missing = client.get("/v1/spaces/c/items/no-such-item")
+    assert missing.status_code == 404 and missing.headers["content-type"] == PROBLEM
