@@ -18,7 +18,7 @@ from tmem.service import create_app
 from tmem.settings import Settings
 
 TENANTS = ("acme", "beta")
-OPS = ("messages", "build", "search", "export", "delete", "list", "job", "other_job")
+OPS = ("messages", "build", "search", "export", "delete", "list", "job", "other_job", "poke_items")
 _example = itertools.count()
 
 
@@ -78,6 +78,27 @@ def _step(
         assert r.status_code == 200
         mine = {s["name"] for s in r.json()["spaces"] if s["name"].startswith(prefix)}
         assert mine == {s for (t, s) in model.texts if t == tenant}
+    elif op == "poke_items":  # the other tenant's item and turn ids, tried on every item route: all 404
+        other = next(t for t in TENANTS if t != tenant)
+        if not model.owns(other, space):
+            return
+        before = clients[other].get(f"{path}/export").json()
+        targets = [i["id"] for i in before["items"][:1]]
+        turns = [t["id"] for t in before["turns"][:1]]
+        for item in targets:
+            ipath = f"{path}/items/{item}"
+            for r in (
+                client.get(ipath),
+                client.patch(ipath, json={"text": "overwritten"}),
+                client.get(f"{ipath}/history"),
+                client.delete(ipath),
+            ):
+                assert r.status_code == 404, r.text
+        r = client.post(f"{path}/forget", json={"turn_ids": turns, "item_ids": targets})
+        assert r.status_code == 404, r.text
+        after = clients[other].get(f"{path}/export").json()  # a build of it may be running: compare what it keeps
+        assert after["turns"] == before["turns"]
+        assert [i for i in after["items"] if i["id"] in targets] == before["items"][:1]
     elif op in ("job", "other_job"):
         owner = tenant if op == "job" else next(t for t in TENANTS if t != tenant)
         if not model.jobs[owner]:
