@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
 from tmem.construct.options import BuildOptions
@@ -181,7 +181,16 @@ class MemoryCore:
     def add_messages(
         self, space: str, messages: Sequence[MessageInput | dict[str, object]], received_at: datetime | None = None
     ) -> MessagesReport:
-        parsed = [m if isinstance(m, MessageInput) else MessageInput.model_validate(m) for m in messages]
+        parsed: list[MessageInput] = []
+        for n, m in enumerate(messages):
+            try:
+                parsed.append(m if isinstance(m, MessageInput) else MessageInput.model_validate(m))
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
+                raise InputError(
+                    f"messages[{n}]: {problems}. A message is {{speaker, text, time?, id?, caption?}}; nothing of this "
+                    "call was stored."
+                ) from None
         gap = timedelta(minutes=self.settings.session_gap_minutes)
         return add_messages(self.store, space, parsed, gap=gap, received_at=received_at)
 
