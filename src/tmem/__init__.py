@@ -9,6 +9,8 @@ from __future__ import annotations
 from tmem.answer import Answer, QuestionTime
 from tmem.construct.options import BuildOptions
 from tmem.construct.report import BuildReport
+from tmem.core import Staleness
+from tmem.edit import ForgetReport, ItemHistory
 from tmem.errors import (
     BatchPending,
     BuildBusy,
@@ -24,8 +26,6 @@ from tmem.errors import (
     StoreError,
     TmemError,
 )
-from tmem.core import Staleness
-from tmem.edit import ForgetReport, ItemHistory
 from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.memory import AsyncMemory, Memory, SpaceExport
 from tmem.models import Item, Persona, Scene, SessionInput, Topic, Trigger, TurnInput

@@ -103,12 +103,17 @@ def _export(store: Store, space: str) -> SpaceExport:
     )
 
 
-def _open_core(
-    home: str | Path | None, settings: Settings | None, llm: LLM | None, embedder: Embedder | None
-) -> MemoryCore:
+def _settings_for(home: str | Path | None, settings: Settings | None) -> Settings:
     settings = settings or Settings()
     if home is not None:
         settings = settings.model_copy(update={"home": Path(home).expanduser()})
+    return settings
+
+
+def _open_core(
+    home: str | Path | None, settings: Settings | None, llm: LLM | None, embedder: Embedder | None
+) -> MemoryCore:
+    settings = _settings_for(home, settings)
     return MemoryCore(open_store(settings.store_url), settings, llm=llm, embedder=embedder)
 
 
@@ -136,8 +141,8 @@ class Memory:
         embedder: Embedder | None = None,
     ) -> Memory:
         """Open (or create) the memory directory ``home`` (default: ``settings.home``)."""
-        core = _open_core(home, settings, llm, embedder)
-        return cls(core.store, core.settings, llm=llm, embedder=embedder)
+        settings = _settings_for(home, settings)
+        return cls(open_store(settings.store_url), settings, llm=llm, embedder=embedder)
 
     def _run(self, coro: Coroutine[Any, Any, R]) -> R:
         try:
