@@ -342,3 +342,36 @@ def test_one_memory_at_a_time_over_http(served: tuple[Clients, dict[str, str]]) 
     assert empty.status_code == 422 and "turn_ids" in empty.json()["detail"]
     missing = client.get("/v1/spaces/c/items/no-such-item")
     assert missing.status_code == 404 and missing.headers["content-type"] == PROBLEM
+
+
+def test_ask_answers_through_an_openai_compatible_endpoint(tmp_path: Path) -> None:
+    from tests.support.openai_stub import OpenAIStub
+    from tmem.memory import Memory
+
+    home = tmp_path / "mem"
+    built = Settings(home=home, llm="none", embed_backend="hash")
+    keys = make_keys(built, "acme")
+    with Memory.open(settings=built) as memory:  # an extractive memory of acme's space, built beforehand
+        memory.add_messages("acme/c", dev_messages(1)[0])
+        memory.build("acme/c")
+    with OpenAIStub(reply=lambda request: '{"answer": "a transgender support group"}') as stub:
+        served = Settings(
+            home=home,
+            llm="openai",
+            llm_model="stub-model",
+            llm_base_url=stub.base_url,
+            llm_api_key="test",
+            embed_backend="hash",
+            **NO_AUTO_BUILD,  # type: ignore[arg-type]
+        )
+        with (
+            LiveServer(create_app(served)) as server,
+            httpx.Client(base_url=server.url, headers=auth(keys["acme"]), timeout=60) as c,
+        ):
+            r = c.post("/v1/spaces/c/ask", json={"question": "Which group did Caroline go to?", "variant": "short"})
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["answer"] == "a transgender support group" and body["space"] == "c"
+            assert body["search"]["space"] == "c" and body["context"]["turn_ids"]
+        question = json.dumps(stub.chat_requests[-1].body)
+        assert "Which group did Caroline go to?" in question
