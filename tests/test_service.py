@@ -375,3 +375,43 @@ def test_ask_answers_through_an_openai_compatible_endpoint(tmp_path: Path) -> No
             assert body["search"]["space"] == "c" and body["context"]["turn_ids"]
         question = json.dumps(stub.chat_requests[-1].body)
         assert "Which group did Caroline go to?" in question
+
+
+def test_tmem_serve_from_the_command_line(tmp_path: Path) -> None:
+    """The contract from outside: `tmem keys create` then `tmem serve --host --port --dir`, as a user runs them."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    home = str(tmp_path / "mem")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "TMEM_EMBED_BACKEND": "hash"}
+    tmem = [sys.executable, "-c", "from tmem.cli.main import main; main()"]
+    created = subprocess.run([*tmem, "keys", "create", "acme", "--dir", home], env=env, capture_output=True, text=True)
+    assert created.returncode == 0, created.stderr
+    key = created.stdout.strip().splitlines()[-1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [*tmem, "serve", "--host", "127.0.0.1", "--port", str(port), "--dir", home, "--log-level", "warning"],
+        env=env,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=auth(key), timeout=30) as client:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    r = client.get("/v1/spaces")
+                    break
+                except httpx.TransportError:
+                    assert server.poll() is None and time.monotonic() < deadline, "tmem serve did not start"
+                    time.sleep(0.2)
+            assert r.status_code == 200 and r.json() == {"spaces": []}
+            assert client.get("/openapi.json").json()["info"]["title"] == "tmem"
+    finally:
+        server.terminate()
+        assert server.wait(30) is not None
+        assert server.stderr is not None
+        server.stderr.close()
