@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tmem import Memory, NotFoundError, Settings
+from tmem.construct.check import check_space
 from tmem.edit.forget import canary_free
 from tmem.embed import HashEmbedder
 from tmem.models import LLMCall
@@ -109,6 +110,7 @@ def test_forget_turn_leaves_no_copy_on_disk(tmp_path: Path) -> None:
         result = mem.search(space, CANARY)
         assert CANARY not in result.model_dump_json(exclude={"query"})
         assert turn_id not in {tid for s in mem.store.scenes(space) for tid in s.turn_ids}
+        assert check_space(mem.store, space).violations == []  # the memory stays consistent after forgetting
         # no re-add, no rebuild brings it back
         assert mem.add_messages(space, [{"id": turn_id, "speaker": "Caroline", "text": "x"}]).forgotten == [turn_id]
         mem.build(space, rebuild=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.support.stage_replies import scripted_reply
 from tmem import Memory, Settings
+from tmem.construct.check import check_space
 from tmem.construct.triggers import ITEM_STAGE
 from tmem.edit.forget import canary_free
 from tmem.embed import HashEmbedder
@@ -60,6 +61,7 @@ def test_llm_mode_item_edit_and_forget(tmp_path: Path) -> None:
         assert forgot.scenes_rewritten or forgot.scenes_deleted
         assert forgot.llm_calls_deleted > 0
         assert CANARY not in mem.export("conv-x").model_dump_json()
+        assert check_space(mem.store, "conv-x").violations == []
         # the next build regenerates the rewritten scene's triggers; nothing brings the turn back
         mem.build("conv-x")
         assert CANARY not in mem.export("conv-x").model_dump_json()

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tmem import BuildBusy, InputError, Memory, MessageInput, Settings
+from tmem.construct.check import check_space
 from tmem.construct.policy import BUILD_LEASE
 from tmem.embed import HashEmbedder
 from tmem.store import open_store
@@ -126,6 +127,7 @@ def test_staleness_and_extending_a_built_session(tmp_path: Path) -> None:
         result = mem.search("u", "hiking Grenoble")
         assert result.stale and result.stale_turns == 3
         assert mem.spaces()[0].build_state == "stale"
+        assert check_space(mem.store, "u").violations == []  # appended turns are stale, not unassigned
         mem.build("u")
         assert mem.staleness("u").stale_turns == 0
         scened = {tid for s in mem.store.scenes("u") for tid in s.turn_ids}

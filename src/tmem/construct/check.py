@@ -51,6 +51,7 @@ from tmem.models import (
     Turn,
 )
 from tmem.store.base import Store
+from tmem.util.state import STATE_TURN_SEQ
 
 __all__ = ["CheckReport", "MemorySnapshot", "Violation", "check_snapshot", "check_space", "load_snapshot"]
 
@@ -175,8 +176,10 @@ class _Checker:
             if len(scene_ids) > 1:
                 self.add("turn_in_several_scenes", f"turn {tid} is in scenes {sorted(scene_ids)}", tid)
         covered = self.covered_sessions(owners)
+        # messages appended to a built session after the build (build.turn_seq watermark) are stale, not unassigned
+        watermark = int(self.s.state.get(STATE_TURN_SEQ, str(1 << 62)))
         for turn in self.s.turns:
-            if turn.session_id in covered and turn.id not in owners:
+            if turn.session_id in covered and turn.id not in owners and turn.seq <= watermark:
                 self.add("turn_unassigned", f"turn {turn.id} (session {turn.session_id}) is in no scene", turn.id)
 
     def covered_sessions(self, owners: dict[str, list[str]]) -> set[str]:

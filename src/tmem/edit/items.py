@@ -103,8 +103,10 @@ async def update_item(
     with store.transaction():
         store.add_item_edit(space, edit)
         store.put_items(space, [updated])
+    try:
+        await regenerate_triggers(store, space, updated, llm)
+    finally:  # after the triggers: an index rebuilt on this signal sees the whole edit (or the text alone)
         bump_edits(store, space)
-    await regenerate_triggers(store, space, updated, llm)
     return updated
 
 
