@@ -18,7 +18,7 @@ from tmem.service import create_app
 from tmem.settings import Settings
 
 TENANTS = ("acme", "beta")
-OPS = ("messages", "build", "search", "export", "delete", "list", "job", "other_job", "poke_items")
+OPS = ("messages", "build", "search", "ask", "export", "delete", "list", "job", "other_job", "space_jobs", "poke_items")
 _example = itertools.count()
 
 
@@ -26,6 +26,7 @@ _example = itertools.count()
 class Model:
     texts: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (tenant, space) -> texts written
     jobs: dict[str, list[str]] = field(default_factory=lambda: {t: [] for t in TENANTS})
+    jobs_of: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     def owns(self, tenant: str, space: str) -> bool:
         return (tenant, space) in self.texts
@@ -57,12 +58,21 @@ def _step(
         assert r.status_code == (202 if owned else 404), r.text
         if owned:
             model.jobs[tenant].append(r.json()["job"])
+            model.jobs_of.setdefault((tenant, space), []).append(r.json()["job"])
     elif op == "search":
         r = client.post(f"{path}/search", json={"q": "hiking in Norway", "explain": True})
         assert r.status_code in ((200, 409) if owned else (404,)), r.text
         if r.status_code == 200:
             turns = {t["text"] for h in r.json()["scenes"] for t in h["turns"]}
             assert turns <= set(model.texts[(tenant, space)])
+    elif op == "ask":  # the server has no LLM: 409 for an own space, 404 for any other
+        r = client.post(f"{path}/ask", json={"question": "Where is the hike?"})
+        assert r.status_code == (409 if owned else 404), r.text
+    elif op == "space_jobs":
+        r = client.get(f"{path}/jobs")
+        assert r.status_code == (200 if owned else 404), r.text
+        if owned:
+            assert {j["id"] for j in r.json()} >= set(model.jobs_of.get((tenant, space), []))
     elif op == "export":
         r = client.get(f"{path}/export")
         assert r.status_code == (200 if owned else 404), r.text
@@ -73,6 +83,7 @@ def _step(
         assert r.status_code in ((200, 409) if owned else (404,)), r.text
         if r.status_code == 200:
             del model.texts[(tenant, space)]
+            model.jobs_of.pop((tenant, space), None)
     elif op == "list":
         r = client.get("/v1/spaces")
         assert r.status_code == 200
