@@ -81,3 +81,40 @@ async def test_streamable_http_scoped_by_key(tmp_path: Path) -> None:
     async with AsyncMemory.open(settings=settings) as memory:
         assert sorted(s.name for s in await memory.spaces()) == ["acme/notes", "beta/notes"]
         assert [t.text for t in (await memory.export("beta/notes")).turns] == [f"beta: {msg['text']}"]
+
+
+async def test_tmem_mcp_http_from_the_command_line(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    home = tmp_path / "mem"
+    keys = make_keys(Settings(home=home, llm="none", embed_backend="hash"), "acme")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": SRC, "TMEM_EMBED_BACKEND": "hash"}
+    args = ["--dir", str(home), "mcp", "--space", "notes", "--transport", "http", "--port", str(port)]
+    server = subprocess.Popen([sys.executable, "-c", "from tmem.cli.main import main; main()", *args], env=env)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with httpx.Client() as plain:
+                    assert plain.post(url, json={}).status_code == 401
+                break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline, "tmem mcp did not start"
+                time.sleep(0.2)
+        headers = {"Authorization": f"Bearer {keys['acme']}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            msg = {"speaker": "Ann", "text": "I adopted a cat named Miso.", "time": "2024-05-02T10:00:00"}
+            done = _structured(await client.call_tool("remember", {"messages": [msg], "build": "no"}))
+            assert done == {"space": "notes", "added": 1, "skipped": 0, "built": False, "stale_turns": 1}
+    finally:
+        server.terminate()
+        server.wait(30)
