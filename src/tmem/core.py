@@ -163,7 +163,7 @@ class MemoryCore:
         sessions = self.store.sessions(space)
         if not sessions:
             raise InputError(f"Space {space!r} has no sessions to date the question; add a conversation first.")
-        return QuestionTime(at=max(s.started_at for s in sessions), relation="after")
+        return QuestionTime.after_sessions(s.started_at for s in sessions)
 
     def staleness(self, space: str) -> Staleness:
         self.store.get_space(space)
