@@ -13,7 +13,7 @@ from tmem import Memory, NotFoundError, Settings
 from tmem.construct.check import check_space
 from tmem.edit.forget import canary_free
 from tmem.embed import HashEmbedder
-from tmem.models import LLMCall
+from tmem.models import Item, LLMCall
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 CANARY = "Zorblaxian-7Q quartz canary"
@@ -148,3 +148,30 @@ def test_forgotten_turn_stays_out_of_reimports(tmp_path: Path) -> None:
         assert all(target.id not in i.turn_ids for i in mem.store.items(space))
         with pytest.raises(NotFoundError, match="no turn"):
             mem.forget(space, turn_ids=["no-such-turn"])
+
+
+def test_history_chain_and_forgetting_the_newer_item_restores_the_older(tmp_path: Path) -> None:
+    from tmem.models import ItemKind, Scene
+
+    with _open(tmp_path / "mem") as mem:
+        mem.add_messages("u", [{"id": "t1", "speaker": "ann", "text": "I live in Paris now", "time": "2024-01-01"}])
+        s = mem.store
+        s.put_scenes("u", [Scene(id="sc", seq=0, title="t", summary="s", narrative="", turn_ids=["t1"],
+                                 start=datetime(2024, 1, 1), end=datetime(2024, 1, 1))])  # fmt: skip
+        s.put_items(
+            "u",
+            [
+                Item(id="old", text="Ann lives in Rome.", kind=ItemKind.ATOMIC, scene_ids=["sc"], date="2023-01-01",
+                     superseded_by="mid", turn_ids=["t1"]),
+                Item(id="mid", text="Ann lives in Oslo.", kind=ItemKind.ATOMIC, scene_ids=["sc"], date="2023-06-01",
+                     supersedes="old", superseded_by="new", turn_ids=["t1"]),
+                Item(id="new", text="Ann lives in Paris.", kind=ItemKind.ATOMIC, scene_ids=["sc"], date="2024-01-01",
+                     supersedes="mid", turn_ids=["t1"]),
+            ],
+        )  # fmt: skip
+        hist = mem.history("u", "mid")
+        assert [i.id for i in hist.supersedes] == ["old"] and [i.id for i in hist.superseded_by] == ["new"]
+        assert [i.date for i in mem.history("u", "new").supersedes] == ["2023-06-01", "2023-01-01"]
+        mem.forget("u", item_ids=["new"])
+        assert mem.get_item("u", "mid").superseded_by is None  # the older fact is current again
+        assert mem.history("u", "mid").superseded_by == []
