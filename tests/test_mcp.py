@@ -118,3 +118,26 @@ async def test_tmem_mcp_http_from_the_command_line(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(30)
+
+
+async def test_ask_tool_answers_through_an_openai_compatible_endpoint(tmp_path: Path) -> None:
+    from tests.support.openai_stub import OpenAIStub
+
+    home = tmp_path / "mem"
+    keys = make_keys(Settings(home=home, llm="none", embed_backend="hash"), "acme")
+    async with AsyncMemory.open(home, Settings(llm="none", embed_backend="hash")) as memory:
+        await memory.add_messages("acme/notes", dev_messages(1)[0])
+        await memory.build("acme/notes")
+    with OpenAIStub(reply=lambda request: '{"answer": "an LGBTQ support group"}') as stub:
+        settings = Settings(
+            home=home, llm="openai", llm_model="stub", llm_base_url=stub.base_url, llm_api_key="t", embed_backend="hash"
+        )
+        with LiveServer(http_app(settings, "notes")) as server:
+            headers = {"Authorization": f"Bearer {keys['acme']}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=60) as http,
+                Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client,
+            ):
+                answer = _structured(await client.call_tool("ask", {"question": "Where did Caroline go?"}))
+        assert answer["answer"] == "an LGBTQ support group" and answer["turn_ids"]
+        assert "Where did Caroline go?" in json.dumps(stub.chat_requests[-1].body)
