@@ -33,7 +33,7 @@ from tmem.construct.revert import load_covered, save_covered
 from tmem.edit.items import bump_edits
 from tmem.errors import NotFoundError
 from tmem.index.space import scene_text
-from tmem.models import BuildMode, Item, Persona, Scene, Turn
+from tmem.models import BuildMode, Item, Persona, Scene, Trigger, Turn
 from tmem.store.base import Store
 from tmem.util.state import STATE_MODE
 from tmem.util.text import text_hash
@@ -60,6 +60,11 @@ class _Removal:
 
     def add(self, *texts: str | None) -> None:
         self.texts.update(t for t in texts if t and len(t.strip()) >= _MIN_NEEDLE)
+
+
+def _trigger_texts(trigger: Trigger) -> list[str]:
+    """The texts a trigger holds: its views and its generated fields (not bookkeeping such as ``source``)."""
+    return [v.text for v in trigger.views] + [v for k, v in trigger.fields.items() if k != "source"]
 
 
 def _known(store: Store, space: str, kind: str, ids: Sequence[str], found: set[str], report: ForgetReport) -> None:
@@ -122,7 +127,7 @@ def _forget_items(store: Store, space: str, items: list[Item], removal: _Removal
     for it in items:
         removal.add(it.text)
     for tr in store.triggers(space, host_ids=sorted(ids)):
-        removal.add(*(v.text for v in tr.views), *tr.fields.values())
+        removal.add(*_trigger_texts(tr))
     for edit in store.item_edits(space, sorted(ids)):
         removal.add(edit.old_text, edit.new_text)
     neighbours = {i.supersedes for i in items} | {i.superseded_by for i in items}
@@ -165,7 +170,7 @@ def _rewrite_scenes(
     llm_mode = store.get_state(space, STATE_MODE) == BuildMode.LLM.value
     all_turns = {t.id: t for t in store.find_turns(space, [tid for s in scenes for tid in s.turn_ids])}
     for tr in store.triggers(space, host_ids=[s.id for s in scenes]):
-        removal.add(*(v.text for v in tr.views), *tr.fields.values())
+        removal.add(*_trigger_texts(tr))
     rewritten: list[Scene] = []
     deleted: list[str] = []
     for s in scenes:

@@ -24,10 +24,11 @@ def grew_after_build(session_turns: Sequence[Turn], in_scenes: set[str]) -> bool
     unbuilt = [t.seq for t in session_turns if t.id not in in_scenes]
     if not unbuilt:
         return False
-    if built and min(unbuilt) < max(built):
+    if not built or min(unbuilt) < max(built):  # the cursor says built, but the scenes disagree: not an append
         raise BuildError(
-            f"Session {session_turns[0].session_id} has turns in no scene between built ones; run `tmem check` on "
-            "the space, then rebuild it (`tmem build SPACE --rebuild`)."
+            f"Session {session_turns[0].session_id} is recorded as built but has turns in no scene"
+            f"{' before built ones' if built else ''}; run `tmem check` on the space, then rebuild it "
+            "(`tmem build SPACE --rebuild`)."
         )
     return True
 
