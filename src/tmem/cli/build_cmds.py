@@ -3,7 +3,8 @@
 With an LLM configured (``--llm openai`` / ``TMEM_LLM=openai`` and a model) the full T-Mem memory is built; with
 ``--llm none`` the extractive, descriptive-only memory. ``--batch-out FILE`` runs the batch protocol: the build stops at
 the first stage with uncached requests, writes them to FILE and exits with status 3; run them, import the results
-with ``tmem llm batch-import``, and build again.
+with ``tmem llm batch-import``, and build again. A build whose units failed (replies still invalid after the retries)
+finishes everything else, prints the failed units and exits with status 4; rerunning it retries only those.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import click
 
 from tmem.cli.context import AppContext, echo_json, pass_app
 from tmem.construct.options import BuildOptions
-from tmem.construct.report import BuildReport
+from tmem.construct.report import EXIT_INCOMPLETE, BuildReport
 from tmem.errors import BatchPending, ConfigError
 
 EXIT_BATCH_PENDING = 3
@@ -60,6 +61,18 @@ def _size_options(fn: Any) -> Any:
     default=None,
     help="Batch protocol: write the first stage's uncached requests to FILE (OpenAI Batch JSONL) and stop.",
 )
+@click.option(
+    "--few-rounds/--sequential",
+    "few_rounds",
+    default=None,
+    help="Build plan: one round per stage (sessions segmented in parallel; default with --batch-out) or the "
+    "sequential plan (scenes may span session breaks; default live).",
+)
+@click.option(
+    "--no-fallback",
+    is_flag=True,
+    help="A window the model cannot segment is left as a failed unit instead of being split without the model.",
+)
 @click.option("--rebuild", is_flag=True, help="Drop the built memory first (the conversation is kept).")
 @click.option("--json", "as_json", is_flag=True, help="Print the build reports as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
@@ -71,6 +84,8 @@ def build_cmd(
     space: str | None,
     all_spaces: bool,
     batch_out: Path | None,
+    few_rounds: bool | None,
+    no_fallback: bool,
     rebuild: bool,
     as_json: bool,
     no_progress: bool,
@@ -93,7 +108,9 @@ def build_cmd(
         raise ConfigError("--batch-out needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL (or --llm-model NAME).")
     chosen = {k: v for k, v in sizes.items() if v is not None}
     chosen.setdefault("concurrency", settings.llm_concurrency)
-    options = BuildOptions.model_validate({**chosen, "batch_out": batch_out})
+    options = BuildOptions.model_validate(
+        {**chosen, "batch_out": batch_out, "few_rounds": few_rounds, "fallback": not no_fallback}
+    )
     reports: list[BuildReport] = []
     pending: list[BatchPending] = []
 
@@ -131,6 +148,15 @@ def build_cmd(
             err=True,
         )
         raise SystemExit(EXIT_BATCH_PENDING)
+    incomplete = [r for r in reports if not r.complete]
+    if incomplete:
+        units = sum(len(r.failed) for r in incomplete)
+        click.echo(
+            f"{units} unit(s) failed in {', '.join(r.space for r in incomplete)}: everything else was built. Run the "
+            "same build again to retry only those (a more capable model or a higher TMEM_LLM_OUTPUT_RETRIES helps).",
+            err=True,
+        )
+        raise SystemExit(EXIT_INCOMPLETE)
 
 
 def _describe(report: BuildReport) -> str:
@@ -156,6 +182,10 @@ def _describe(report: BuildReport) -> str:
             "  " + "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
         )
     lines.append("  " + ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())))
+    if report.fallback:
+        lines.append(f"  {len(report.fallback)} scene(s) segmented without the model (fallback, see `tmem check`)")
+    for unit in report.failed:
+        lines.append(f"  FAILED {unit.stage} {unit.unit}: {unit.reason[:200]}")
     return "\n".join(lines)
 
 

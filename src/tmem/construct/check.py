@@ -14,11 +14,15 @@ Violation codes (each with a message naming the records involved):
   ``supersedes_inconsistent``;
 - triggers: ``trigger_unknown_host``, ``trigger_family_host_kind``, ``trigger_empty_view``;
 - persona: ``persona_unknown_item``, ``persona_unknown_speaker``;
-- build state and mode: ``state_bad_mode``, ``state_bad_sessions``, ``extractive_not_descriptive``,
-  ``mode_mixed``;
+- build state and mode: ``state_bad_mode``, ``state_bad_sessions``, ``state_bad_failed``, ``state_bad_fallback``,
+  ``extractive_not_descriptive``, ``mode_mixed``;
 - LLM call log: ``llm_call_no_stage``, ``llm_call_no_model``, ``llm_call_bad_tokens``, ``llm_call_bad_outcome``,
   ``llm_call_bad_attempts``, ``llm_ok_without_response``, ``llm_error_without_message``, ``llm_paid_twice``,
   ``llm_cache_without_source``, ``llm_call_wrong_space``.
+
+Failed units of the last build (``build.failed``) are listed in ``failed_units`` (the memory is incomplete, not
+corrupt): the turns a failed segmentation window left open and the scenes a failed topic request left without topics
+are not violations. Scenes segmented without the model are listed in ``fallback_scenes``.
 
 "Every turn in exactly one scene" applies to the sessions a completed build covers (state ``build.sessions``); before
 any completed build, to the sessions that already have a scene. Sessions imported after the last build are not yet
@@ -33,7 +37,7 @@ from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.construct.report import STATE_MODE, STATE_SESSIONS
+from tmem.construct.report import STATE_MODE, STATE_SESSIONS, FailedUnit, load_failed, load_fallback
 from tmem.models import (
     ITEM_FAMILIES,
     BuildMode,
@@ -71,10 +75,22 @@ class CheckReport(BaseModel):
     descriptive_only: bool = Field(description="True for an extractive memory: no Bridge, Horizon or persona.")
     checked: dict[str, int] = Field(default_factory=dict, description="Records examined, per type.")
     violations: list[Violation] = Field(default_factory=list)
+    failed_units: list[FailedUnit] = Field(
+        default_factory=list,
+        description="Units the last build could not complete (state build.failed): the memory is consistent but "
+        "incomplete there; `tmem build SPACE` retries them. Their turns and scenes are not reported as violations.",
+    )
+    fallback_scenes: dict[str, str] = Field(
+        default_factory=dict, description="Scenes segmented without the model (state build.fallback): id -> reason."
+    )
 
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed_units
 
 
 class MemorySnapshot(BaseModel):
@@ -124,6 +140,15 @@ class _Checker:
         self.scene_ids = {s.id for s in snap.scenes}
         self.topic_ids = {t.id for t in snap.topics}
         self.item_by_id = {i.id: i for i in snap.items}
+        try:
+            self.failed = load_failed(snap.state)
+        except ValueError:
+            self.failed = []
+            self.add("state_bad_failed", "build.failed is not a JSON list of failed units")
+        # what failed units leave undone is reported by them, not as violations
+        self.pending_turns = {r for u in self.failed if u.stage == "segment" for r in u.refs}
+        self.pending_scenes = {r for u in self.failed if u.stage == "topics" for r in u.refs}
+        self.first_pending = min((t.seq for t in snap.turns if t.id in self.pending_turns), default=1 << 62)
 
     def add(self, code: str, message: str, record: str | None = None) -> None:
         self.out.append(Violation(code=code, message=message, record=record))
@@ -176,8 +201,13 @@ class _Checker:
                 self.add("turn_in_several_scenes", f"turn {tid} is in scenes {sorted(scene_ids)}", tid)
         covered = self.covered_sessions(owners)
         for turn in self.s.turns:
-            if turn.session_id in covered and turn.id not in owners:
+            if turn.session_id in covered and turn.id not in owners and not self.pending_after(turn):
                 self.add("turn_unassigned", f"turn {turn.id} (session {turn.session_id}) is in no scene", turn.id)
+
+    def pending_after(self, turn: Turn) -> bool:
+        """A turn left open by a failed segmentation window: the window's own turns and, since a sequential build
+        stops segmenting at a failed window, every later turn."""
+        return turn.id in self.pending_turns or turn.seq >= self.first_pending
 
     def covered_sessions(self, owners: dict[str, list[str]]) -> set[str]:
         built = self.built_sessions()
@@ -210,7 +240,7 @@ class _Checker:
                 self.add("topic_empty", f"topic {topic.id} ({topic.label!r}) has no scene", topic.id)
         if completed:
             for scene in self.s.scenes:
-                if scene.id not in linked_scenes:
+                if scene.id not in linked_scenes and scene.id not in self.pending_scenes:
                     self.add("scene_without_topic", f"scene {scene.id} belongs to no topic", scene.id)
 
     # ------------------------------------------------------------------ items
@@ -382,10 +412,17 @@ def check_snapshot(snap: MemorySnapshot) -> CheckReport:
         "personas": len(snap.personas),
         "llm_calls": len(snap.calls),
     }
+    try:
+        fallback = load_fallback(snap.state)
+    except ValueError:
+        fallback = {}
+        checker.add("state_bad_fallback", "build.fallback is not a JSON object of scene ids")
     return CheckReport(
         space=snap.space.name,
         mode=mode,
         descriptive_only=mode == BuildMode.EXTRACTIVE.value,
         checked=counts,
         violations=checker.out,
+        failed_units=checker.failed,
+        fallback_scenes=fallback,
     )

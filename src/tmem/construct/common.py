@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, create_model, model_validator
 from tqdm import tqdm
 
-from tmem.construct.report import StageReport
-from tmem.errors import BatchPending, BuildError
+from tmem.construct.report import FailedUnit, StageReport
+from tmem.errors import BatchPending, BuildError, LLMOutputError
 from tmem.llm.base import LLM, LLMResult, Message
 from tmem.models import Turn
 from tmem.util.text import text_hash
@@ -137,6 +137,8 @@ class StageRun:
     progress: bool
     report: StageReport = field(init=False)
     pending: list[BatchPending] = field(default_factory=list)
+    failed: list[FailedUnit] = field(default_factory=list)
+    fallback: dict[str, str] = field(default_factory=dict)  # scene id -> why it was segmented without the model
     _bar: tqdm[Any] | None = None
 
     def __post_init__(self) -> None:
@@ -161,6 +163,19 @@ class StageRun:
         else:
             self.report.llm_calls += 1
         return result
+
+    def fail(self, unit: str, refs: Sequence[str], exc: LLMOutputError) -> None:
+        """Record a unit whose replies stayed invalid after the retries (the stage goes on with the others)."""
+        self.failed.append(FailedUnit(stage=self.stage, unit=unit, refs=list(refs), reason=str(exc)))
+
+    async def attempt(self, unit: str, refs: Sequence[str], job: Callable[[], Awaitable[T]]) -> T | None:
+        """Run one unit; a reply that stayed invalid records the unit as failed and gives None. BatchPending and
+        transient errors propagate (the batch protocol collects the first; the second stops the build, resumable)."""
+        try:
+            return await job()
+        except LLMOutputError as exc:
+            self.fail(unit, refs, exc)
+            return None
 
     def advance(self, n: int = 1) -> None:
         if self._bar is not None:

@@ -12,6 +12,7 @@ scene, or by a rerun) is stored once; the first topic (in topic order) to produc
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -203,6 +204,33 @@ class TopicResult:
     covered: list[str]
 
 
+def _items_of(extracted: list[Extracted], topic: Topic, seen: set[str]) -> tuple[list[Item], dict[str, str]]:
+    produced: list[Item] = []
+    supersede: dict[str, str] = {}
+    for ex in extracted:
+        iid = item_id(ex.kind, ex.text, ex.scene_ids)
+        if iid in seen:
+            continue  # the same fact again: duplicates are not re-added
+        seen.add(iid)
+        produced.append(
+            Item(
+                id=iid,
+                text=ex.text,
+                kind=ex.kind,
+                scene_ids=ex.scene_ids,
+                topic_id=topic.id,
+                speaker=ex.speaker,
+                date=ex.date,
+                supersedes=ex.updates,
+                turn_ids=ex.turn_ids,
+                mode=BuildMode.LLM,
+            )
+        )
+        if ex.updates is not None:
+            supersede.setdefault(ex.updates, iid)
+    return produced, supersede
+
+
 async def _extract_topic(
     run: StageRun,
     topic: Topic,
@@ -213,37 +241,57 @@ async def _extract_topic(
     turns: dict[str, Turn],
     options: BuildOptions,
 ) -> TopicResult:
+    """Chunks of a topic's new scenes: in order, each seeing the items of the previous ones (sequential plan), or all
+    at once, each seeing the items the topic held before (few-rounds plan). A chunk whose replies stayed invalid is a
+    failed unit: its scenes stay unread for the topic (the next build reads them), and in the sequential plan the
+    chunks after it wait too."""
     produced: list[Item] = []
     supersede: dict[str, str] = {}
     seen = {it.id for it in existing}
-    for part in chunks(new, options.item_scenes_per_call):
+    covered: list[str] = []
+
+    def request(part: list[Scene], before: list[Scene]) -> ExtractionRequest:
         active = [it for it in [*existing, *produced] if it.id not in supersede and it.superseded_by is None]
         shown = active[-options.item_existing_max :] if options.item_existing_max else []
-        req = ExtractionRequest(topic=topic, old=list(old), new=part, existing=shown, speakers=speakers)
-        result = await run.ask(messages_for(req, turns), reply_model(req))
-        for ex in check_reply(result.output, req):
-            iid = item_id(ex.kind, ex.text, ex.scene_ids)
-            if iid in seen:
-                continue  # the same fact again: duplicates are not re-added
-            seen.add(iid)
-            produced.append(
-                Item(
-                    id=iid,
-                    text=ex.text,
-                    kind=ex.kind,
-                    scene_ids=ex.scene_ids,
-                    topic_id=topic.id,
-                    speaker=ex.speaker,
-                    date=ex.date,
-                    supersedes=ex.updates,
-                    turn_ids=ex.turn_ids,
-                    mode=BuildMode.LLM,
-                )
-            )
-            if ex.updates is not None:
-                supersede.setdefault(ex.updates, iid)
-        old = [*old, *part]
-    return TopicResult(topic, produced, supersede, [s.id for s in new])
+        return ExtractionRequest(topic=topic, old=before, new=part, existing=shown, speakers=speakers)
+
+    async def ask(req: ExtractionRequest) -> list[Extracted] | None:
+        async def once() -> list[Extracted]:
+            result = await run.ask(messages_for(req, turns), reply_model(req))
+            return check_reply(result.output, req)
+
+        unit = f"items:{topic.label}:{req.new[0].turn_ids[0]}"
+        return await run.attempt(unit, [s.id for s in req.new], once)
+
+    parts = chunks(new, options.item_scenes_per_call)
+    befores = [[*old, *new[: k * options.item_scenes_per_call]] for k in range(len(parts))]
+    if options.plan_few_rounds:
+        outcomes = await asyncio.gather(
+            *(ask(request(p, b)) for p, b in zip(parts, befores, strict=True)), return_exceptions=True
+        )
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        if errors:  # every chunk has run (in batch mode each queued its request); surface the first
+            raise errors[0]
+        answers = [o for o in outcomes if not isinstance(o, BaseException)]
+    else:
+        answers = []
+        for part, before in zip(parts, befores, strict=True):
+            answer = await ask(request(part, before))
+            answers.append(answer)
+            if answer is None:
+                break
+            items, marks = _items_of(answer, topic, seen)
+            produced.extend(items)
+            supersede.update({k: v for k, v in marks.items() if k not in supersede})
+    for part, answer in zip(parts, answers, strict=False):
+        if answer is None:
+            continue
+        if options.plan_few_rounds:
+            items, marks = _items_of(answer, topic, seen)
+            produced.extend(items)
+            supersede.update({k: v for k, v in marks.items() if k not in supersede})
+        covered.extend(s.id for s in part)
+    return TopicResult(topic, produced, supersede, covered)
 
 
 async def run_items(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tmem.construct.report import STATE_FALLBACK, load_fallback
 from tmem.models import Scene
 from tmem.store.base import Store
 
@@ -50,3 +51,6 @@ def revert_scene(store: Store, space: str, scene: Scene) -> None:
         else:
             covered[topic_id] = [sid for sid in covered[topic_id] if sid != scene.id]
     save_covered(store, space, covered)
+    fallback = load_fallback(store.state_keys(space))
+    if fallback.pop(scene.id, None) is not None:
+        store.set_state(space, STATE_FALLBACK, json.dumps(fallback) if fallback else None)

@@ -115,19 +115,24 @@ async def run_item_triggers(store: Store, space: str, run: StageRun, options: Bu
     run.report.skipped += len(items) - len(todo)
     n = options.item_triggers_n
 
-    async def call(group: list[Item]) -> list[Trigger]:
+    async def call(group: list[Item]) -> list[Trigger] | None:
         refs = [f"I{k + 1}" for k in range(len(group))]
-        result = await run.ask(item_messages(group, refs, n), item_reply_model(refs, n))
-        return [
-            tr
-            for it, entry in zip(group, result.output.items, strict=True)
-            for tr in item_trigger_records(it, entry.triggers)
-        ]
+
+        async def ask() -> list[Trigger]:
+            result = await run.ask(item_messages(group, refs, n), item_reply_model(refs, n))
+            return [
+                tr
+                for it, entry in zip(group, result.output.items, strict=True)
+                for tr in item_trigger_records(it, entry.triggers)
+            ]
+
+        # a failed batch leaves its items without triggers: the next build sends them again
+        return await run.attempt(f"triggers.item:{group[0].id}", [it.id for it in group], ask)
 
     groups = chunks(todo, options.items_per_trigger_call)
     run.start(total=len(groups))
     results = await run.gather([partial(call, g) for g in groups])
-    records = [tr for batch in results for tr in batch]
+    records = [tr for batch in results if batch is not None for tr in batch]
     store.put_triggers(space, records)
     run.report.created += len(records)
     run.close()
@@ -211,17 +216,23 @@ async def run_scene_triggers(store: Store, space: str, run: StageRun, options: B
     todo = [s for s in scenes if s.id not in done]
     run.report.skipped += len(scenes) - len(todo)
 
-    async def call(group: list[Scene]) -> list[Trigger]:
+    async def call(group: list[Scene]) -> list[Trigger] | None:
         refs = [f"S{k + 1}" for k in range(len(group))]
-        result = await run.ask(
-            scene_messages(group, refs, options.horizon_max), scene_reply_model(refs, options.horizon_max)
-        )
-        return [tr for s, out in zip(group, result.output.scenes, strict=True) for tr in scene_trigger_records(s, out)]
+
+        async def ask() -> list[Trigger]:
+            result = await run.ask(
+                scene_messages(group, refs, options.horizon_max), scene_reply_model(refs, options.horizon_max)
+            )
+            return [
+                tr for s, out in zip(group, result.output.scenes, strict=True) for tr in scene_trigger_records(s, out)
+            ]
+
+        return await run.attempt(f"triggers.scene:{group[0].turn_ids[0]}", [s.id for s in group], ask)
 
     groups = chunks(todo, options.scenes_per_trigger_call)
     run.start(total=len(groups))
     results = await run.gather([partial(call, g) for g in groups])
-    records = [tr for batch in results for tr in batch]
+    records = [tr for batch in results if batch is not None for tr in batch]
     store.put_triggers(space, records)
     run.report.created += len(records)
     run.close()
