@@ -560,7 +560,7 @@ def memory_snapshot(store: Any, space: str, *, with_seq: bool = True) -> dict[st
 # ------------------------------------------------------------------------------------------------- measurement
 
 
-def measure(names: list[str], *, faults: float = 0.0) -> str:
+def measure(names: list[str], *, faults: float = 0.0, plan: str = "--sequential") -> str:
     """Build dev conversations with `tmem build` against the stub server; a Markdown table of calls and tokens."""
     import tempfile
     from pathlib import Path
@@ -589,7 +589,7 @@ def measure(names: list[str], *, faults: float = 0.0) -> str:
             store = SQLiteStore.open(Path(home) / "tmem.db")
             import_spaces(store, [dev_space(name)], source="dev")
             store.close()
-            result = CliRunner().invoke(cli, ["build", name, "--no-progress"], env=env)
+            result = CliRunner().invoke(cli, ["build", name, "--no-progress", plan], env=env)
             if result.exit_code != 0:
                 raise RuntimeError(result.output)
             store = SQLiteStore.open(Path(home) / "tmem.db")
@@ -600,7 +600,9 @@ def measure(names: list[str], *, faults: float = 0.0) -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # python -m tests.support.stage_replies conv-26 [conv-30 ...]
+if __name__ == "__main__":  # python -m tests.support.stage_replies [--few-rounds|--sequential] conv-26 [conv-30 ...]
     import sys
 
-    print(measure(sys.argv[1:] or ["conv-26"]))
+    args = sys.argv[1:]
+    plans = [a for a in args if a in ("--few-rounds", "--sequential")]
+    print(measure([a for a in args if a not in plans] or ["conv-26"], plan=plans[0] if plans else "--sequential"))

@@ -113,6 +113,14 @@ def build_cmd(
     )
     reports: list[BuildReport] = []
     pending: list[BatchPending] = []
+    if batch_out is not None and not as_json:
+        # Before a batch build starts (nothing segmented yet): what it will take, per stage, and in how many rounds.
+        from tmem.cli.llm_cmds import estimate_table
+        from tmem.construct.estimate import estimate_build
+
+        for name in names:
+            if store.turns(name) and not store.scenes(name):
+                click.echo(estimate_table(estimate_build(store, name, options)), err=True)
 
     async def run_all() -> None:
         try:

@@ -7,7 +7,8 @@ the older item (recorded as ``supersedes`` / ``superseded_by``). A topic with mo
 scenes is read chunk by chunk, in order, each chunk seeing the items of the previous ones.
 
 Item ids derive from kind, normalised text and source scenes, so a fact produced twice (by two topics sharing a
-scene, or by a rerun) is stored once; the first topic (in topic order) to produce it owns it.
+scene, or by a rerun) is stored once; the first topic (in topic order) to produce it owns it. A restatement of a fact
+an item of the same scene(s) already holds is dropped too (:mod:`tmem.construct.dedup`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from functools import partial
 from pydantic import BaseModel, Field
 
 from tmem.construct.common import StageRun, check_iso_date, checked, chunks, fmt_span, fmt_turns, render, stable_id
+from tmem.construct.dedup import DuplicateFilter
 from tmem.construct.options import BuildOptions
 from tmem.construct.revert import load_covered, save_covered
 from tmem.llm.base import Message
@@ -320,10 +322,19 @@ async def run_items(store: Store, space: str, run: StageRun, options: BuildOptio
     known = {it.id: it for it in all_items}
     next_seq = max((it.seq for it in all_items), default=-1) + 1
     changed: list[str] = []
+    repeats = DuplicateFilter(all_items)  # a fact another topic already holds, in other words (tmem.construct.dedup)
     for res in results:  # topic order: the first topic to produce a fact owns it
         for it in res.items:
             if it.id in known:
                 continue
+            repeated, replaced = repeats.admit(it)
+            if repeated is not None:
+                run.report.skipped += 1
+                continue
+            if replaced is not None:  # an item of this run that ``it`` states with more: it takes its place
+                del known[replaced.id]
+                changed.remove(replaced.id)
+                run.report.skipped += 1
             known[it.id] = it.model_copy(update={"seq": next_seq})
             next_seq += 1
             changed.append(it.id)
