@@ -10,8 +10,9 @@ Violation codes (each with a message naming the records involved):
   ``scene_turn_order``, ``scene_bad_times``, ``scene_without_topic``;
 - topics: ``topic_link_unknown_topic``, ``topic_link_unknown_scene``, ``topic_empty``;
 - items: ``item_no_scene``, ``item_unknown_scene``, ``atomic_scene_count``, ``connected_scene_count``,
-  ``item_unknown_turn``, ``item_unknown_topic``, ``item_bad_date``, ``supersedes_unknown``,
-  ``supersedes_inconsistent``;
+  ``item_unknown_turn``, ``item_unknown_topic``, ``item_bad_date`` (also a precision that is not one of day, week,
+  month, season, year, range, or a period ending before it starts), ``supersedes_unknown``,
+  ``supersedes_inconsistent``, ``conflict_unknown``, ``conflict_one_sided``;
 - triggers: ``trigger_unknown_host``, ``trigger_family_host_kind``, ``trigger_empty_view``;
 - persona: ``persona_unknown_item``, ``persona_unknown_speaker``;
 - build state and mode: ``state_bad_mode``, ``state_bad_sessions``, ``state_bad_failed``, ``state_bad_fallback``,
@@ -55,6 +56,7 @@ from tmem.models import (
     Turn,
 )
 from tmem.store.base import Store
+from tmem.util.dates import DATE_PRECISIONS
 
 __all__ = ["CheckReport", "MemorySnapshot", "Violation", "check_snapshot", "check_space", "load_snapshot"]
 
@@ -264,11 +266,30 @@ class _Checker:
             if item.topic_id is not None and item.topic_id not in self.topic_ids:
                 self.add("item_unknown_topic", f"item {item.id} names unknown topic {item.topic_id}", item.id)
             if item.date is not None:
-                try:
-                    date.fromisoformat(item.date)
-                except ValueError:
-                    self.add("item_bad_date", f"item {item.id} has date {item.date!r}, not YYYY-MM-DD", item.id)
+                self.item_date(item)
+            for other in item.conflicts_with:
+                peer = self.item_by_id.get(other)
+                if peer is None or other == item.id:
+                    self.add("conflict_unknown", f"item {item.id} conflicts with {other}, not another item", item.id)
+                elif item.id not in peer.conflicts_with:
+                    self.add("conflict_one_sided", f"item {item.id} conflicts with {other} but not back", item.id)
             self.supersession(item)
+
+    def item_date(self, item: Item) -> None:
+        try:
+            start = date.fromisoformat(item.date or "")
+            end = date.fromisoformat(item.date_end) if item.date_end else start
+        except ValueError:
+            self.add(
+                "item_bad_date", f"item {item.id} has date {item.date!r}..{item.date_end!r}, not YYYY-MM-DD", item.id
+            )
+            return
+        if item.date_precision not in (*DATE_PRECISIONS, None) or end < start:
+            self.add(
+                "item_bad_date",
+                f"item {item.id}: precision {item.date_precision!r} with {item.date}..{item.date_end} is not a period",
+                item.id,
+            )
 
     def supersession(self, item: Item) -> None:
         for attr, back in (("supersedes", "superseded_by"), ("superseded_by", "supersedes")):

@@ -4,7 +4,6 @@ the bounded, batch-aware way a stage runs its independent requests."""
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from tmem.construct.report import FailedUnit, StageReport
 from tmem.errors import BatchPending, BuildError, LLMOutputError
 from tmem.llm.base import LLM, LLMResult, Message
 from tmem.models import Turn
+from tmem.util.dates import When, parse_when
 from tmem.util.text import text_hash
 
 T = TypeVar("T")
@@ -106,20 +106,15 @@ def stable_id(prefix: str, *parts: str) -> str:
     return f"{prefix}_{text_hash(chr(31).join(parts))[:16]}"
 
 
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-def check_iso_date(value: str | None, where: str) -> str | None:
-    if value is None:
+def check_when(value: str | None, where: str) -> When | None:
+    """A reply's date with its precision (forms in :data:`tmem.util.dates.WHEN_FORMS`), or None; ValueError names
+    the accepted forms."""
+    if value is None or not value.strip():
         return None
-    value = value.strip()
-    if not _ISO_DATE.match(value):
-        raise ValueError(f"{where}: date {value!r} must be an ISO date YYYY-MM-DD (or null when unknown)")
     try:
-        datetime.strptime(value, "%Y-%m-%d")
+        return parse_when(value)
     except ValueError as exc:
-        raise ValueError(f"{where}: date {value!r} is not a calendar date") from exc
-    return value
+        raise ValueError(f"{where}: date {exc} (or null when unknown)") from exc
 
 
 def chunks(seq: Sequence[T], size: int) -> list[list[T]]:

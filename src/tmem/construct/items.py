@@ -21,13 +21,14 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
-from tmem.construct.common import StageRun, check_iso_date, checked, chunks, fmt_span, fmt_turns, render, stable_id
+from tmem.construct.common import StageRun, check_when, checked, chunks, fmt_span, fmt_turns, render, stable_id
 from tmem.construct.dedup import DuplicateFilter
 from tmem.construct.options import BuildOptions
 from tmem.construct.revert import load_covered, save_covered
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Item, ItemKind, Scene, Topic, Turn
 from tmem.store.base import Store
+from tmem.util.dates import When
 
 STAGE = "items"
 
@@ -35,19 +36,32 @@ STAGE = "items"
 class AtomicItemOut(BaseModel):
     text: str = Field(description="One self-contained fact naming its people, with absolute dates.")
     speaker: str | None = Field(description="The speaker the fact is about, exactly as in the dialogue, or null.")
-    date: str | None = Field(description="ISO date YYYY-MM-DD the fact refers to; null only for timeless facts.")
+    date: str | None = Field(
+        description="When the fact happened, as precise as the dialogue says: YYYY-MM-DD, YYYY-Www, YYYY-MM, "
+        "YYYY-spring|summer|autumn|winter, YYYY or YYYY-MM-DD/YYYY-MM-DD; null only for timeless facts."
+    )
     scene: str = Field(description="Reference of the one new source scene, e.g. 'S4'.")
     turns: list[str] = Field(description="Ids of the turns stating the fact, e.g. ['D3:7'].")
     updates: str | None = Field(description="Reference of the existing item this fact changes, e.g. 'E2', or null.")
+    conflicts: str | None = Field(
+        default=None,
+        description="Reference of an existing item this fact contradicts while neither replaces the other (the "
+        "conversation says both), e.g. 'E5', or null. A change over time is `updates`, not a conflict.",
+    )
 
 
 class ConnectedItemOut(BaseModel):
     text: str = Field(description="One self-contained statement linking facts of several scenes, with dates.")
     speaker: str | None = Field(description="The speaker the statement is about, or null.")
-    date: str | None = Field(description="ISO date YYYY-MM-DD of the latest fact it links, or null.")
+    date: str | None = Field(
+        description="When the latest fact it links happened, in the same forms as an atomic item's date, or null."
+    )
     scenes: list[str] = Field(description="References of all source scenes (two or more, at least one new).")
     turns: list[str] = Field(description="Ids of the turns of the new scenes that support it.")
     updates: str | None = Field(description="Reference of the existing item this statement changes, or null.")
+    conflicts: str | None = Field(
+        default=None, description="Reference of an existing item this statement contradicts (both stay), or null."
+    )
 
 
 class ItemReply(BaseModel):
@@ -85,10 +99,11 @@ class Extracted:
     kind: ItemKind
     text: str
     speaker: str | None
-    date: str | None
+    date: When | None
     scene_ids: list[str]
     turn_ids: list[str]
     updates: str | None  # id of the existing item it supersedes
+    conflicts: str | None = None  # id of an existing item it disagrees with (both stay)
 
 
 def _norm_ref(ref: str) -> str:
@@ -111,6 +126,7 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
         speaker: str | None,
         date: str | None,
         updates: str | None,
+        conflicts: str | None,
         scene_refs: list[str],
         turns: list[str],
         kind: ItemKind,
@@ -121,7 +137,7 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
             raise ValueError(f"{where}.speaker {speaker!r} is not one of {req.speakers} (or null)")
         if speaker is not None and not _name_in(speaker, text):
             raise ValueError(f"{where}.text must name {speaker} (items are read without the dialogue)")
-        iso = check_iso_date(date, f"{where}")
+        when = check_when(date, f"{where}")
         scenes: list[Scene] = []
         for ref in scene_refs:
             scene = req.scene_refs.get(_norm_ref(ref))
@@ -150,17 +166,57 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
             if old is None:
                 raise ValueError(f"{where}.updates {updates!r} is not an existing item ({list(req.item_refs)} or null)")
             target = old.id
+        disagrees = None
+        if conflicts is not None:
+            other = req.item_refs.get(_norm_ref(conflicts))
+            if other is None:
+                raise ValueError(
+                    f"{where}.conflicts {conflicts!r} is not an existing item ({list(req.item_refs)} or null)"
+                )
+            if other.id == target:
+                raise ValueError(
+                    f"{where}: {conflicts} is both updated and contradicted; a change over time is `updates` only, "
+                    "two statements that cannot both hold are `conflicts` only"
+                )
+            disagrees = other.id
         return Extracted(
-            kind, " ".join(text.split()), speaker, iso, [s.id for s in scenes], list(dict.fromkeys(turn_ids)), target
+            kind,
+            " ".join(text.split()),
+            speaker,
+            when,
+            [s.id for s in scenes],
+            list(dict.fromkeys(turn_ids)),
+            target,
+            disagrees,
         )
 
     for n, a in enumerate(reply.atomic_items):
         out.append(
-            common(f"atomic_items[{n}]", a.text, a.speaker, a.date, a.updates, [a.scene], a.turns, ItemKind.ATOMIC)
+            common(
+                f"atomic_items[{n}]",
+                a.text,
+                a.speaker,
+                a.date,
+                a.updates,
+                a.conflicts,
+                [a.scene],
+                a.turns,
+                ItemKind.ATOMIC,
+            )
         )
     for n, c in enumerate(reply.connected_items):
         out.append(
-            common(f"connected_items[{n}]", c.text, c.speaker, c.date, c.updates, c.scenes, c.turns, ItemKind.CONNECTED)
+            common(
+                f"connected_items[{n}]",
+                c.text,
+                c.speaker,
+                c.date,
+                c.updates,
+                c.conflicts,
+                c.scenes,
+                c.turns,
+                ItemKind.CONNECTED,
+            )
         )
     return out
 
@@ -222,8 +278,11 @@ def _items_of(extracted: list[Extracted], topic: Topic, seen: set[str]) -> tuple
                 scene_ids=ex.scene_ids,
                 topic_id=topic.id,
                 speaker=ex.speaker,
-                date=ex.date,
+                date=ex.date.start.isoformat() if ex.date else None,
+                date_end=ex.date.end.isoformat() if ex.date and ex.date.precision != "day" else None,
+                date_precision=ex.date.precision if ex.date else None,
                 supersedes=ex.updates,
+                conflicts_with=[ex.conflicts] if ex.conflicts else [],
                 turn_ids=ex.turn_ids,
                 mode=BuildMode.LLM,
             )
@@ -296,6 +355,25 @@ async def _extract_topic(
     return TopicResult(topic, produced, supersede, covered)
 
 
+def _link_conflicts(known: dict[str, Item], changed: list[str]) -> int:
+    """Conflicts are symmetric: the item a new one contradicts records it too (and is stored again). Returns how
+    many stored items that updated."""
+    updated = 0
+    for iid in list(changed):
+        item = known[iid]
+        live = [other for other in item.conflicts_with if other in known]
+        if live != item.conflicts_with:
+            known[iid] = item = item.model_copy(update={"conflicts_with": live})
+        for other in live:
+            peer = known[other]
+            if iid not in peer.conflicts_with:
+                known[other] = peer.model_copy(update={"conflicts_with": [*peer.conflicts_with, iid]})
+                if other not in changed:
+                    changed.append(other)
+                    updated += 1
+    return updated
+
+
 async def run_items(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
     """Extract items for every topic that gained scenes since its last extraction."""
     covered = load_covered(store, space)
@@ -346,6 +424,7 @@ async def run_items(store: Store, space: str, run: StageRun, options: BuildOptio
                     changed.append(old_id)
                     run.report.updated += 1
         covered[res.topic.id] = sorted(set(covered.get(res.topic.id, [])) | set(res.covered))
+    run.report.updated += _link_conflicts(known, changed)
     fresh = [known[i] for i in changed]
     with store.transaction():
         store.put_items(space, fresh)
