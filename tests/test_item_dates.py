@@ -94,3 +94,23 @@ def test_the_shipped_v1_memories_open_with_day_precision(tmp_path: Path) -> None
     assert all(it.conflicts_with == [] for it in items)
     assert check_space(store, "d30-plus").ok
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("said", "text", "start", "end"),
+    [
+        (date(2023, 5, 12), "next Saturday", date(2023, 5, 13), date(2023, 5, 13)),  # a Friday: the following day
+        (date(2023, 5, 12), "last Friday", date(2023, 5, 5), date(2023, 5, 5)),  # a week earlier
+        (date(2023, 5, 14), "this weekend", date(2023, 5, 13), date(2023, 5, 14)),  # a Sunday: the one under way
+        (date(2023, 5, 14), "last weekend", date(2023, 5, 6), date(2023, 5, 7)),  # not the one ending that day
+        (date(2023, 5, 10), "last week", date(2023, 5, 1), date(2023, 5, 7)),  # Monday to Sunday
+    ],
+)
+def test_the_extractive_resolver_follows_the_written_convention(said: date, text: str, start: date, end: date) -> None:
+    """Each example stated in DATE_CONVENTION (the text the prompt shows the model) holds for the resolver."""
+    from tmem.construct.extractive.dates import resolve_relative_dates
+    from tmem.util.dates import DATE_CONVENTION
+
+    (found,) = resolve_relative_dates(f"We talked about it {text}.", said)
+    assert (found.start, found.end) == (start, end)
+    assert text.split()[0] in DATE_CONVENTION

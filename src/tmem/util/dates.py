@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 __all__ = [
+    "DATE_CONVENTION",
     "DATE_PRECISIONS",
     "WHEN_FORMS",
     "When",
@@ -119,3 +120,27 @@ def parse_when(value: str) -> When:
 def _month_end(first: date) -> date:
     following = date(first.year + first.month // 12, first.month % 12 + 1, 1)
     return following - timedelta(days=1)
+
+
+# The one convention for relative dates, shared by the item-extraction prompt (which shows it to the model) and the
+# extractive resolver (tmem.construct.extractive.dates implements it). "The turn's day" is the date of the turn that
+# says the expression, from the conversation; weeks are ISO weeks.
+DATE_CONVENTION = """\
+- Resolve every relative time against the date of the turn that says it, never against today.
+- Weeks run Monday to Sunday. "this week" is the week of the turn's day, "last week" the Monday-Sunday week before
+  it, "next week" the one after; write a week as YYYY-Www.
+- "last <weekday>" is the most recent such day strictly before the turn's day (said on a Friday, "last Friday" is a
+  week earlier); "next <weekday>" is the first such day strictly after it (said on a Friday, "next Saturday" is the
+  following day); "this <weekday>" is that day in the turn's week.
+- "this weekend" is the Saturday and Sunday of the turn's week (said on a Sunday: the weekend under way); "last
+  weekend" is the one a week earlier (said on a Sunday: not the one ending that day); "next weekend" the one a week
+  later; "this coming weekend" the first weekend starting after the turn's day. Write a weekend as the range
+  YYYY-MM-DD/YYYY-MM-DD.
+- "N days/weeks/months/years ago" and "in N ..." move by calendar amounts; "a couple of" is 2, "a few" is about 3.
+  After a past negation ("haven't talked in a few days") "in N ..." is a duration, not a date.
+- "last/this/next month" and "... year" name the whole calendar month (YYYY-MM) or year (YYYY).
+- Seasons are meteorological (northern hemisphere): spring March-May, summer June-August, autumn September-November,
+  winter December-February, named by the year they start in (YYYY-winter runs from December YYYY); "next spring"
+  said in May 2023 is 2024-spring, "this summer" said in May 2023 is 2023-summer.
+- Give a date only as precise as the conversation is: a day only when a day is said or follows from these rules.
+"""
