@@ -55,3 +55,14 @@ def test_dedup_leaves_no_repeat_and_every_dropped_item_points_at_a_kept_one(text
     assert all(target in ids for target in dropped.values())
     for a, b in itertools.combinations(kept, 2):
         assert not repeats(a, b)
+
+
+def test_proper_names_skip_sentence_starts_months_and_weekdays() -> None:
+    from tmem.construct.names import proper_names, with_names, without_names
+
+    text = "On Friday 23 June 2023 Caroline went to Boston. Melanie stayed in Paris with Jon's dog."
+    assert proper_names(text, ["Melanie"]) == ["Caroline", "Boston", "Paris", "Jon", "Melanie"]
+    assert with_names("Planning a trip to Boston.", text, ["Melanie"]) == (
+        "Planning a trip to Boston. (Caroline, Paris, Jon, Melanie)"
+    )
+    assert without_names("Visiting Caroline's friends in Boston.") == "Visiting friends in ."

@@ -19,6 +19,7 @@ from functools import partial
 from pydantic import BaseModel, Field
 
 from tmem.construct.common import StageRun, checked, chunks, fmt_span, render, stable_id
+from tmem.construct.names import with_names
 from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Scene, Trigger, TriggerFamily, TriggerView
@@ -75,7 +76,10 @@ def item_messages(items: Sequence[Item], refs: Sequence[str], n: int) -> list[Me
     return render("item_triggers.md", n=n, items="\n".join(lines), count=len(items), refs=", ".join(refs))
 
 
-def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple]) -> list[Trigger]:
+def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple], speakers: Sequence[str] = ()) -> list[Trigger]:
+    """ENTITY and BRIDGE records of an item. The ``bridge`` view is the model's bridge followed by the item's proper
+    names it lacks (``fields`` keep the bridge as written): measured on the LLM-built dev memories, that view is found
+    by more cue probes and questions than the bare bridge (bench/bridge_names.py, docs/construction.md)."""
     out: list[Trigger] = []
     for g, tup in enumerate(tuples):
         concept, bridge, rationale = (" ".join(x.split()) for x in (tup.concept, tup.bridge, tup.rationale))
@@ -99,7 +103,7 @@ def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple]) -> list[Tri
                 group=g,
                 fields={"concept": concept, "bridge": bridge, "rationale": rationale},
                 views=[
-                    TriggerView(name="bridge", text=bridge),
+                    TriggerView(name="bridge", text=with_names(bridge, item.text, speakers)),
                     TriggerView(name="joint", text=f"{concept} | {bridge} | {rationale}"),
                 ],
             )
@@ -114,6 +118,7 @@ async def run_item_triggers(store: Store, space: str, run: StageRun, options: Bu
     todo = [it for it in items if it.id not in done and it.superseded_by is None]
     run.report.skipped += len(items) - len(todo)
     n = options.item_triggers_n
+    speakers = list(store.get_space(space).speakers)
 
     async def call(group: list[Item]) -> list[Trigger] | None:
         refs = [f"I{k + 1}" for k in range(len(group))]
@@ -123,7 +128,7 @@ async def run_item_triggers(store: Store, space: str, run: StageRun, options: Bu
             return [
                 tr
                 for it, entry in zip(group, result.output.items, strict=True)
-                for tr in item_trigger_records(it, entry.triggers)
+                for tr in item_trigger_records(it, entry.triggers, speakers)
             ]
 
         # a failed batch leaves its items without triggers: the next build sends them again
