@@ -226,6 +226,27 @@ def iso(date_text: str) -> str:
     return datetime.strptime(date_text.strip(), "%d %B %Y").strftime("%Y-%m-%d")
 
 
+def when(text: str, date_text: str) -> str:
+    """The item date with the precision the turn states, resolved by the written convention against the turn's day
+    (tmem.util.dates.DATE_CONVENTION): a week, weekend, month or year for "last week/weekend/month/year"."""
+    from datetime import timedelta
+
+    day = datetime.strptime(date_text.strip(), "%d %B %Y").date()
+    low = text.lower()
+    if "last weekend" in low:
+        saturday = day - timedelta(days=day.weekday() + 2)
+        return f"{saturday.isoformat()}/{(saturday + timedelta(days=1)).isoformat()}"
+    if "last week" in low:
+        year, week, _ = (day - timedelta(days=7)).isocalendar()
+        return f"{year}-W{week:02d}"
+    if "last month" in low:
+        first = day.replace(day=1) - timedelta(days=1)
+        return f"{first.year}-{first.month:02d}"
+    if "last year" in low:
+        return str(day.year - 1)
+    return day.isoformat()
+
+
 def _first_date(span: str) -> str:
     return span.split(" to ")[0].strip()
 
@@ -368,7 +389,7 @@ def items_reply(user: str) -> dict[str, Any]:
                     {
                         "text": text,
                         "speaker": speaker,
-                        "date": iso(best.date),
+                        "date": when(best.text, best.date),
                         "scene": ref,
                         "turns": [best.id],
                         "updates": None,
