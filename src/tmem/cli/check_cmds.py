@@ -1,7 +1,8 @@
 """``tmem check SPACE [--json]``: verify a memory's integrity; exit 1 on any violation, 4 when the memory is
 consistent but the last build left failed units (``tmem build SPACE`` retries them).
 
-JSON output (stable): ``{"space", "mode", "descriptive_only", "ok", "complete", "checked": {type: count},
+JSON output (stable): ``{"space", "mode", "descriptive_only", "ok", "build_incomplete", "pending_turns", "complete",
+"checked": {type: count},
 "violations": [{"code", "message", "record"}], "failed_units": [{"stage", "unit", "refs", "reason"}],
 "fallback_scenes": {scene id: reason}}``.
 """
@@ -33,6 +34,7 @@ def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool
     if as_json:
         payload = report.model_dump(mode="json")
         payload["ok"] = report.ok
+        payload["build_incomplete"] = report.build_incomplete
         payload["complete"] = report.complete
         echo_json(payload)
     else:
@@ -43,6 +45,11 @@ def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool
         click.echo(f"{space}: {mode}; checked {checked}")
         for v in report.violations:
             click.echo(f"  {v.code}: {v.message}")
+        if report.build_incomplete:
+            click.echo(
+                f"Build incomplete (interrupted, or still running): {report.pending_turns} turn(s) await segmentation. "
+                f"Not corruption: run `tmem build {space}` to resume."
+            )
         if report.fallback_scenes:
             click.echo(f"{len(report.fallback_scenes)} scene(s) segmented without the model (fallback).")
         for unit in report.failed_units:

@@ -21,13 +21,17 @@ Violation codes (each with a message naming the records involved):
   ``llm_call_bad_attempts``, ``llm_ok_without_response``, ``llm_error_without_message``, ``llm_paid_twice``,
   ``llm_cache_without_source``, ``llm_call_wrong_space``.
 
-Failed units of the last build (``build.failed``) are listed in ``failed_units`` (the memory is incomplete, not
-corrupt): the turns a failed segmentation window left open and the scenes a failed topic request left without topics
-are not violations. Scenes segmented without the model are listed in ``fallback_scenes``.
+"Every turn in exactly one scene" applies to the sessions a completed build covers (state ``build.sessions``). After
+them, segmentation proceeds in turn order, so a build that was interrupted (killed, out of budget, waiting for a
+batch) or is still running leaves a suffix of unassigned turns: they are counted as ``pending_turns``, not reported
+as violations (`tmem build SPACE` resumes). An unassigned turn *before* a segmented one is a gap no build leaves, and
+is a ``turn_unassigned`` violation. ``scene_without_topic`` likewise applies to scenes of completed sessions only.
 
-"Every turn in exactly one scene" applies to the sessions a completed build covers (state ``build.sessions``); before
-any completed build, to the sessions that already have a scene. Sessions imported after the last build are not yet
-expected to have scenes.
+Failed units of the last build (``build.failed``: replies that stayed invalid after the retries) are listed in
+``failed_units`` (the memory is incomplete, not corrupt; ``tmem build SPACE`` retries them): the turns a failed
+segmentation window left open (with ``--no-fallback``; in the sequential plan the later turns are a pending suffix)
+and the scenes a failed topic request left without topics are not violations. Scenes segmented without the model are listed in
+``fallback_scenes``.
 """
 
 from __future__ import annotations
@@ -77,21 +81,32 @@ class CheckReport(BaseModel):
     descriptive_only: bool = Field(description="True for an extractive memory: no Bridge, Horizon or persona.")
     checked: dict[str, int] = Field(default_factory=dict, description="Records examined, per type.")
     violations: list[Violation] = Field(default_factory=list)
-    failed_units: list[FailedUnit] = Field(
-        default_factory=list,
-        description="Units the last build could not complete (state build.failed): the memory is consistent but "
-        "incomplete there; `tmem build SPACE` retries them. Their turns and scenes are not reported as violations.",
-    )
-    fallback_scenes: dict[str, str] = Field(
-        default_factory=dict, description="Scenes segmented without the model (state build.fallback): id -> reason."
+    pending_turns: int = Field(
+        default=0,
+        description="Turns after the last segmented one, not covered by a completed build: a build was interrupted "
+        "or is running. Not a violation: `tmem build SPACE` resumes it.",
     )
 
     @property
     def ok(self) -> bool:
         return not self.violations
 
+    failed_units: list[FailedUnit] = Field(
+        default_factory=list,
+        description="Units the last build could not complete (state build.failed): the memory is consistent but "
+        "incomplete there; `tmem build SPACE` retries them. What they left undone is not reported as violations.",
+    )
+    fallback_scenes: dict[str, str] = Field(
+        default_factory=dict, description="Scenes segmented without the model (state build.fallback): id -> reason."
+    )
+
+    @property
+    def build_incomplete(self) -> bool:
+        return self.pending_turns > 0
+
     @property
     def complete(self) -> bool:
+        """No failed unit is recorded (a pending, interrupted build is reported by ``build_incomplete``)."""
         return not self.failed_units
 
 
@@ -142,15 +157,16 @@ class _Checker:
         self.scene_ids = {s.id for s in snap.scenes}
         self.topic_ids = {t.id for t in snap.topics}
         self.item_by_id = {i.id: i for i in snap.items}
+        self.pending_turns = 0
+        self.completed: set[str] = set()
         try:
             self.failed = load_failed(snap.state)
         except ValueError:
             self.failed = []
             self.add("state_bad_failed", "build.failed is not a JSON list of failed units")
-        # what failed units leave undone is reported by them, not as violations
-        self.pending_turns = {r for u in self.failed if u.stage == "segment" for r in u.refs}
-        self.pending_scenes = {r for u in self.failed if u.stage == "topics" for r in u.refs}
-        self.first_pending = min((t.seq for t in snap.turns if t.id in self.pending_turns), default=1 << 62)
+        # what failed units left undone is reported by them, not as violations
+        self.failed_turns = {r for u in self.failed if u.stage == "segment" for r in u.refs}
+        self.failed_scenes = {r for u in self.failed if u.stage == "topics" for r in u.refs}
 
     def add(self, code: str, message: str, record: str | None = None) -> None:
         self.out.append(Violation(code=code, message=message, record=record))
@@ -201,22 +217,24 @@ class _Checker:
         for tid, scene_ids in owners.items():
             if len(scene_ids) > 1:
                 self.add("turn_in_several_scenes", f"turn {tid} is in scenes {sorted(scene_ids)}", tid)
-        covered = self.covered_sessions(owners)
+        # Sessions a completed build covers: every turn in a scene. Beyond them, segmentation runs in turn order, so
+        # an interrupted (or running) build leaves a suffix of unassigned turns: pending, not corruption. An
+        # unassigned turn before an assigned one is a gap, which no build leaves.
+        completed = self.completed_sessions()
+        last_assigned = max((t.seq for t in self.s.turns if t.id in owners), default=-1)
         for turn in self.s.turns:
-            if turn.session_id in covered and turn.id not in owners and not self.pending_after(turn):
+            if turn.id in owners or turn.id in self.failed_turns:
+                continue
+            if turn.session_id in completed or turn.seq < last_assigned:
                 self.add("turn_unassigned", f"turn {turn.id} (session {turn.session_id}) is in no scene", turn.id)
+            elif self.s.scenes:
+                self.pending_turns += 1
+        self.completed = completed
 
-    def pending_after(self, turn: Turn) -> bool:
-        """A turn left open by a failed segmentation window: the window's own turns and, since a sequential build
-        stops segmenting at a failed window, every later turn."""
-        return turn.id in self.pending_turns or turn.seq >= self.first_pending
-
-    def covered_sessions(self, owners: dict[str, list[str]]) -> set[str]:
+    def completed_sessions(self) -> set[str]:
         built = self.built_sessions()
         ordered = sorted(self.s.sessions, key=lambda s: s.seq)
-        if built is not None:
-            return {s.id for s in ordered[:built]}
-        return {t.session_id for t in self.s.turns if t.id in owners}
+        return {s.id for s in ordered[:built]} if built is not None else set()
 
     # ------------------------------------------------------------------ topics
     def topics(self, completed: bool) -> None:
@@ -241,8 +259,12 @@ class _Checker:
             if linked_topics[topic.id] == 0:
                 self.add("topic_empty", f"topic {topic.id} ({topic.label!r}) has no scene", topic.id)
         if completed:
+            session_of = {t.id: t.session_id for t in self.s.turns}
             for scene in self.s.scenes:
-                if scene.id not in linked_scenes and scene.id not in self.pending_scenes:
+                # Scenes of sessions after the last completed build may still await the topic stage (pending).
+                if not all(session_of.get(t) in self.completed for t in scene.turn_ids):
+                    continue
+                if scene.id not in linked_scenes and scene.id not in self.failed_scenes:
                     self.add("scene_without_topic", f"scene {scene.id} belongs to no topic", scene.id)
 
     # ------------------------------------------------------------------ items
@@ -444,6 +466,7 @@ def check_snapshot(snap: MemorySnapshot) -> CheckReport:
         descriptive_only=mode == BuildMode.EXTRACTIVE.value,
         checked=counts,
         violations=checker.out,
+        pending_turns=checker.pending_turns,
         failed_units=checker.failed,
         fallback_scenes=fallback,
     )
