@@ -455,11 +455,13 @@ class SQLiteStore(AgentOps):
                     continue  # a forgotten item never comes back (tombstone)
                 self._exec(
                     "INSERT INTO items(space, id, seq, text, kind, topic_id, speaker, date, supersedes, "
-                    "superseded_by, turn_ids, mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "superseded_by, turn_ids, mode, date_end, date_precision, conflicts_with) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT(space, id) DO UPDATE SET seq = excluded.seq, text = excluded.text, "
                     "kind = excluded.kind, topic_id = excluded.topic_id, speaker = excluded.speaker, "
                     "date = excluded.date, supersedes = excluded.supersedes, superseded_by = excluded.superseded_by, "
-                    "turn_ids = excluded.turn_ids, mode = excluded.mode",
+                    "turn_ids = excluded.turn_ids, mode = excluded.mode, date_end = excluded.date_end, "
+                    "date_precision = excluded.date_precision, conflicts_with = excluded.conflicts_with",
                     (
                         space,
                         it.id,
@@ -473,6 +475,9 @@ class SQLiteStore(AgentOps):
                         it.superseded_by,
                         json.dumps(it.turn_ids),
                         it.mode.value,
+                        it.date_end,
+                        it.date_precision,
+                        json.dumps(it.conflicts_with),
                     ),
                 )
                 self._exec("DELETE FROM item_scenes WHERE space = ? AND item_id = ?", (space, it.id))
@@ -488,6 +493,13 @@ class SQLiteStore(AgentOps):
         links: dict[str, list[str]] = {}
         for item_id, scene_id in self._links("item_scenes", "item_id", "scene_id", space, ids, [r[1] for r in rows]):
             links.setdefault(item_id, []).append(scene_id)
+        # columns added by later migrations, read by name (their position depends on the migration order)
+        extra = {
+            r[0]: (r[1], r[2], r[3])
+            for r in self._rows(
+                "SELECT id, date_end, date_precision, conflicts_with FROM items WHERE space = ?", (space,)
+            )
+        }
         out = [
             Item(
                 id=r[1],
@@ -502,6 +514,9 @@ class SQLiteStore(AgentOps):
                 turn_ids=json.loads(r[10]),
                 mode=BuildMode(r[11]),
                 scene_ids=links.get(r[1], []),
+                date_end=extra[r[1]][0],
+                date_precision=extra[r[1]][1],
+                conflicts_with=json.loads(extra[r[1]][2]),
             )
             for r in rows
         ]
