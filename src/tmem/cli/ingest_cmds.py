@@ -14,7 +14,7 @@ from typing import Any, cast
 import click
 
 from tmem.cli.context import AppContext, echo_json, pass_app
-from tmem.ingest import FORMATS, Format, ImportReport, import_file
+from tmem.ingest import FORMATS, Format, ImportReport
 from tmem.models import (
     BuildMode,
     Item,
@@ -66,7 +66,7 @@ def _import_payload(report: ImportReport) -> dict[str, Any]:
 @pass_app
 def import_cmd(app: AppContext, file: Path, fmt: str, space: str | None, as_json: bool) -> None:
     """Import conversations from FILE. Running it again changes nothing; new sessions are appended."""
-    report = import_file(app.store(), file, cast(Format, fmt), space)  # click.Choice checked the value
+    report = app.memory().import_file(file, cast(Format, fmt), space)  # click.Choice checked the value
     if as_json:
         echo_json(_import_payload(report))
         return
@@ -98,7 +98,7 @@ def _state(summary: SpaceSummary) -> str:
 @pass_app
 def spaces_cmd(app: AppContext, as_json: bool) -> None:
     """List the spaces in the memory directory: sessions, turns, first/last date, build state."""
-    summaries = app.store().list_spaces()
+    summaries = app.memory().spaces()
     if as_json:
         echo_json([s.model_dump(mode="json") for s in summaries])
         return
@@ -111,6 +111,31 @@ def spaces_cmd(app: AppContext, as_json: bool) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+@click.command("delete")
+@click.argument("space")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_app
+def delete_cmd(app: AppContext, space: str, yes: bool) -> None:
+    """Delete SPACE and erase it: conversation, memory, embeddings and LLM log, with no bytes left in the files."""
+    from tmem.memory import Memory
+
+    summary = _summary(app.store(), space)  # NotFoundError naming the known spaces
+    if not yes:
+        click.confirm(
+            f"Delete space {space!r} ({summary.sessions} sessions, {summary.turns} turns) and everything built from "
+            "it? This cannot be undone",
+            abort=True,
+        )
+    complete = Memory(app.store(), app.settings).delete_space(space)
+    click.echo(f"Deleted space {space!r}.")
+    if not complete:
+        click.echo(
+            "Warning: another process kept a read open for 30 s, so copies of the deleted data remain in the "
+            "write-ahead log (tmem.db-wal) until the last process using this memory directory closes it.",
+            err=True,
+        )
 
 
 # --------------------------------------------------------------------------------------------- show: data
@@ -331,5 +356,5 @@ def show_cmd(
 
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the top-level group."""
-    for command in (import_cmd, spaces_cmd, show_cmd):
+    for command in (import_cmd, spaces_cmd, show_cmd, delete_cmd):
         cli.add_command(command)

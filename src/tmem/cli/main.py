@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from tmem.cli.context import AppContext
+from tmem.cli.terminal import protect
 from tmem.errors import TmemError
 from tmem.settings import Settings
 
@@ -61,16 +62,21 @@ def cli(
 
 
 def _register() -> None:
-    from tmem.cli import build_cmds, check_cmds, eval_cmds, ingest_cmds, llm_cmds, search_cmds
+    from tmem.cli import build_cmds, check_cmds, eval_cmds, ingest_cmds, item_cmds, llm_cmds, search_cmds
 
-    for module in (ingest_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds):
+    for module in (ingest_cmds, item_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds):
         module.register(cli)
+    from tmem.cli import keys_cmds, serve_cmds
+
+    keys_cmds.register(cli)
+    serve_cmds.register(cli)
 
 
 _register()
 
 
 def main() -> None:
+    sys.stdout, sys.stderr = protect(sys.stdout), protect(sys.stderr)  # no escape sequence reaches a terminal
     try:
         rc = cli.main(standalone_mode=False)
         if isinstance(rc, int) and rc != 0:

@@ -5,6 +5,7 @@
 * A session whose id is stored with different content is an InputError: sessions are never overwritten.
 * New sessions append: session and turn ``seq`` continue after the stored ones, in input order.
 * Turn ids are unique within a space; a turn without its own time gets the session's start.
+* A turn id that was forgotten (``Memory.forget``) is never stored again.
 * ``Space.speakers`` keeps the stored order, then the declared speakers, then any other speaker by first appearance.
 * Everything one call writes is inside one store transaction: on any error nothing is written.
 """
@@ -16,10 +17,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tmem.errors import InputError
+from tmem.ingest.limits import (
+    MAX_CAPTION_CHARS,
+    MAX_ID_CHARS,
+    MAX_TURN_CHARS,
+    MAX_TURNS_PER_SESSION,
+    check_date,
+    check_name,
+    check_text,
+)
 from tmem.ingest.reader import Format, read_file
 from tmem.ingest.types import ImportReport, SpaceImportReport, SpaceInput
 from tmem.models import Session, SessionInput, Turn
 from tmem.store.base import Store
+from tmem.util.state import STATE_TURN_SEQ
 from tmem.util.text import text_hash
 
 
@@ -53,12 +64,13 @@ def import_sessions(
     Input is checked as a file would be: non-empty space name, speakers and turns, session and turn ids unique.
     """
     space_input = SpaceInput(name=space, speakers=list(speakers), sessions=list(sessions))
-    _check_input(space_input, source)
     return import_spaces(store, [space_input], source=source)
 
 
 def import_spaces(store: Store, spaces: Sequence[SpaceInput], *, source: str) -> ImportReport:
     """Import validated spaces in one transaction; raises InputError (and writes nothing) on a conflict."""
+    for space in spaces:  # readers check as they read; sessions built in code are checked here
+        _check_input(space, source)
     report = ImportReport(source=source)
     with store.transaction():
         for space in spaces:
@@ -66,9 +78,17 @@ def import_spaces(store: Store, spaces: Sequence[SpaceInput], *, source: str) ->
     return report
 
 
+def _problem(where: str, problem: str | None) -> None:
+    if problem:
+        raise InputError(f"{where}: {problem}")
+
+
 def _check_input(space: SpaceInput, source: str) -> None:
     if not space.name.strip():
         raise InputError(f"{source}: the space name is empty; name the space.")
+    _problem(f"{source}: space name {space.name!r}", check_name(space.name, "the space's name"))
+    for name in space.speakers:
+        _problem(f"{source}: space {space.name!r}, speaker {name!r}", check_name(name, "a speaker's name"))
     session_ids: set[str] = set()
     turn_ids: set[str] = set()
     for session in space.sessions:
@@ -80,9 +100,21 @@ def _check_input(space: SpaceInput, source: str) -> None:
         session_ids.add(session.id)
         if not session.turns:
             raise InputError(f"{where}: has no turns; a session needs at least one turn.")
+        _problem(where, check_name(session.id, "a session id", MAX_ID_CHARS))
+        _problem(where, check_date(session.started_at))
+        if len(session.turns) > MAX_TURNS_PER_SESSION:
+            raise InputError(
+                f"{where}: has {len(session.turns):,} turns, at most {MAX_TURNS_PER_SESSION:,} are allowed."
+            )
         for turn in session.turns:
             if not turn.id.strip() or not turn.speaker.strip():
                 raise InputError(f"{where}, turn {turn.id!r}: turn id and speaker must be non-empty.")
+            at = f"{where}, turn {turn.id!r}"
+            _problem(at, check_name(turn.id, "a turn id", MAX_ID_CHARS))
+            _problem(at, check_name(turn.speaker, "the speaker"))
+            _problem(at + " text", check_text(turn.text, "a turn", MAX_TURN_CHARS))
+            _problem(at + " caption", check_text(turn.caption or "", "a caption", MAX_CAPTION_CHARS))
+            _problem(at, None if turn.time is None else check_date(turn.time))
             if turn.id in turn_ids:
                 raise InputError(f"{where}: turn id {turn.id!r} appears twice; turn ids are unique in a space.")
             turn_ids.add(turn.id)
@@ -97,7 +129,11 @@ def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportRe
     by_id = {s.id: s for s in stored_sessions}
     turn_owner = {t.id: t.session_id for t in stored_turns}
     next_session_seq = max((s.seq for s in stored_sessions), default=-1) + 1
-    next_turn_seq = max((t.seq for t in stored_turns), default=-1) + 1
+    # seq continues after the stored turns and after the last build's watermark (a forgotten last turn's seq is
+    # never reused); forgotten (tombstoned) turn ids are never stored again
+    watermark = int(store.get_state(space.name, STATE_TURN_SEQ) or -1)
+    next_turn_seq = max(max((t.seq for t in stored_turns), default=-1), watermark) + 1
+    forgotten = store.tombstoned(space.name, "turn", [t.id for s in space.sessions for t in s.turns])
 
     report = SpaceImportReport(space=space.name, created=created)
     speakers = list(stored_space.speakers)
@@ -119,6 +155,8 @@ def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportRe
             )
         turns: list[Turn] = []
         for turn in session.turns:
+            if turn.id in forgotten:
+                continue
             if turn.id in turn_owner:
                 raise InputError(
                     f"{source}: space {space.name!r}: turn id {turn.id!r} of session {session.id!r} is already used "
@@ -140,6 +178,9 @@ def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportRe
             next_turn_seq += 1
             if turn.speaker not in speakers:
                 speakers.append(turn.speaker)
+        if not turns:  # every turn of it was forgotten
+            report.sessions_skipped.append(session.id)
+            continue
         stored = Session(id=session.id, seq=next_session_seq, started_at=session.started_at, content_hash=content_hash)
         store.add_session(space.name, stored, turns)
         next_session_seq += 1

@@ -16,8 +16,9 @@ from tmem.util.state import STATE_MODE, STATE_SESSIONS
 LOCAL_TENANT = ""  # the tenant of a plain space name (the library's and the CLI's implicit local tenant)
 
 
-def build_state(n_sessions: int, state: Mapping[str, str]) -> str:
-    """``empty`` (no session), ``not built`` (no build finished), ``stale`` (sessions arrived since) or ``built``."""
+def build_state(n_sessions: int, state: Mapping[str, str], *, appended_turns: int = 0) -> str:
+    """``empty`` (no session), ``not built`` (no build finished), ``stale`` (sessions, or ``appended_turns`` messages
+    appended to a built session, arrived since) or ``built``."""
     if n_sessions == 0:
         return "empty"
     if state.get(STATE_MODE) is None:
@@ -26,7 +27,7 @@ def build_state(n_sessions: int, state: Mapping[str, str]) -> str:
         built = int(state.get(STATE_SESSIONS, "0"))
     except ValueError:
         built = 0  # an unreadable checkpoint counts as nothing built: the next build redoes the work
-    return "stale" if built < n_sessions else "built"
+    return "stale" if built < n_sessions or appended_turns > 0 else "built"
 
 
 def check_items(space: str, items: Sequence[Item]) -> None:

@@ -37,7 +37,8 @@ from tmem.models import (
 from tmem.store.base import Vector, iter_batches
 from tmem.store.migrations import migrate
 from tmem.store.rules import build_state, check_items, check_session_turns, check_space_name, not_utf8
-from tmem.util.state import STATE_MODE
+from tmem.store.sqlite_agent import AgentOps
+from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
 _CHUNK = 500  # ids per IN (...) clause, well under SQLite's parameter limit
 
@@ -85,7 +86,7 @@ def store_error(exc: sqlite3.Error, path: str, doing: str) -> StoreError:
     )
 
 
-class SQLiteStore:
+class SQLiteStore(AgentOps):
     """The default store. Open with :meth:`open`; ``":memory:"`` gives a private in-memory database (tests)."""
 
     def __init__(self, db: sqlite3.Connection, path: str) -> None:
@@ -111,6 +112,7 @@ class SQLiteStore:
             db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout_s)
             db.execute("PRAGMA foreign_keys = ON")
             db.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            db.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten, whatever the platform default
             if target != ":memory:":
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = NORMAL")
@@ -245,6 +247,7 @@ class SQLiteStore:
                 "SELECT COUNT(*), MIN(time), MAX(time) FROM turns WHERE space = ?", (name,)
             )[0]
             state = self.state_keys(name, "build.")
+            appended = self.count_turns_after(name, int(state[STATE_TURN_SEQ])) if STATE_TURN_SEQ in state else 0
             out.append(
                 SpaceSummary(
                     name=name,
@@ -252,7 +255,7 @@ class SQLiteStore:
                     turns=n_turns,
                     first_date=_dt(first) if first else None,
                     last_date=_dt(last) if last else None,
-                    build_state=build_state(n_sessions, state),
+                    build_state=build_state(n_sessions, state, appended_turns=appended),
                     build_mode=state.get(STATE_MODE),
                 )
             )
@@ -265,6 +268,33 @@ class SQLiteStore:
             for table in ("scene_turns", "topic_scenes", "item_scenes", "trigger_views"):
                 self._exec(f"DELETE FROM {table} WHERE space = ?", (name,))
             self._exec("DELETE FROM spaces WHERE name = ?", (name,))
+
+    def scrub(self, *, vacuum: bool = True) -> bool:
+        """Leave no bytes of deleted content in the database files (see docs/reliability.md, "Erasure").
+
+        Deletions overwrite content (``secure_delete`` is on for every connection tmem opens); this then checkpoints
+        the WAL into the main file and truncates it, so no older page image survives in the WAL. ``vacuum`` (the
+        default) also rebuilds the file, which is needed for content written while ``secure_delete`` was off (by an
+        older tmem or another tool): such content may survive in free pages and unused parts of pages. Returns False
+        when another connection's open read kept the WAL from being emptied (then run it again once it is closed).
+        Must not be called inside a transaction.
+        """
+        with self._lock:
+            if self._depth:
+                raise StoreError("scrub() cannot run inside a transaction: call it after the deletion has committed.")
+            self._db.execute("PRAGMA secure_delete = ON")
+            if self._path == ":memory:":
+                return True
+            busy = self._checkpoint()
+            if vacuum:
+                self._db.execute("VACUUM")
+                busy = self._checkpoint()
+            return not busy
+
+    def _checkpoint(self) -> bool:
+        """TRUNCATE checkpoint; True when it could not complete (a reader of another connection is in the way)."""
+        busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return bool(busy)
 
     # ------------------------------------------------------------------ sessions and turns
     def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None:
@@ -419,14 +449,19 @@ class SQLiteStore:
     def put_items(self, space: str, items: Sequence[Item]) -> None:
         check_items(space, items)
         with self.transaction():
+            forgotten = self.tombstoned(space, "item", [it.id for it in items])
             for it in items:
+                if it.id in forgotten:
+                    continue  # a forgotten item never comes back (tombstone)
                 self._exec(
                     "INSERT INTO items(space, id, seq, text, kind, topic_id, speaker, date, supersedes, "
-                    "superseded_by, turn_ids, mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "superseded_by, turn_ids, mode, date_end, date_precision, conflicts_with) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT(space, id) DO UPDATE SET seq = excluded.seq, text = excluded.text, "
                     "kind = excluded.kind, topic_id = excluded.topic_id, speaker = excluded.speaker, "
                     "date = excluded.date, supersedes = excluded.supersedes, superseded_by = excluded.superseded_by, "
-                    "turn_ids = excluded.turn_ids, mode = excluded.mode",
+                    "turn_ids = excluded.turn_ids, mode = excluded.mode, date_end = excluded.date_end, "
+                    "date_precision = excluded.date_precision, conflicts_with = excluded.conflicts_with",
                     (
                         space,
                         it.id,
@@ -440,6 +475,9 @@ class SQLiteStore:
                         it.superseded_by,
                         json.dumps(it.turn_ids),
                         it.mode.value,
+                        it.date_end,
+                        it.date_precision,
+                        json.dumps(it.conflicts_with),
                     ),
                 )
                 self._exec("DELETE FROM item_scenes WHERE space = ? AND item_id = ?", (space, it.id))
@@ -455,6 +493,13 @@ class SQLiteStore:
         links: dict[str, list[str]] = {}
         for item_id, scene_id in self._links("item_scenes", "item_id", "scene_id", space, ids, [r[1] for r in rows]):
             links.setdefault(item_id, []).append(scene_id)
+        # columns added by later migrations, read by name (their position depends on the migration order)
+        extra = {
+            r[0]: (r[1], r[2], r[3])
+            for r in self._rows(
+                "SELECT id, date_end, date_precision, conflicts_with FROM items WHERE space = ?", (space,)
+            )
+        }
         out = [
             Item(
                 id=r[1],
@@ -469,6 +514,9 @@ class SQLiteStore:
                 turn_ids=json.loads(r[10]),
                 mode=BuildMode(r[11]),
                 scene_ids=links.get(r[1], []),
+                date_end=extra[r[1]][0],
+                date_precision=extra[r[1]][1],
+                conflicts_with=json.loads(extra[r[1]][2]),
             )
             for r in rows
         ]
