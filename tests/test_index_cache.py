@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -57,3 +58,39 @@ def test_the_budget_always_holds(ops: list[tuple[str, int, int]]) -> None:
         value = cache.get(space, fp, lambda size=size: b"x" * size)  # type: ignore[misc]
         assert value == cache.get(space, fp, lambda: b"other") or len(value) > 12
         assert cache.nbytes <= 12
+
+
+def test_the_retriever_keeps_indices_within_its_byte_budget() -> None:
+    """Two built spaces with a budget for one: the least recently searched is dropped and rebuilt on demand."""
+    from tmem.embed.hashing import HashEmbedder
+    from tmem.models import Item, ItemKind, Scene, Session, Turn
+    from tmem.retrieve.cascade import Retriever, index_bytes
+    from tmem.store import open_store
+    from tmem.util.state import STATE_MODE, STATE_SESSIONS
+
+    store = open_store(":memory:")
+    when = datetime(2023, 5, 1, 9, 0)
+    for space in ("a", "b"):
+        store.ensure_space(space)
+        store.add_session(
+            space,
+            Session(id="s1", seq=0, started_at=when, content_hash="h"),
+            [Turn(id="t1", session_id="s1", seq=0, speaker="A", text=f"dogs in {space}", time=when)],
+        )
+        store.put_scenes(
+            space,
+            [Scene(id="sc", seq=0, title="dogs", summary="dogs", narrative="", turn_ids=["t1"], start=when, end=when)],
+        )
+        store.put_items(space, [Item(id="i", text=f"A likes dogs ({space})", kind=ItemKind.ATOMIC, scene_ids=["sc"])])
+        store.set_state(space, STATE_MODE, "extractive")
+        store.set_state(space, STATE_SESSIONS, "1")
+    probe = Retriever(store, HashEmbedder())
+    one = index_bytes(probe.index("a"))
+    r = Retriever(store, HashEmbedder(), cache_bytes=one + one // 2)
+    r.search("a", "dogs")
+    r.search("b", "dogs")  # a is evicted
+    r.search("b", "dogs")
+    assert r.builds == 2
+    r.search("a", "dogs")
+    assert r.builds == 3
+    store.close()

@@ -12,14 +12,13 @@ Every hit keeps its routes. Choices the paper leaves open are documented in docs
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from threading import Lock
 
 import numpy as np
 import numpy.typing as npt
 
 from tmem.embed.base import Embedder
 from tmem.errors import NotFoundError
+from tmem.index.cache import SpaceCache
 from tmem.index.space import SpaceIndex, scene_text
 from tmem.index.topk import Mask, Scores, top_k
 from tmem.models import ITEM_FAMILIES, TriggerFamily
@@ -261,15 +260,21 @@ def _result(
     )
 
 
-@dataclass
-class _Cached:
-    fingerprint: tuple[tuple[str, str], ...]
-    index: SpaceIndex
+DEFAULT_CACHE_BYTES = 2 * 2**30  # per Retriever: the built indices it keeps (vectors + an estimate of the records)
+
+
+def index_bytes(index: SpaceIndex) -> int:
+    """What a built index holds in memory, for the cache's budget: its vectors exactly, plus about 1 KiB of Python
+    objects per node and turn (records, ids, BM25 postings)."""
+    nodes = len(index.topics) + len(index.scenes) + len(index.items) + len(index.turns)
+    return int(index.matrix.nbytes) + 1024 * nodes
 
 
 class Retriever:
     """Searches spaces of a store. Each space's index is built once per process and rebuilt only when the space's
-    state keys change (every build writes its checkpoints there) or after :meth:`invalidate`."""
+    state keys change (every build writes its checkpoints there) or after :meth:`invalidate`. Built indices are kept
+    in a :class:`SpaceCache`: bounded by ``cache_bytes`` (least recently used out), one lock per space, so a rebuild
+    of one space never blocks searches of another."""
 
     def __init__(
         self,
@@ -278,15 +283,19 @@ class Retriever:
         reranker: Reranker | None = None,
         *,
         config: RetrievalConfig | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
         self.config = config or RetrievalConfig.preset("auto")
-        self._cache: dict[str, _Cached] = {}
+        self._cache: SpaceCache[SpaceIndex] = SpaceCache(cache_bytes, index_bytes)
         self._rerankers: dict[str, Reranker] = {}
-        self._lock = Lock()
-        self.builds = 0  # how many indices this retriever has built (observability and tests)
+
+    @property
+    def builds(self) -> int:
+        """How many indices this retriever has built (observability and tests)."""
+        return self._cache.builds
 
     def fingerprint(self, space: str) -> tuple[tuple[str, str], ...]:
         """Cheap change detector: the space's state keys (every build stage writes its checkpoints and ``build.*`` keys
@@ -298,22 +307,11 @@ class Retriever:
     def index(self, space: str) -> SpaceIndex:
         """The space's index, built on first use and whenever its fingerprint changed."""
         fp = self.fingerprint(space)
-        with self._lock:
-            hit = self._cache.get(space)
-            if hit is not None and hit.fingerprint == fp:
-                return hit.index
-            built = SpaceIndex.from_store(self.store, space, self.embedder)
-            self._cache[space] = _Cached(fp, built)
-            self.builds += 1
-            return built
+        return self._cache.get(space, fp, lambda: SpaceIndex.from_store(self.store, space, self.embedder))
 
     def invalidate(self, space: str | None = None) -> None:
         """Forget the cached index of one space (or all): the next search rebuilds it from the store."""
-        with self._lock:
-            if space is None:
-                self._cache.clear()
-            else:
-                self._cache.pop(space, None)
+        self._cache.invalidate(space)
 
     def embed_query(self, query: str) -> Vector:
         vec: Vector = self.embedder.embed([query]).vectors[0]
