@@ -494,12 +494,14 @@ class SQLiteStore(AgentOps):
         for item_id, scene_id in self._links("item_scenes", "item_id", "scene_id", space, ids, [r[1] for r in rows]):
             links.setdefault(item_id, []).append(scene_id)
         # columns added by later migrations, read by name (their position depends on the migration order)
-        extra = {
-            r[0]: (r[1], r[2], r[3])
-            for r in self._rows(
-                "SELECT id, date_end, date_precision, conflicts_with FROM items WHERE space = ?", (space,)
-            )
-        }
+        sql = "SELECT id, date_end, date_precision, conflicts_with FROM items WHERE space = ?"
+        extra_rows: list[sqlite3.Row] = []
+        if ids is None:
+            extra_rows = self._rows(sql, (space,))
+        else:  # only the items asked for: reading one item never reads the space's whole table
+            for chunk in iter_batches([r[1] for r in rows], _CHUNK):
+                extra_rows += self._rows(sql + f" AND id IN ({_placeholders(len(chunk))})", (space, *chunk))
+        extra = {r[0]: (r[1], r[2], r[3]) for r in extra_rows}
         out = [
             Item(
                 id=r[1],
