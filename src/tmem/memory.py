@@ -34,6 +34,7 @@ from tmem.embed.base import Embedder
 from tmem.errors import ConfigError
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
 from tmem.llm.base import LLM
+from tmem.llm.cost import CostReport, cost_report
 from tmem.llm.service import make_llm
 from tmem.models import (
     Item,
@@ -241,6 +242,12 @@ class Memory:
             personas=s.personas(space),
             build_state=s.state_keys(space),
         )
+
+    def cost(self, space: str | None = None) -> CostReport:
+        """LLM calls and tokens per construction stage, from the call log (of ``space``, or of every space)."""
+        if space is not None:
+            self.store.get_space(space)
+        return cost_report(self.store, space)
 
     def export_file(self, space: str, path: str | Path) -> Path:
         target = Path(path)

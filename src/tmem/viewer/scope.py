@@ -1,0 +1,87 @@
+"""What the host application hands the viewer: one :class:`ViewerScope` per request.
+
+The viewer never opens a store or checks a key itself. The host (``tmem ui`` locally, ``tmem serve`` for tenants)
+passes a :data:`ScopeResolver`: given the API key the request carried (``Authorization: Bearer KEY`` or the viewer's
+cookie; None when it carried none) it returns the scope the key may see, or None when the key is missing or wrong
+(the viewer then asks for one). A scope is a :class:`~tmem.memory.Memory` and the tenant's space-key mapping: the
+service keeps tenant T's space S under the store key ``T/S``, the local tenant under plain names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tmem.errors import NotFoundError
+from tmem.memory import Memory
+from tmem.models import SpaceSummary
+
+
+class JobView(BaseModel):
+    """A build job as the viewer shows it (the service maps its own job records onto this)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    state: str = Field(description="queued, running, succeeded or failed.")
+    stage: str | None = Field(default=None, description="The construction stage under way, if known.")
+    done: int | None = Field(default=None, description="Units finished (with ``total``: progress).")
+    total: int | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+
+    @property
+    def percent(self) -> int | None:
+        if self.done is None or not self.total:
+            return None
+        return max(0, min(100, round(100 * self.done / self.total)))
+
+
+JobsProvider = Callable[[str], Sequence[JobView]]
+
+
+@dataclass(frozen=True)
+class ViewerScope:
+    """The memory a request may see: ``memory``'s spaces whose store key starts with ``prefix`` (``""`` for the
+    implicit local tenant, ``"T/"`` for tenant T), shown without the prefix."""
+
+    memory: Memory
+    prefix: str = ""
+    tenant: str | None = None
+    jobs: JobsProvider | None = None
+
+    def key(self, name: str) -> str:
+        """The store key of the space shown as ``name``; NotFoundError when it is not this scope's."""
+        if not name or "/" in name:
+            raise NotFoundError(f"No space {name!r} here: space names contain no '/'. Pick one from the space list.")
+        return self.prefix + name
+
+    def spaces(self) -> list[SpaceSummary]:
+        """This scope's spaces, named as shown (without the prefix)."""
+        out = []
+        for summary in self.memory.spaces():
+            if not summary.name.startswith(self.prefix):
+                continue
+            shown = summary.name[len(self.prefix) :]
+            if shown and "/" not in shown:
+                out.append(summary.model_copy(update={"name": shown}))
+        return out
+
+    def summary(self, name: str) -> SpaceSummary:
+        """One space's summary; NotFoundError naming the scope's spaces when absent."""
+        for summary in self.spaces():
+            if summary.name == name:
+                return summary
+        known = ", ".join(s.name for s in self.spaces()) or "none yet"
+        raise NotFoundError(f"No space {name!r}. Known spaces: {known}.")
+
+    def build_jobs(self, name: str) -> list[JobView] | None:
+        """The space's build jobs, or None when the host keeps none (``tmem ui`` builds from the CLI)."""
+        return None if self.jobs is None else list(self.jobs(self.key(name)))
+
+
+ScopeResolver = Callable[[str | None], ViewerScope | None]
