@@ -212,7 +212,15 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
     @router.get("/s/{space}/timeline", name="viewer.timeline")
     def timeline_page(request: Request, scope: Scope, space: str) -> Response:
         records = pages.Records(scope.memory.export(scope.key(space)))
-        return space_page(request, scope, space, "timeline.html", "timeline", days=pages.timeline(records))
+        return space_page(
+            request,
+            scope,
+            space,
+            "timeline.html",
+            "timeline",
+            days=pages.timeline(records),
+            unbuilt=records.unbuilt_turns(),
+        )
 
     @router.get("/s/{space}/topics", name="viewer.topics")
     def topics_page(request: Request, scope: Scope, space: str) -> Response:

@@ -75,6 +75,7 @@ class SessionView:
     session: Session
     turns: int
     first: Turn | None
+    built: bool = True
 
 
 class Records:
@@ -104,6 +105,14 @@ class Records:
             for trait in persona.traits:
                 for iid in trait.item_ids:
                     self.citations[iid].append((persona.speaker, trait))
+
+    def built_turn_ids(self) -> set[str]:
+        """Turns held by a scene; the others were imported after the last build."""
+        return {t for s in self.export.scenes for t in s.turn_ids}
+
+    def unbuilt_turns(self) -> list[Turn]:
+        held = self.built_turn_ids()
+        return [t for t in self.export.turns if t.id not in held]
 
     def triggers_of(self, host_id: str, families: tuple[str, ...]) -> dict[str, list[Trigger]]:
         """The host's triggers by family, in the order of ``families``, families without triggers left out."""
@@ -137,8 +146,14 @@ def sessions(records: Records) -> list[SessionView]:
     counts: dict[str, list[Turn]] = defaultdict(list)
     for turn in records.export.turns:
         counts[turn.session_id].append(turn)
+    held = records.built_turn_ids()
     return [
-        SessionView(session=s, turns=len(counts[s.id]), first=counts[s.id][0] if counts[s.id] else None)
+        SessionView(
+            session=s,
+            turns=len(counts[s.id]),
+            first=counts[s.id][0] if counts[s.id] else None,
+            built=bool(counts[s.id]) and all(t.id in held for t in counts[s.id]),
+        )
         for s in records.export.sessions
     ]
 
@@ -258,4 +273,4 @@ def trigger_counts(records: Records) -> dict[str, int]:
 
 def built_turns(records: Records) -> int:
     """Turns held by a scene: the rest were imported after the last build (the memory is stale for them)."""
-    return sum(len(s.turn_ids) for s in records.export.scenes)
+    return len(records.built_turn_ids())
