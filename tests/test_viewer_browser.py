@@ -71,6 +71,7 @@ class Watched:
 
     def __init__(self, page: Any) -> None:
         self.page = page
+        page.set_default_timeout(180_000)  # the first search loads the embedding model on a busy machine
         self.problems: list[str] = []
         page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
         page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
@@ -170,7 +171,7 @@ def test_why_recalled_by_keyboard(base_url: str, page: Watched, shots: Path) -> 
     p.wait_for_selector("#h-context")
     main = p.locator("main").inner_text()
     assert "Preset minilm without PS" in main
-    assert p.locator("section:has(#h-topics) tbody tr").count() >= 1  # surviving topics
+    assert p.locator("ol.topic-list li").count() >= 1  # surviving topics
     first_scene = p.locator("section:has(#h-scenes) article.hit").first
     assert "identity" in first_scene.inner_text().lower() or "credit" in first_scene.inner_text().lower()
     routes = first_scene.locator("table.routes tbody tr")
