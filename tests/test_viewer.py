@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
@@ -254,6 +258,37 @@ def test_search_form_validation() -> None:
         SearchForm.parse("q", "auto", ["XX"], "", "auto")
     with pytest.raises(Exception, match="between 0 and"):
         SearchForm.parse("q", "auto", [], "-1", "auto")
+
+
+def test_ui_command_serves_the_viewer_on_loopback(tmp_path: Path) -> None:
+    mem = Memory.open(tmp_path, Settings(llm="none", embed_backend="hash"), embedder=HashEmbedder())
+    mem.add_sessions("notes", _chat("A note to find in the browser"))
+    mem.close()
+    code = "from tmem.cli.main import main; main()"
+    args = [sys.executable, "-c", code, "--dir", str(tmp_path), "ui", "--port", "0"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/ui/", line)
+        assert match, line + (proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        url = match.group(0)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = httpx.get(url + "s/notes/timeline", timeout=5)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        assert page.status_code == 200 and "A note to find in the browser" in page.text  # a turn not built yet
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def test_ui_command_refuses_a_non_loopback_host(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 import click
 
@@ -37,6 +38,11 @@ def ui_cmd(app: AppContext, host: str, port: int) -> None:
     from tmem.memory import Memory
     from tmem.viewer import PREFIX, create_local_app
 
+    if port == 0:  # pick the free port here, so that the printed address is the real one
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host.strip("[]"), 0))
+            port = int(probe.getsockname()[1])
     memory = Memory(app.store(), app.settings)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"tmem viewer on http://{shown}:{port}{PREFIX}/ over {app.settings.store_url} (Ctrl+C stops it)")
