@@ -53,12 +53,13 @@ def _text(html: str) -> str:
 
 def test_every_page_of_an_llm_built_space(client: TestClient, llm_memory: Memory) -> None:
     export = llm_memory.export(SPACE)
+    cost = llm_memory.cost(SPACE)
     spaces = client.get("/ui/")
     assert spaces.status_code == 200 and f'href="http://127.0.0.1/ui/s/{SPACE}"' in spaces.text
+    assert f"{cost.total.input_tokens:,} / {cost.total.output_tokens:,}" in _text(spaces.text)
     overview = client.get(f"/ui/s/{SPACE}")
     assert overview.status_code == 200
     text = _text(overview.text)
-    cost = llm_memory.cost(SPACE)
     assert f"{cost.total.input_tokens:,}" in text and f"{cost.total.output_tokens:,}" in text  # cost per stage
     assert all(stage.stage in text for stage in cost.stages)
     assert "built with an LLM" in text and "descriptive only" not in text

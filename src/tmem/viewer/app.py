@@ -146,7 +146,9 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
 
     @router.get("/", name="viewer.spaces")
     def spaces_page(request: Request, scope: Scope) -> HTMLResponse:
-        return render(request, "spaces.html", spaces=scope.spaces(), tenant=scope.tenant)
+        spaces = scope.spaces()
+        costs = {s.name: scope.memory.cost(scope.key(s.name)).total for s in spaces}
+        return render(request, "spaces.html", spaces=spaces, costs=costs, tenant=scope.tenant)
 
     @router.get("/login", name="viewer.login")
     def login_page(request: Request, next: str = "") -> HTMLResponse:
@@ -205,6 +207,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             trigger_counts=pages.trigger_counts(records),
             built_turns=pages.built_turns(records),
             build_state=records.export.build_state,
+            build_records=pages.build_records(records.export.build_state),
             cost=cost,
             jobs=scope.build_jobs(space),
         )

@@ -274,3 +274,11 @@ def trigger_counts(records: Records) -> dict[str, int]:
 def built_turns(records: Records) -> int:
     """Turns held by a scene: the rest were imported after the last build (the memory is stale for them)."""
     return len(records.built_turn_ids())
+
+
+SHOWN_STATE = ("build.mode", "build.sessions", "build.digest")
+
+
+def build_records(state: dict[str, str]) -> dict[str, str]:
+    """Other ``build.*`` state keys a build left (e.g. units it could not complete), shown as recorded."""
+    return {k: v for k, v in sorted(state.items()) if k.startswith("build.") and k not in SHOWN_STATE}
