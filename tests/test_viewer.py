@@ -167,7 +167,7 @@ def tenants(tmp_path: Path) -> Iterator[TestClient]:
     mem.add_sessions("bob/chat", _chat("Bob's private note"))
     mem.add_sessions("local", _chat("A local-tenant note"))
     keys = {"key-alice": "alice", "key-bob": "bob"}
-    jobs = [JobView(id="j1", state="running", stage="items", done=3, total=4)]
+    jobs = [JobView(id="j1", state="running", stage="building", fraction=0.75, note="items of 3 scenes")]
 
     def resolve(key: str | None) -> ViewerScope | None:
         tenant = keys.get(key or "")
@@ -200,6 +200,7 @@ def test_key_login_sets_a_strict_cookie_and_scopes_to_the_tenant(tenants: TestCl
     page = tenants.get("/ui/s/chat")
     assert page.status_code == 200 and "tenant alice" in page.text
     assert "not built" in page.text and '<progress max="100" value="75"' in page.text  # the job's progress
+    assert "items of 3 scenes" in page.text and "building" in page.text
     listing = _text(tenants.get("/ui/").text)
     assert "chat" in listing and "bob" not in listing and "local" not in listing
     timeline_html = tenants.get("/ui/s/chat/timeline").text

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,18 +26,16 @@ class JobView(BaseModel):
 
     id: str
     state: str = Field(description="queued, running, succeeded or failed.")
-    stage: str | None = Field(default=None, description="The construction stage under way, if known.")
-    done: int | None = Field(default=None, description="Units finished (with ``total``: progress).")
-    total: int | None = None
-    created_at: datetime | None = None
-    finished_at: datetime | None = None
+    stage: str | None = Field(default=None, description="The stage under way, if known.")
+    fraction: float | None = Field(default=None, ge=0, le=1, description="Progress from 0 to 1, if known.")
+    note: str | None = None
+    created_at: str | None = Field(default=None, description="As the host records it (shown as given).")
+    finished_at: str | None = None
     error: str | None = None
 
     @property
     def percent(self) -> int | None:
-        if self.done is None or not self.total:
-            return None
-        return max(0, min(100, round(100 * self.done / self.total)))
+        return None if self.fraction is None else round(100 * self.fraction)
 
 
 JobsProvider = Callable[[str], Sequence[JobView]]
