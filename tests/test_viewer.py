@@ -297,3 +297,21 @@ def test_ui_command_refuses_a_non_loopback_host(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--dir", str(tmp_path), "ui", "--host", "0.0.0.0"])
     assert result.exit_code != 0
     assert "loopback" in str(result.exception) and "tmem serve" in str(result.exception)
+
+
+def test_any_space_name_and_turn_text_round_trip(tmp_path: Path) -> None:
+    mem = Memory.open(tmp_path, Settings(llm="none", embed_backend="hash"), embedder=HashEmbedder())
+    name = "my notes é#?%"
+    mem.add_sessions(name, _chat("<script>alert(1)</script> & more"))
+    with TestClient(create_local_app(mem), base_url="http://127.0.0.1") as c:
+        listing = c.get("/ui/").text
+        link = re.search(r'href="(http://127\.0\.0\.1/ui/s/[^"]+)"', listing)
+        assert link is not None and link.group(1).endswith("/ui/s/my%20notes%20%C3%A9%23%3F%25")
+        for tab in ("", "/timeline", "/topics", "/items", "/persona", "/search?q=note"):
+            page = c.get(link.group(1) + tab)
+            assert page.status_code == 200, tab
+            assert "<script>" not in page.text
+        assert "no memory yet" in c.get(link.group(1) + "/search?q=note").text  # not built: said, not searched
+        timeline_html = c.get(link.group(1) + "/timeline").text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in timeline_html
+    mem.close()

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
+from starlette.datastructures import URL
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from tmem.errors import ConfigError, InputError, NotFoundError, TmemError
@@ -54,6 +55,17 @@ def _when(value: datetime | None) -> str:
     return "-" if value is None else f"{_day(value)}, {value:%H:%M}"
 
 
+def url(request: Request, name: str, /, **params: str) -> URL:
+    """``request.url_for`` with every path parameter percent-encoded (space names and ids may hold any character)."""
+    return request.url_for(name, **{k: quote(str(v), safe="") for k, v in params.items()})
+
+
+@jinja2.pass_context
+def _url_for(context: dict[str, Any], name: str, /, **params: str) -> URL:
+    request: Request = context["request"]
+    return url(request, name, **params)
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("tmem.viewer", "templates"),
@@ -68,6 +80,7 @@ def _environment() -> jinja2.Environment:
     env.filters["score"] = lambda x: f"{x:.4f}"
     env.filters["anchor"] = lambda s: "t-" + quote(str(s), safe="")
     env.globals["family_labels"] = pages.FAMILY_LABELS
+    env.globals["url_for"] = _url_for  # before Jinja2Templates, whose own url_for does not encode parameters
     return env
 
 
@@ -84,7 +97,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
     ``key_login``, else refuse); ``secret`` signs the forms' anti-forgery tokens (random per process by default)."""
     templates = Jinja2Templates(env=_environment())
     signing = secret or secrets.token_bytes(32)
-    static = {name: resources.files("tmem.viewer").joinpath("static", name).read_bytes() for name in STATIC}
+    static = {file: resources.files("tmem.viewer").joinpath("static", file).read_bytes() for file in STATIC}
 
     def csrf_token(request: Request) -> str:
         key = request_key(request) or ""
@@ -113,7 +126,9 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
                 except LoginNeeded:
                     if not key_login:
                         return error_page(request, ConfigError("This viewer needs an API key it was not given."), 401)
-                    target = str(request.url_for("viewer.login").include_query_params(next=request.url.path))
+                    target = str(
+                        request.url_for("viewer.login").include_query_params(next=quote(request.url.path, safe="/"))
+                    )
                     return RedirectResponse(target, status_code=303)
                 except NotFoundError as exc:
                     response = error_page(request, exc, 404)
@@ -138,11 +153,11 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
 
     Scope = Annotated[ViewerScope, Depends(get_scope)]
 
-    @router.get("/static/{name}", name="viewer.static")
-    def static_file(name: str) -> Response:
-        if name not in static:
-            raise NotFoundError(f"No static file {name!r}.")
-        return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=3600"})
+    @router.get("/static/{file}", name="viewer.static")
+    def static_file(file: str) -> Response:
+        if file not in static:
+            raise NotFoundError(f"No static file {file!r}.")
+        return Response(static[file], media_type=STATIC[file], headers={"Cache-Control": "max-age=3600"})
 
     @router.get("/", name="viewer.spaces")
     def spaces_page(request: Request, scope: Scope) -> HTMLResponse:
@@ -250,7 +265,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             k: v for k, v in {"q": q, "kind": kind, "speaker": speaker, "family": family, "live": live}.items() if v
         }
         links = {
-            n: str(request.url_for("viewer.items", space=space).include_query_params(**params, page=n))
+            n: str(url(request, "viewer.items", space=space).include_query_params(**params, page=n))
             for n in pager.numbers()
         }
         return space_page(
@@ -303,7 +318,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             raise NotFoundError(f"No edit {action!r}; use one of {', '.join(edits.ACTIONS)}.")
         key = scope.key(space)
         message = edits.apply(scope.memory, key, item_id, action, text)
-        target = request.url_for("viewer.item", space=space, item_id=item_id).include_query_params(done=message)
+        target = url(request, "viewer.item", space=space, item_id=item_id).include_query_params(done=message)
         return RedirectResponse(str(target), status_code=303)
 
     @router.get("/s/{space}/persona", name="viewer.persona")
@@ -324,7 +339,8 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         key = scope.key(space)
         default = scope.memory.settings.search_preset
         form = SearchForm.parse(q, preset, without or [], budget, default if default in PRESETS else "auto")
-        found = recall(scope.memory, key, form) if form.query else None
+        built = scope.summary(space).build_state not in ("empty", "not built")
+        found = recall(scope.memory, key, form) if form.query and built else None
         records = pages.Records(scope.memory.export(key)) if found else None
         return space_page(
             request,
@@ -338,6 +354,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             presets=list(PRESETS),
             switches=SWITCHES,
             switch_labels=SWITCH_LABELS,
+            built=built,
         )
 
     return router
