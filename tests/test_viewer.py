@@ -23,9 +23,9 @@ from tests.support.data import SHARED_DATA
 from tmem import Memory, Settings
 from tmem.cli.main import cli
 from tmem.embed import HashEmbedder
-from tmem.models import SessionInput, TurnInput
+from tmem.models import Item, ItemKind, SessionInput, TurnInput
 from tmem.viewer import COOKIE, JobView, ViewerScope, create_local_app, create_router
-from tmem.viewer.pages import ItemFilter, Pager, Records, items, personas, timeline
+from tmem.viewer.pages import ItemFilter, Pager, Records, date_label, items, personas, timeline
 from tmem.viewer.recall import SearchForm
 
 LLM_BUILT = SHARED_DATA / "llm-built" / "d26-plus.db"
@@ -315,3 +315,9 @@ def test_any_space_name_and_turn_text_round_trip(tmp_path: Path) -> None:
         timeline_html = c.get(link.group(1) + "/timeline").text
         assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in timeline_html
     mem.close()
+
+
+def test_item_date_label() -> None:
+    item = Item(id="i", text="t", kind=ItemKind.ATOMIC, scene_ids=["s"], date="2023-05-08")
+    assert date_label(item) == "2023-05-08"
+    assert date_label(item.model_copy(update={"date": None})) == "undated"

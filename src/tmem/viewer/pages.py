@@ -47,6 +47,8 @@ class ItemView:
     supersedes: Item | None
     superseded_by: Item | None
     cited_by: list[tuple[str, PersonaTrait]] = field(default_factory=list)
+    conflicts: list[Item] = field(default_factory=list)
+    date: str = "undated"
 
 
 @dataclass
@@ -139,7 +141,20 @@ class Records:
             supersedes=self.item.get(item.supersedes) if item.supersedes else None,
             superseded_by=self.item.get(item.superseded_by) if item.superseded_by else None,
             cited_by=self.citations.get(item.id, []),
+            conflicts=[self.item[i] for i in getattr(item, "conflicts_with", ()) if i in self.item],
+            date=date_label(item),
         )
+
+
+def date_label(item: Item) -> str:
+    """The item's date with the period and precision it names, when the build recorded them (``2023-05-01 –
+    2023-05-31 (month)``); ``undated`` when it has none."""
+    if not item.date:
+        return "undated"
+    end = getattr(item, "date_end", None)
+    precision = getattr(item, "date_precision", None)
+    text = f"{item.date} – {end}" if end and end != item.date else item.date
+    return f"{text} ({precision})" if precision and precision != "day" else text
 
 
 def sessions(records: Records) -> list[SessionView]:
