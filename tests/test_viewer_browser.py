@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.data import SHARED_DATA
-from tests.support.live_server import live_server
+from tests.support.live_server import LiveServer
 from tmem import Memory, Settings
 from tmem.ingest.locomo import read_locomo
 from tmem.viewer import create_local_app
@@ -51,8 +51,8 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     memory.add_sessions(EXTRACTIVE, conv.sessions[:3])
     memory.build(EXTRACTIVE)
     memory.add_sessions(EXTRACTIVE, conv.sessions[3:4])  # imported after the build: the space is stale
-    with live_server(create_local_app(memory)) as url:
-        yield url
+    with LiveServer(create_local_app(memory)) as server:
+        yield server.url
     memory.close()
 
 

@@ -15,7 +15,7 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 from tests.support.data import SHARED_DATA
-from tests.support.live_server import live_server
+from tests.support.live_server import LiveServer
 from tmem import Memory, Settings
 from tmem.viewer import create_local_app
 
@@ -27,7 +27,8 @@ def main(out: Path) -> None:
     with tempfile.TemporaryDirectory() as home:
         shutil.copy(SHARED_DATA / "llm-built" / "d26-plus.db", Path(home) / "tmem.db")
         memory = Memory.open(home, Settings(llm="none"))
-        with live_server(create_local_app(memory)) as base, sync_playwright() as p:
+        with LiveServer(create_local_app(memory)) as server, sync_playwright() as p:
+            base = server.url
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True)
             page = browser.new_page(viewport={"width": 1100, "height": 1000})
             page.set_default_timeout(180_000)  # the first search loads the embedding model
