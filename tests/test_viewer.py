@@ -212,6 +212,10 @@ def test_bearer_key_and_other_tenants_spaces_are_missing(tenants: TestClient) ->
     assert "Bob" in tenants.get("/ui/s/chat", headers=bob).text
     assert tenants.get("/ui/s/alice%2Fchat", headers=bob).status_code == 404
     assert tenants.get("/ui/s/local", headers=bob).status_code == 404
+    for path in ("/ui/s/nope", "/ui/s/nope/items/i_x", "/ui/s/nope/search?q=x", "/ui/s/chat/items/i_x"):
+        missing = tenants.get(path, headers=bob)
+        assert missing.status_code == 404 and "alice" not in missing.text and "bob/" not in missing.text, path
+    assert "Known spaces: chat." in tenants.get("/ui/s/nope", headers=bob).text  # only bob's own
     redirect = tenants.post("/ui/login", data={"key": "key-bob", "csrf": "x", "next": "//evil.example/"})
     assert redirect.status_code == 400  # forged form refused before anything else
 

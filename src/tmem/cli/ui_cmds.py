@@ -11,6 +11,7 @@ from tmem.cli.context import AppContext, pass_app
 from tmem.errors import ConfigError
 
 LOOPBACK_NAMES = ("localhost",)
+DEFAULT_PORT = 8777  # not tmem mcp's 8765 nor tmem serve's 8080: all three can run side by side
 
 
 def _is_loopback(host: str) -> bool:
@@ -24,7 +25,9 @@ def _is_loopback(host: str) -> bool:
 
 @click.command("ui")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to listen on.")
-@click.option("--port", type=click.IntRange(min=0, max=65535), default=8765, show_default=True, help="Port (0: any).")
+@click.option(
+    "--port", type=click.IntRange(min=0, max=65535), default=DEFAULT_PORT, show_default=True, help="Port (0: any)."
+)
 @pass_app
 def ui_cmd(app: AppContext, host: str, port: int) -> None:
     """Open the memory viewer at http://HOST:PORT/ui/ (no key: it answers on this machine only)."""

@@ -114,7 +114,9 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         return templates.TemplateResponse(request, name, base, status_code=status_code)
 
     def error_page(request: Request, exc: BaseException, status: int) -> HTMLResponse:
-        return render(request, "error.html", status, message=str(exc), status=status)
+        scope: ViewerScope | None = getattr(request.state, "viewer_scope", None)
+        message = scope.scrub(str(exc)) if scope is not None else str(exc)
+        return render(request, "error.html", status, message=message, status=status)
 
     class ViewerRoute(APIRoute):
         def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -149,6 +151,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         scope = resolve(request_key(request))
         if scope is None:
             raise LoginNeeded
+        request.state.viewer_scope = scope
         return scope
 
     Scope = Annotated[ViewerScope, Depends(get_scope)]

@@ -52,9 +52,9 @@ class ViewerScope:
     jobs: JobsProvider | None = None
 
     def key(self, name: str) -> str:
-        """The store key of the space shown as ``name``; NotFoundError when it is not this scope's."""
-        if not name or "/" in name:
-            raise NotFoundError(f"No space {name!r} here: space names contain no '/'. Pick one from the space list.")
+        """The store key of this scope's existing space shown as ``name``. NotFoundError otherwise, naming only this
+        scope's spaces (the store's own message would name every tenant's)."""
+        self.summary(name)
         return self.prefix + name
 
     def spaces(self) -> list[SpaceSummary]:
@@ -70,11 +70,16 @@ class ViewerScope:
 
     def summary(self, name: str) -> SpaceSummary:
         """One space's summary; NotFoundError naming the scope's spaces when absent."""
-        for summary in self.spaces():
+        spaces = self.spaces()
+        for summary in spaces:
             if summary.name == name:
                 return summary
-        known = ", ".join(s.name for s in self.spaces()) or "none yet"
+        known = ", ".join(s.name for s in spaces) or "none yet"
         raise NotFoundError(f"No space {name!r}. Known spaces: {known}.")
+
+    def scrub(self, message: str) -> str:
+        """An error message as this scope's user should read it: store keys shown as space names."""
+        return message.replace(self.prefix, "") if self.prefix else message
 
     def build_jobs(self, name: str) -> list[JobView] | None:
         """The space's build jobs, or None when the host keeps none (``tmem ui`` builds from the CLI)."""
