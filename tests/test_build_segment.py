@@ -109,8 +109,11 @@ async def test_run_segment_slides_the_buffer_and_marks_the_provisional_tail() ->
     assert [s.seq for s in scenes] == [0, 1, 2, 3]
     assert store.get_state("s", STATE_OPEN_TAIL) == scenes[-1].id
     second = llm.backend.requests[1].messages[1].content  # type: ignore[attr-defined]
-    assert "The buffer holds 5 turns, from [D1:6] to [D1:10]" in second and "last turns recorded so far" in second
-    assert "the scene just before this buffer" in second
+    assert (
+        "The buffer holds 5 turns, from <turn_id>D1:6</turn_id> to <turn_id>D1:10</turn_id>" in second
+        and "last turns recorded so far" in second
+    )
+    assert "The scene just before this buffer (context only): <previous_scene>" in second
     assert run.report.created == 4 and run.report.llm_calls == 2
 
 

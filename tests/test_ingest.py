@@ -352,7 +352,9 @@ def test_malformed_native(data: Any, message: str, tmp_path: Path) -> None:
 
 
 # A space as a file could hold it: names and ids non-blank, ids unique within the space.
-_name = st.text(min_size=1, max_size=12).filter(lambda s: s.strip() != "")
+# Names and ids are printable (tmem.ingest.limits): no control, format, separator or unassigned characters but " ".
+_printable = st.characters(exclude_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs")) | st.just(" ")
+_name = st.text(_printable, min_size=1, max_size=12).filter(lambda s: s.strip() != "")
 _time = st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2100, 12, 31))
 
 

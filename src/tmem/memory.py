@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, recall_context
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.report import BuildReport
@@ -163,11 +164,15 @@ class Memory:
         """Append sessions to ``space`` (created if new); known sessions are skipped by content hash."""
         return import_sessions(self.store, space, list(sessions))
 
-    def delete_space(self, space: str) -> None:
-        """Delete the space and every trace of it: conversation, memory, embeddings and LLM log."""
+    def delete_space(self, space: str) -> bool:
+        """Delete the space and every trace of it: conversation, memory, embeddings and LLM log, then scrub the store
+        so that no byte of it is left in the memory directory's files. Returns False when another process's open
+        read kept the scrub from completing (the data is deleted; copies may remain in the WAL until that process
+        closes; `tmem delete` says so)."""
         self.store.delete_space(space)
         if self._retriever is not None:
             self._retriever.invalidate(space)
+        return self.store.scrub()
 
     # ------------------------------------------------------------------ construction
     async def abuild(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
@@ -191,6 +196,19 @@ class Memory:
         self.store.get_space(space)
         cfg = RetrievalConfig.preset(config) if isinstance(config, str) else config
         return self.retriever.search(space, query, cfg)
+
+    def context(
+        self,
+        space: str,
+        query: str,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        config: RetrievalConfig | str | None = None,
+    ) -> Context:
+        """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
+        (None: the whole search result). Logic: :func:`tmem.answer.budget.recall_context`."""
+        self.store.get_space(space)
+        cfg = RetrievalConfig.preset(config) if isinstance(config, str) else config
+        return recall_context(self.retriever, space, query, max_tokens, cfg)
 
     async def aask(
         self,

@@ -308,7 +308,7 @@ def _scene_out(turns: list[_Turn]) -> dict[str, str]:
 
 
 def topics_reply(user: str) -> dict[str, Any]:
-    listed = _between(user, "):\n", "\n\n<scenes>")
+    listed = _between(user, "<topics>\n", "\n</topics>")
     existing = {m[1].strip().casefold() for m in re.finditer(r"^- ([^:]+):", listed, flags=re.M)}
     blocks = re.findall(r"^\[(S\d+)\] [^·]+· (.*)$", _between(user, "<scenes>", "</scenes>"), flags=re.M)
     out = []
@@ -332,13 +332,13 @@ def items_reply(user: str) -> dict[str, Any]:
         m[1].strip()
         for m in re.finditer(
             r"^\[E\d+\] (.*?)(?: \(\d{4}-\d\d-\d\d\))?$",
-            _between(user, "already extracted for this topic:\n", "\n\n<scenes>"),
+            _between(user, "<existing_items>\n", "\n</existing_items>"),
             flags=re.M,
         )
     }
     old = re.findall(
         r"^\[(S\d+)\] ([^·]+) · (.*?): ",
-        _between(user, "Earlier scenes of this topic:\n", "\n\nItems already"),
+        _between(user, "<earlier_scenes>\n", "\n</earlier_scenes>"),
         flags=re.M,
     )
     body = _between(user, "<scenes>", "</scenes>")
@@ -450,7 +450,7 @@ _CATEGORIES = [
 
 
 def persona_reply(user: str) -> dict[str, Any]:
-    speaker = re.search(r"Write the persona of (.+)\.\s*$", user.strip())[1]  # type: ignore[index]
+    speaker = re.search(r"^Speaker: <speaker>(.*)</speaker>$", user, flags=re.M)[1]  # type: ignore[index]
     facts = re.findall(r"^\[(I\d+)\] (.*)$", _between(user, "<facts>", "</facts>"), flags=re.M)
     prior = re.findall(r"^\[(P\d+)\] (\w+): (.*)$", user, flags=re.M)
     traits: dict[str, dict[str, Any]] = {}

@@ -30,6 +30,7 @@ def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool
     if as_json:
         payload = report.model_dump(mode="json")
         payload["ok"] = report.ok
+        payload["build_incomplete"] = report.build_incomplete
         echo_json(payload)
     else:
         mode = report.mode or "not built"
@@ -39,6 +40,11 @@ def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool
         click.echo(f"{space}: {mode}; checked {checked}")
         for v in report.violations:
             click.echo(f"  {v.code}: {v.message}")
+        if report.build_incomplete:
+            click.echo(
+                f"Build incomplete (interrupted, or still running): {report.pending_turns} turn(s) await segmentation. "
+                f"Not corruption: run `tmem build {space}` to resume."
+            )
         if report.ok:
             click.echo("OK: no violation")
         else:

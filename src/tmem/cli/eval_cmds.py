@@ -52,6 +52,13 @@ async def _close(*llms: Any) -> None:
     "--date", "asked", default=None, help="When the question is asked (ISO date); default: after the last session."
 )
 @click.option("--preset", envvar="TMEM_SEARCH_PRESET", default=None, help="Retrieval preset.")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Context budget handed to the model (count_tokens; default 2000, env TMEM_CONTEXT_TOKENS).",
+    envvar="TMEM_CONTEXT_TOKENS",
+)
 @click.option("--explain", is_flag=True, help="Show the context handed to the model and the routes of every hit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full Answer as JSON.")
 @pass_app
@@ -62,11 +69,13 @@ def ask_cmd(
     cot: bool,
     asked: str | None,
     preset: str | None,
+    max_tokens: int | None,
     explain: bool,
     as_json: bool,
 ) -> None:
     """Answer QUESTION from the memory of SPACE (needs an LLM; `tmem search` works without one)."""
     from tmem.answer import Answerer, QuestionTime
+    from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS
     from tmem.embed import make_embedder
     from tmem.retrieve.cascade import Retriever
     from tmem.retrieve.config import RetrievalConfig
@@ -96,7 +105,12 @@ def ask_cmd(
     async def go() -> Any:
         try:
             return await Answerer(Retriever(store, make_embedder(settings)), llm).answer(
-                space, question, when, variant="cot" if cot else "short", config=config
+                space,
+                question,
+                when,
+                variant="cot" if cot else "short",
+                config=config,
+                max_tokens=DEFAULT_CONTEXT_TOKENS if max_tokens is None else max_tokens,
             )
         finally:
             await _close(llm)

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from tmem.cli.context import AppContext
+from tmem.cli.terminal import protect
 from tmem.errors import TmemError
 from tmem.settings import Settings
 
@@ -61,6 +62,7 @@ _register()
 
 
 def main() -> None:
+    sys.stdout, sys.stderr = protect(sys.stdout), protect(sys.stderr)  # no escape sequence reaches a terminal
     try:
         rc = cli.main(standalone_mode=False)
         if isinstance(rc, int) and rc != 0:

@@ -20,9 +20,11 @@ Violation codes (each with a message naming the records involved):
   ``llm_call_bad_attempts``, ``llm_ok_without_response``, ``llm_error_without_message``, ``llm_paid_twice``,
   ``llm_cache_without_source``, ``llm_call_wrong_space``.
 
-"Every turn in exactly one scene" applies to the sessions a completed build covers (state ``build.sessions``); before
-any completed build, to the sessions that already have a scene. Sessions imported after the last build are not yet
-expected to have scenes.
+"Every turn in exactly one scene" applies to the sessions a completed build covers (state ``build.sessions``). After
+them, segmentation proceeds in turn order, so a build that was interrupted (killed, out of budget, waiting for a
+batch) or is still running leaves a suffix of unassigned turns: they are counted as ``pending_turns``, not reported
+as violations (`tmem build SPACE` resumes). An unassigned turn *before* a segmented one is a gap no build leaves, and
+is a ``turn_unassigned`` violation. ``scene_without_topic`` likewise applies to scenes of completed sessions only.
 """
 
 from __future__ import annotations
@@ -71,10 +73,19 @@ class CheckReport(BaseModel):
     descriptive_only: bool = Field(description="True for an extractive memory: no Bridge, Horizon or persona.")
     checked: dict[str, int] = Field(default_factory=dict, description="Records examined, per type.")
     violations: list[Violation] = Field(default_factory=list)
+    pending_turns: int = Field(
+        default=0,
+        description="Turns after the last segmented one, not covered by a completed build: a build was interrupted "
+        "or is running. Not a violation: `tmem build SPACE` resumes it.",
+    )
 
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @property
+    def build_incomplete(self) -> bool:
+        return self.pending_turns > 0
 
 
 class MemorySnapshot(BaseModel):
@@ -124,6 +135,8 @@ class _Checker:
         self.scene_ids = {s.id for s in snap.scenes}
         self.topic_ids = {t.id for t in snap.topics}
         self.item_by_id = {i.id: i for i in snap.items}
+        self.pending_turns = 0
+        self.completed: set[str] = set()
 
     def add(self, code: str, message: str, record: str | None = None) -> None:
         self.out.append(Violation(code=code, message=message, record=record))
@@ -174,17 +187,24 @@ class _Checker:
         for tid, scene_ids in owners.items():
             if len(scene_ids) > 1:
                 self.add("turn_in_several_scenes", f"turn {tid} is in scenes {sorted(scene_ids)}", tid)
-        covered = self.covered_sessions(owners)
+        # Sessions a completed build covers: every turn in a scene. Beyond them, segmentation runs in turn order, so
+        # an interrupted (or running) build leaves a suffix of unassigned turns: pending, not corruption. An
+        # unassigned turn before an assigned one is a gap, which no build leaves.
+        completed = self.completed_sessions()
+        last_assigned = max((t.seq for t in self.s.turns if t.id in owners), default=-1)
         for turn in self.s.turns:
-            if turn.session_id in covered and turn.id not in owners:
+            if turn.id in owners:
+                continue
+            if turn.session_id in completed or turn.seq < last_assigned:
                 self.add("turn_unassigned", f"turn {turn.id} (session {turn.session_id}) is in no scene", turn.id)
+            elif self.s.scenes:
+                self.pending_turns += 1
+        self.completed = completed
 
-    def covered_sessions(self, owners: dict[str, list[str]]) -> set[str]:
+    def completed_sessions(self) -> set[str]:
         built = self.built_sessions()
         ordered = sorted(self.s.sessions, key=lambda s: s.seq)
-        if built is not None:
-            return {s.id for s in ordered[:built]}
-        return {t.session_id for t in self.s.turns if t.id in owners}
+        return {s.id for s in ordered[:built]} if built is not None else set()
 
     # ------------------------------------------------------------------ topics
     def topics(self, completed: bool) -> None:
@@ -209,7 +229,11 @@ class _Checker:
             if linked_topics[topic.id] == 0:
                 self.add("topic_empty", f"topic {topic.id} ({topic.label!r}) has no scene", topic.id)
         if completed:
+            session_of = {t.id: t.session_id for t in self.s.turns}
             for scene in self.s.scenes:
+                # Scenes of sessions after the last completed build may still await the topic stage (pending).
+                if not all(session_of.get(t) in self.completed for t in scene.turn_ids):
+                    continue
                 if scene.id not in linked_scenes:
                     self.add("scene_without_topic", f"scene {scene.id} belongs to no topic", scene.id)
 
@@ -388,4 +412,5 @@ def check_snapshot(snap: MemorySnapshot) -> CheckReport:
         descriptive_only=mode == BuildMode.EXTRACTIVE.value,
         checked=counts,
         violations=checker.out,
+        pending_turns=checker.pending_turns,
     )

@@ -21,6 +21,7 @@ from tmem.construct.report import StageReport
 from tmem.errors import BatchPending, BuildError
 from tmem.llm.base import LLM, LLMResult, Message
 from tmem.models import Turn
+from tmem.util.fence import Fenced, Trusted, check_value, one_line
 from tmem.util.text import text_hash
 
 T = TypeVar("T")
@@ -38,10 +39,18 @@ def _template(name: str) -> tuple[Template, Template]:
     return Template(system.strip() + "\n"), Template(user.strip() + "\n")
 
 
-def render(name: str, **values: object) -> list[Message]:
-    """System + user messages from ``prompts/<name>``; ``$placeholders`` are filled, unknown ones raise."""
+def render(name: str, **values: Fenced | Trusted | int) -> list[Message]:
+    """System + user messages from ``prompts/<name>``; ``$placeholders`` are filled, unknown ones raise.
+
+    Values are :class:`~tmem.util.fence.Fenced` data, :class:`~tmem.util.fence.Trusted` program text or numbers
+    (anything else raises TypeError), and the system part takes no data at all: conversation-derived text can only
+    reach the model inside a fence of the user message (see docs/security.md).
+    """
     system, user = _template(name)
-    data = {k: str(v) for k, v in values.items()}
+    data = {k: check_value(k, v) for k, v in values.items()}
+    fenced = sorted(k for k, v in values.items() if isinstance(v, Fenced))
+    if any(f"${k}" in system.template or f"${{{k}}}" in system.template for k in fenced):
+        raise BuildError(f"Prompt template {name}: fenced data ({', '.join(fenced)}) must not go into the system part")
     return [
         Message(role="system", content=system.substitute(data)),
         Message(role="user", content=user.substitute(data)),
@@ -79,9 +88,9 @@ def fmt_span(start: datetime, end: datetime) -> str:
 
 def fmt_turn(turn: Turn) -> str:
     """One turn as the model reads it: ``[D1:3] 8 May 2023, 13:56 · Caroline: text [image: caption]``."""
-    line = f"[{turn.id}] {fmt_time(turn.time)} · {turn.speaker}: {_one_line(turn.text)}"
+    line = f"[{one_line(turn.id)}] {fmt_time(turn.time)} · {one_line(turn.speaker)}: {one_line(turn.text)}"
     if turn.caption:
-        line += f" [shares an image: {_one_line(turn.caption)}]"
+        line += f" [shares an image: {one_line(turn.caption)}]"
     return line
 
 
@@ -91,14 +100,10 @@ def fmt_turns(turns: Sequence[Turn], *, show_sessions: bool = True) -> str:
     session: str | None = None
     for turn in turns:
         if show_sessions and turn.session_id != session:
-            lines.append(f"--- {turn.session_id} (from {fmt_time(turn.time)}) ---")
+            lines.append(f"--- {one_line(turn.session_id)} (from {fmt_time(turn.time)}) ---")
             session = turn.session_id
         lines.append(fmt_turn(turn))
     return "\n".join(lines)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def stable_id(prefix: str, *parts: str) -> str:

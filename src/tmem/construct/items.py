@@ -25,6 +25,7 @@ from tmem.construct.revert import load_covered, save_covered
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Item, ItemKind, Scene, Topic, Turn
 from tmem.store.base import Store
+from tmem.util.fence import Trusted, fence, fence_inline, shown_id
 
 STAGE = "items"
 
@@ -115,8 +116,13 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
         if not text.strip():
             raise ValueError(f"{where}.text is empty")
         if speaker is not None and speaker not in req.speakers:
-            raise ValueError(f"{where}.speaker {speaker!r} is not one of {req.speakers} (or null)")
-        if speaker is not None and not _name_in(speaker, text):
+            shown = {shown_id(s): s for s in req.speakers}  # a name quoted as the fence showed it (escaped)
+            if speaker not in shown:
+                raise ValueError(f"{where}.speaker {speaker!r} is not one of {req.speakers} (or null)")
+            if not _name_in(speaker, text):
+                raise ValueError(f"{where}.text must name {speaker} (items are read without the dialogue)")
+            speaker = shown[speaker]
+        elif speaker is not None and not _name_in(speaker, text):
             raise ValueError(f"{where}.text must name {speaker} (items are read without the dialogue)")
         iso = check_iso_date(date, f"{where}")
         scenes: list[Scene] = []
@@ -133,9 +139,12 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
                 raise ValueError(f"{where}: a connected item needs two or more distinct scenes")
             if not new_ids & {s.id for s in scenes}:
                 raise ValueError(f"{where}: a connected item must draw on at least one new scene {req.new_refs}")
-        allowed = {tid for s in scenes for tid in s.turn_ids}
-        turn_ids = [t.strip().strip("[]") for t in turns]
-        bad = [t for t in turn_ids if t not in allowed]
+        allowed = {tid: tid for s in scenes for tid in s.turn_ids}
+        # A model may quote an id as the fence showed it (escaped).
+        allowed |= {shown_id(tid): tid for tid in list(allowed) if shown_id(tid) not in allowed}
+        quoted = [t.strip().strip("[]") for t in turns]
+        bad = [t for t in quoted if t not in allowed]
+        turn_ids = [allowed[t] for t in quoted if t in allowed]
         if bad or not turn_ids:
             raise ValueError(
                 f"{where}.turns {turns} must list ids of turns of its source scene(s)"
@@ -182,12 +191,14 @@ def messages_for(req: ExtractionRequest, turns: dict[str, Turn]) -> list[Message
         )
     return render(
         "items.md",
-        speakers=" and ".join(req.speakers) if req.speakers else "its speakers",
-        topic=f"{req.topic.label}: {req.topic.description}" if req.topic.description else req.topic.label,
-        old_scenes=old,
-        existing=existing,
-        new_scenes="\n\n".join(blocks),
-        new_refs=", ".join(req.new_refs),
+        speakers=fence_inline("speakers", " and ".join(req.speakers) if req.speakers else "(not recorded)"),
+        topic=fence_inline(
+            "topic", f"{req.topic.label}: {req.topic.description}" if req.topic.description else req.topic.label
+        ),
+        old_scenes=fence("earlier_scenes", old),
+        existing=fence("existing_items", existing),
+        new_scenes=fence("scenes", "\n\n".join(blocks)),
+        new_refs=Trusted(", ".join(req.new_refs)),
     )
 
 

@@ -19,6 +19,7 @@ from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Persona, PersonaTrait
 from tmem.store.base import Store
+from tmem.util.fence import Fenced, Trusted, fence, fence_inline
 
 STAGE = "persona"
 Category = Literal["identity", "occupation", "relationships", "preferences", "hobbies", "values", "health", "goals"]
@@ -73,16 +74,22 @@ def reply_model(items: dict[str, Item], prior: dict[str, PersonaTrait]) -> type[
 
 def messages_for(speaker: str, items: dict[str, Item], prior: dict[str, PersonaTrait]) -> list[Message]:
     facts = "\n".join(f"[{ref}] {it.text}" for ref, it in items.items())
+    current: Fenced | Trusted
     if prior:
-        current = (
+        current = Fenced(
             "Current persona (update it with the new facts and return the complete list):\n"
-            + "\n".join(f"[{ref}] {t.category}: {t.value}" for ref, t in prior.items())
-            + "\n"
+            + fence("current_persona", "\n".join(f"[{ref}] {t.category}: {t.value}" for ref, t in prior.items()))
         )
-        fold_rule = ', or of current traits (e.g. "P2") that it keeps or refines'
+        fold_rule = Trusted(', or of current traits (e.g. "P2") that it keeps or refines')
     else:
-        current, fold_rule = "", ""
-    return render("persona.md", speaker=speaker, current=current, facts=facts, fold_rule=fold_rule)
+        current, fold_rule = Trusted("Current persona: none yet."), Trusted("")
+    return render(
+        "persona.md",
+        speaker=fence_inline("speaker", speaker),
+        current=current,
+        facts=fence("facts", facts),
+        fold_rule=fold_rule,
+    )
 
 
 def speaker_items(items: Sequence[Item], speaker: str) -> list[Item]:

@@ -28,6 +28,7 @@ from tmem.errors import BuildError
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Scene, Turn
 from tmem.store.base import Store
+from tmem.util.fence import Fenced, Trusted, fence, fence_inline, shown_id
 
 STAGE = "segment"
 STATE_OPEN_TAIL = "segment.open_tail"  # id of the provisional last scene of the previous build
@@ -70,6 +71,8 @@ def check_reply(reply: SegmentReply, buffer: Buffer) -> list[tuple[int, int]]:
     Raises ValueError with a message the model can act on.
     """
     index = {tid: i for i, tid in enumerate(buffer.ids)}
+    for i, tid in enumerate(buffer.ids):  # the model may quote an id as the fence showed it (escaped)
+        index.setdefault(shown_id(tid), i)
     if not reply.scenes:
         raise ValueError(
             "scenes is empty: close at least the first scene of the buffer (a scene holds at most "
@@ -136,21 +139,21 @@ def messages_for(buffer: Buffer, previous: Scene | None) -> list[Message]:
             "Close at least one scene."
         )
         ending_note = "More turns follow: leave the still-running event open."
-    context = (
-        f'Context: the scene just before this buffer was "{previous.title}": {previous.summary}'
+    context: Fenced | Trusted = (
+        fence("previous_scene", f"{previous.title}: {previous.summary}")
         if previous is not None
-        else "Context: this buffer starts at the beginning of the conversation."
+        else Trusted("none, this buffer starts at the beginning of the conversation.")
     )
     return render(
         "segment.md",
         max_scene_turns=buffer.max_scene_turns,
-        ending_rule=ending_rule,
-        ending_note=ending_note,
+        ending_rule=Trusted(ending_rule),
+        ending_note=Trusted(ending_note),
         context=context,
-        turns=fmt_turns(buffer.turns),
+        turns=fence("conversation", fmt_turns(buffer.turns)),
         count=len(buffer.turns),
-        first_id=buffer.ids[0],
-        last_id=buffer.ids[-1],
+        first_id=fence_inline("turn_id", buffer.ids[0]),
+        last_id=fence_inline("turn_id", buffer.ids[-1]),
     )
 
 

@@ -18,6 +18,7 @@ from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Scene, Topic, TopicSceneLink
 from tmem.store.base import Store
+from tmem.util.fence import Trusted, fence
 
 STAGE = "topics"
 MAX_TOPICS_PER_SCENE = 3
@@ -88,10 +89,10 @@ def messages_for(scenes: Sequence[Scene], refs: Sequence[str], existing: Sequenc
     return render(
         "topics.md",
         topic_count=len(existing),
-        topics=topics,
-        scenes="\n\n".join(blocks),
+        topics=fence("topics", topics),
+        scenes=fence("scenes", "\n\n".join(blocks)),
         scene_count=len(scenes),
-        refs=", ".join(refs),
+        refs=Trusted(", ".join(refs)),
     )
 
 

@@ -23,6 +23,7 @@ from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Scene, Trigger, TriggerFamily, TriggerView
 from tmem.store.base import Store
+from tmem.util.fence import Trusted, fence
 
 ITEM_STAGE = "triggers.item"
 SCENE_STAGE = "triggers.scene"
@@ -72,7 +73,9 @@ def item_reply_model(refs: Sequence[str], n: int) -> type[ItemTriggerReply]:
 
 def item_messages(items: Sequence[Item], refs: Sequence[str], n: int) -> list[Message]:
     lines = [f"[{ref}] {it.text}" for ref, it in zip(refs, items, strict=True)]
-    return render("item_triggers.md", n=n, items="\n".join(lines), count=len(items), refs=", ".join(refs))
+    return render(
+        "item_triggers.md", n=n, items=fence("items", "\n".join(lines)), count=len(items), refs=Trusted(", ".join(refs))
+    )
 
 
 def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple]) -> list[Trigger]:
@@ -176,9 +179,9 @@ def scene_messages(scenes: Sequence[Scene], refs: Sequence[str], horizon_max: in
     return render(
         "scene_triggers.md",
         horizon_max=horizon_max,
-        scenes="\n\n".join(blocks),
+        scenes=fence("scenes", "\n\n".join(blocks)),
         count=len(scenes),
-        refs=", ".join(refs),
+        refs=Trusted(", ".join(refs)),
     )
 
 

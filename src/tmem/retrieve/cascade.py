@@ -27,8 +27,9 @@ from tmem.models import ITEM_FAMILIES, TriggerFamily
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.fusion import Fused, Ranked, fuse, split_gate
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
-from tmem.retrieve.types import GateMiss, ItemHit, Route, SceneHit, SearchResult
+from tmem.retrieve.types import GateMiss, ItemHit, Route, SceneHit, SearchResult, TurnHit
 from tmem.store.base import Store
+from tmem.util.text import text_hash
 
 Vector = npt.NDArray[np.float32]
 
@@ -223,7 +224,27 @@ def run_cascade(
 
         kept_items = _rerank(fuse(item_lists, cfg.k0), item_text_of, query, reranker, cfg.rerank_depth)[: cfg.k_items]
 
-    return _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, misses)
+    kept_turns: list[Fused] = []
+    if cfg.turn_top > 0 and index.turn_list:
+        tr_bm = index.turn_bm25.scores(query)
+        tr_de = index.part(cos, "turn")
+        t_ids = index.turn_ids
+        kept_turns = fuse(
+            {
+                "turn.bm25": _ranked(t_ids, tr_bm, top_k(tr_bm, max(cfg.depth, cfg.turn_top), positive_only=True)),
+                "turn.dense": _ranked(t_ids, tr_de, top_k(tr_de, max(cfg.depth, cfg.turn_top))),
+            },
+            cfg.k0,
+        )[: cfg.turn_top]
+
+    result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, misses)
+    if not kept_turns:
+        return result
+    turn_hits = [
+        TurnHit(turn=index.turns[f.id], scene_id=index.turn_scene.get(f.id), score=f.score, routes=f.routes)
+        for f in kept_turns
+    ]
+    return result.model_copy(update={"turns": turn_hits})
 
 
 def _result(
@@ -269,6 +290,7 @@ def _result(
         disabled=sorted(cfg.disabled),
         descriptive_only=index.descriptive_only,
         gated=misses,
+        unbuilt_turns=sum(1 for t in index.turns if t not in index.turn_scene),
     )
 
 
@@ -300,9 +322,11 @@ class Retriever:
         self.builds = 0  # how many indices this retriever has built (observability and tests)
 
     def fingerprint(self, space: str) -> tuple[tuple[str, str], ...]:
-        """Cheap change detector: the space's state keys (one small read); every build stage writes its checkpoints
-        and ``build.*`` keys there when it commits nodes."""
-        return tuple(sorted(self.store.state_keys(space).items()))
+        """Cheap change detector: the space's state keys (every build stage writes its checkpoints and ``build.*`` keys
+        there when it commits nodes) and its sessions (an import adds turns the turn route and the staleness count
+        must see before any build)."""
+        sessions = ",".join(s.content_hash for s in self.store.sessions(space))
+        return (*sorted(self.store.state_keys(space).items()), ("sessions", text_hash(sessions)))
 
     def index(self, space: str) -> SpaceIndex:
         """The space's index, built on first use and whenever its fingerprint changed."""

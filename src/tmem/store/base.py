@@ -57,7 +57,15 @@ class Store(Protocol):
     def list_spaces(self) -> list[SpaceSummary]: ...
 
     def delete_space(self, name: str) -> None:
-        """Removes the space and everything in it (records, embeddings, LLM log)."""
+        """Removes the space and everything in it (records, embeddings, LLM log). Follow with :meth:`scrub` to make
+        the removal an erasure (``Memory.delete_space`` does)."""
+        ...
+
+    def scrub(self, *, vacuum: bool = True) -> bool:
+        """Erasure primitive: after deletions have committed, leave no bytes of deleted content in the store's files
+        (SQLite: secure delete + WAL checkpoint TRUNCATE + VACUUM). ``vacuum=False`` is cheaper and suffices for
+        content written by this version. Returns False when concurrent readers kept it from completing (run it
+        again later). Never call it inside a transaction."""
         ...
 
     # ------------------------------------------------------------------ sessions and turns

@@ -77,6 +77,7 @@ class SQLiteStore:
             db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0)
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA busy_timeout = 30000")
+            db.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten, whatever the platform default
             if target != ":memory:":
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = NORMAL")
@@ -216,6 +217,33 @@ class SQLiteStore:
             for table in ("scene_turns", "topic_scenes", "item_scenes", "trigger_views"):
                 self._exec(f"DELETE FROM {table} WHERE space = ?", (name,))
             self._exec("DELETE FROM spaces WHERE name = ?", (name,))
+
+    def scrub(self, *, vacuum: bool = True) -> bool:
+        """Leave no bytes of deleted content in the database files (see docs/reliability.md, "Erasure").
+
+        Deletions overwrite content (``secure_delete`` is on for every connection tmem opens); this then checkpoints
+        the WAL into the main file and truncates it, so no older page image survives in the WAL. ``vacuum`` (the
+        default) also rebuilds the file, which is needed for content written while ``secure_delete`` was off (by an
+        older tmem or another tool): such content may survive in free pages and unused parts of pages. Returns False
+        when another connection's open read kept the WAL from being emptied (then run it again once it is closed).
+        Must not be called inside a transaction.
+        """
+        with self._lock:
+            if self._depth:
+                raise StoreError("scrub() cannot run inside a transaction: call it after the deletion has committed.")
+            self._db.execute("PRAGMA secure_delete = ON")
+            if self._path == ":memory:":
+                return True
+            busy = self._checkpoint()
+            if vacuum:
+                self._db.execute("VACUUM")
+                busy = self._checkpoint()
+            return not busy
+
+    def _checkpoint(self) -> bool:
+        """TRUNCATE checkpoint; True when it could not complete (a reader of another connection is in the way)."""
+        busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return bool(busy)
 
     # ------------------------------------------------------------------ sessions and turns
     def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None:
