@@ -126,7 +126,8 @@ def test_search_page_shows_cascade_gate_and_context(client: TestClient) -> None:
     text = _text(page.text)
     assert "Preset paper without PS" in text and "Stage 1 · surviving topics" in text
     assert "<code>scene.bm25</code>" in page.text and "Fell under the gate" in text
-    assert re.search(r"[\d,]+ tokens \(evidence [\d,]+, persona 0\) · budget 300", text)
+    used = re.search(r"([\d,]+) tokens \(evidence [\d,]+, persona 0\) · budget 300", text)
+    assert used and int(used.group(1).replace(",", "")) <= 300  # packed within the budget (Memory.context)
     assert 'name="without" value="PS" checked' in page.text
     bad = client.get(f"/ui/s/{SPACE}/search", params={"q": "x", "preset": "nope"})
     assert bad.status_code == 400 and "Unknown preset" in bad.text

@@ -184,10 +184,15 @@ def test_why_recalled_by_keyboard(base_url: str, page: Watched, shots: Path) -> 
     item_routes = p.locator("section:has(#h-items) table.routes tbody tr td:first-child").all_inner_texts()
     assert any(r == "item.trigger" for r in item_routes)  # a trigger route reached an item
     tokens = p.locator("#context-tokens").inner_text()
-    match = re.match(r"([\d,]+) tokens \(evidence ([\d,]+), persona 0\) · budget 1,500", tokens)
+    match = re.match(r"([\d,]+) tokens \(evidence ([\d,]+), persona 0\) · budget 1,500 · (\d+) hits entered", tokens)
     assert match, tokens
+    assert int(match.group(1).replace(",", "")) <= 1500 and int(match.group(3)) >= 1
     context = p.locator("pre.context").inner_text()
-    assert context.startswith("Scene (") and "Facts:" in context and "Persona notes" not in context
+    assert context.startswith("Facts:") and "\nScene (" in context and "Persona notes" not in context
+    assert "credit" in context
+    entered = p.locator("section:has(#h-context) details")
+    entered.locator("summary").click()
+    assert entered.locator("tbody tr").count() == int(match.group(3))
     p.screenshot(path=shots / "search.png", full_page=True)
     # the extractive space says what cannot recall there
     page.goto(f"{base_url}/ui/s/{EXTRACTIVE}/search?q=dance+studio+flooring")

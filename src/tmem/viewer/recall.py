@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from tmem.answer.context import assemble_context
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
 from tmem.errors import InputError
 from tmem.memory import Memory
 from tmem.retrieve.config import PRESETS, SWITCHES, RetrievalConfig
@@ -19,7 +19,7 @@ SWITCH_LABELS = {
     "ST": "ST: Scene triggers (no scene-trigger route)",
     "HT": "HT: Horizon triggers (no horizon route)",
 }
-DEFAULT_BUDGET = 2000
+DEFAULT_BUDGET = DEFAULT_CONTEXT_TOKENS
 MAX_QUERY = 2000
 MAX_BUDGET = 1_000_000
 
@@ -60,41 +60,18 @@ class SearchForm:
 
 
 @dataclass
-class ReaderContext:
-    """The context exactly as a reader (the answer model) gets it, with its token counts."""
-
-    text: str
-    tokens: int
-    evidence_tokens: int
-    persona_tokens: int
-    budget: int
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def over_budget(self) -> bool:
-        return self.tokens > self.budget
-
-
-@dataclass
 class Recall:
+    """One search of the form: the cascade's result and the context a reader gets within the budget."""
+
     form: SearchForm
     result: SearchResult
-    context: ReaderContext
+    context: Context
 
 
 def recall(memory: Memory, key: str, form: SearchForm) -> Recall:
-    """Run the search of ``form`` in the space stored under ``key`` and assemble the reader's context."""
-    result = memory.search(key, form.query, form.config())
-    ctx = assemble_context(result)
-    context = ReaderContext(
-        text=ctx.text,
-        tokens=ctx.tokens,
-        evidence_tokens=ctx.evidence_tokens,
-        persona_tokens=ctx.persona_tokens,
-        budget=form.budget,
-        notes=[
-            "This is the answer model's context (tmem.answer.context.assemble_context): every hit of the search, "
-            "not yet packed into the token budget; the budget is compared, not applied."
-        ],
-    )
+    """Run the search of ``form`` in the space stored under ``key``: the cascade (``Memory.search``) and the packed
+    context (``Memory.context``), both with the form's configuration."""
+    config = form.config()
+    result = memory.search(key, form.query, config)
+    context = memory.context(key, form.query, max_tokens=form.budget, config=config)
     return Recall(form=form, result=result, context=context)
