@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tmem.errors import IntegrityError, NotFoundError, StoreError
 from tmem.models import (
     Item,
+    ItemEdit,
     ItemKind,
     LLMCall,
     PendingRequest,
@@ -285,9 +286,13 @@ def test_delete_space_leaves_no_trace_in_any_table(store: SQLiteStore) -> None:
             )
         )
         store.put_pending([PendingRequest(space=space, stage="s", request_hash="p", body="{}")])
+        store.add_tombstones(space, "turn", ["gone"])
+        store.add_item_edit(space, ItemEdit(item_id="i1", version=1, old_text="a", new_text="b", at=T0))
+        assert store.acquire_lease(space, "build", "me", 60.0, 0.0)
     tables = [
         r[0]
         for r in store._db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%space TEXT%'")
+        if not r[0].startswith("service_")  # the service's control tables are keyed by tenant (tmem.store.control)
     ]
     assert len(tables) >= 15  # every table of the schema that holds per-space rows
 

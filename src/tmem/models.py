@@ -186,6 +186,19 @@ class Persona(Record):
     summary: str = ""
 
 
+class ItemEdit(Record):
+    """One user edit of an item's text (``Memory.update_item``); the history keeps every version."""
+
+    item_id: str
+    version: int = Field(ge=1, description="1 for the first edit, then 2, 3, ...")
+    old_text: str
+    new_text: str
+    at: datetime = Field(description="Wall-clock time of the edit (bookkeeping only, never a memory date).")
+
+
+TombstoneKind = Literal["turn", "item"]
+
+
 # --------------------------------------------------------------------------------------------- bookkeeping
 
 

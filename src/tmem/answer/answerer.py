@@ -8,6 +8,7 @@ used.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -41,6 +42,15 @@ class QuestionTime(BaseModel):
     relation: Literal["at", "after"] = Field(
         default="at", description="'at': asked on that date; 'after': asked some time after that date."
     )
+
+    @classmethod
+    def after_sessions(cls, starts: Iterable[datetime]) -> QuestionTime:
+        """The one rule for a question without a date: asked after the latest session start (not the last session in
+        list order). Raises ValueError when there is no session."""
+        latest = max(starts, default=None)
+        if latest is None:
+            raise ValueError("no session to date the question")
+        return cls(at=latest, relation="after")
 
     def line(self) -> str:
         if self.relation == "after":

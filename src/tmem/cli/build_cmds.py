@@ -8,7 +8,6 @@ with ``tmem llm batch-import``, and build again.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -77,45 +76,26 @@ def build_cmd(
     **sizes: int | None,
 ) -> None:
     """Build the memory of SPACE (or of every space with --all); only what is new is processed."""
-    from tmem.construct.pipeline import build_space, reset_space
-    from tmem.embed.factory import make_embedder
     from tmem.llm.batch import export_pending
-    from tmem.llm.service import make_llm
 
     if (space is None) == (not all_spaces):
         raise click.UsageError("Give one SPACE or --all.")
-    store = app.store()
+    mem = app.memory()
     # --all skips spaces without turns (nothing to build); a named empty space is reported as an error.
-    names = [s.name for s in store.list_spaces() if s.turns] if all_spaces else [store.get_space(space or "").name]
+    names = [s.name for s in mem.spaces() if s.turns] if all_spaces else [mem.store.get_space(space or "").name]
     settings = app.settings
-    llm = make_llm(settings, store, batch=batch_out is not None)
-    if llm is None and batch_out is not None:
+    if mem.llm is None and batch_out is not None:
         raise ConfigError("--batch-out needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL (or --llm-model NAME).")
     chosen = {k: v for k, v in sizes.items() if v is not None}
     chosen.setdefault("concurrency", settings.llm_concurrency)
     options = BuildOptions.model_validate({**chosen, "batch_out": batch_out})
     reports: list[BuildReport] = []
     pending: list[BatchPending] = []
-
-    async def run_all() -> None:
+    for name in names:
         try:
-            for name in names:
-                if rebuild:
-                    reset_space(store, name)
-                embedder = make_embedder(settings, store=store, space=name)
-                try:
-                    reports.append(
-                        await build_space(
-                            store, name, llm=llm, embedder=embedder, options=options, progress=not no_progress
-                        )
-                    )
-                except BatchPending as exc:  # collected: with --all every space queues its requests first
-                    pending.append(exc)
-        finally:
-            if llm is not None:
-                await llm.aclose()
-
-    asyncio.run(run_all())
+            reports.append(mem.build(name, options, rebuild=rebuild, progress=not no_progress))
+        except BatchPending as exc:  # collected: with --all every space queues its requests first
+            pending.append(exc)
     if as_json:
         echo_json([r.model_dump(mode="json") for r in reports])
     else:
@@ -123,7 +103,7 @@ def build_cmd(
             click.echo(_describe(report))
     if pending:
         assert batch_out is not None  # only the batch mode raises BatchPending
-        count = export_pending(store, batch_out) if len(names) > 1 else pending[0].count
+        count = export_pending(mem.store, batch_out) if len(names) > 1 else pending[0].count
         stages = ", ".join(f"{p.stage}" for p in pending)
         click.echo(
             f"{count} request(s) of stage(s) {stages} written to {batch_out}. Run them through the OpenAI Batch API "

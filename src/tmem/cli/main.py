@@ -52,10 +52,14 @@ def cli(ctx: click.Context, home: Path | None, llm: str | None, llm_model: str |
 
 
 def _register() -> None:
-    from tmem.cli import build_cmds, check_cmds, eval_cmds, ingest_cmds, llm_cmds, search_cmds, ui_cmds
+    from tmem.cli import build_cmds, check_cmds, eval_cmds, ingest_cmds, item_cmds, llm_cmds, search_cmds, ui_cmds
 
-    for module in (ingest_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds, ui_cmds):
+    for module in (ingest_cmds, item_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds, ui_cmds):
         module.register(cli)
+    from tmem.cli import keys_cmds, serve_cmds
+
+    keys_cmds.register(cli)
+    serve_cmds.register(cli)
 
 
 _register()

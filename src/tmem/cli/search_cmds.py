@@ -6,7 +6,7 @@ import click
 
 from tmem.answer.budget import Context
 from tmem.cli.context import AppContext, echo_json, pass_app
-from tmem.retrieve.config import SWITCHES, RetrievalConfig
+from tmem.retrieve.config import SWITCHES
 from tmem.retrieve.types import Route, SearchResult
 
 
@@ -25,6 +25,8 @@ def _print(result: SearchResult, explain: bool) -> None:
         notes.append("without " + ",".join(result.disabled))
     if result.descriptive_only:
         notes.append("descriptive only: built without an LLM, so no Bridge/Horizon/Scene triggers or persona")
+    if result.stale:
+        notes.append(f"stale: {result.stale_turns} turn(s) added since the last build are not searched; run tmem build")
     click.echo(f"Search in {result.space!r}: {result.query!r} [{'; '.join(notes)}]")
     if explain and result.topics:
         click.echo("Topics kept by the prefilter: " + ", ".join(f"{t} ({s:.4f})" for t, s in result.topics))
@@ -81,7 +83,7 @@ def _print_context(ctx: Context, explain: bool) -> None:
 @click.command("search")
 @click.argument("space")
 @click.argument("query")
-@click.option("--preset", envvar="TMEM_SEARCH_PRESET", default=None, help="Retrieval preset (env TMEM_SEARCH_PRESET).")
+@click.option("--preset", default=None, help="Retrieval preset (default: TMEM_SEARCH_PRESET, else auto).")
 @click.option("--k-topics", "kT", type=click.IntRange(min=1), default=None, help="Topics kept by the prefilter (kT).")
 @click.option("--k-scenes", "kS", type=click.IntRange(min=0), default=None, help="Scenes returned (kS).")
 @click.option("--k-items", "kI", type=click.IntRange(min=0), default=None, help="Items returned (kI).")
@@ -121,33 +123,25 @@ def search_cmd(
     as_json: bool,
 ) -> None:
     """Recall the scenes and items of SPACE that answer QUERY, with the routes that reached them."""
-    from tmem.answer.budget import recall_context
-    from tmem.embed import make_embedder
-    from tmem.retrieve.cascade import Retriever
-
-    settings = app.settings
-    config = RetrievalConfig.preset(preset or settings.search_preset)
+    mem = app.memory()
+    config = mem.core.resolve_config(preset)  # the same rule as Memory.search: --preset, else TMEM_SEARCH_PRESET
     changes: dict[str, object] = {
         k: v for k, v in {"kT": kT, "kS": kS, "kI": kI, "R": R, "gate": gate}.items() if v is not None
     }
-    model = reranker or settings.reranker_model
-    if model:
-        changes["reranker"] = model
+    if reranker:
+        changes["reranker"] = reranker
     if changes:
         config = config.replace(**changes)
     if switches:
         config = config.without(*switches)
-    store = app.store()
-    store.get_space(space)  # a clear NotFoundError before any model is loaded
-    retriever = Retriever(store, make_embedder(settings))
     if max_tokens is not None:
-        ctx = recall_context(retriever, space, query, max_tokens, config)
+        ctx = mem.context(space, query, max_tokens, config)
         if as_json:
             echo_json(ctx.model_dump(mode="json"))
         else:
             _print_context(ctx, explain)
         return
-    result = retriever.search(space, query, config)
+    result = mem.search(space, query, config)
     if as_json:
         echo_json(result.model_dump(mode="json"))
     else:

@@ -53,6 +53,7 @@ from tmem.models import (
     Turn,
 )
 from tmem.store.base import Store
+from tmem.util.state import STATE_TURN_SEQ
 
 __all__ = ["CheckReport", "MemorySnapshot", "Violation", "check_snapshot", "check_space", "load_snapshot"]
 
@@ -189,13 +190,15 @@ class _Checker:
                 self.add("turn_in_several_scenes", f"turn {tid} is in scenes {sorted(scene_ids)}", tid)
         # Sessions a completed build covers: every turn in a scene. Beyond them, segmentation runs in turn order, so
         # an interrupted (or running) build leaves a suffix of unassigned turns: pending, not corruption. An
-        # unassigned turn before an assigned one is a gap, which no build leaves.
+        # unassigned turn before an assigned one is a gap, which no build leaves. Messages appended to a built
+        # session after the build (the build.turn_seq watermark) are stale, not unassigned.
         completed = self.completed_sessions()
         last_assigned = max((t.seq for t in self.s.turns if t.id in owners), default=-1)
+        watermark = int(self.s.state.get(STATE_TURN_SEQ, str(1 << 62)))
         for turn in self.s.turns:
             if turn.id in owners:
                 continue
-            if turn.session_id in completed or turn.seq < last_assigned:
+            if (turn.session_id in completed or turn.seq < last_assigned) and turn.seq <= watermark:
                 self.add("turn_unassigned", f"turn {turn.id} (session {turn.session_id}) is in no scene", turn.id)
             elif self.s.scenes:
                 self.pending_turns += 1

@@ -94,6 +94,8 @@ class SearchResult(BaseModel):
     gated: list[GateMiss] = Field(
         default_factory=list, description="Trigger-route candidates that fell under a gate (why they are missing)."
     )
+    stale: bool = Field(default=False, description="True when turns were added since the last build (not searched).")
+    stale_turns: int = Field(default=0, ge=0, description="How many turns are not built yet (absent from the result).")
 
     def turn_ids(self) -> list[str]:
         """Every turn id of the hits (scenes, items' source turns, then raw turns), without duplicates."""

@@ -36,6 +36,7 @@ from tmem.models import (
 )
 from tmem.store.base import Vector, iter_batches
 from tmem.store.migrations import migrate
+from tmem.store.sqlite_agent import AgentOps
 
 _CHUNK = 500  # ids per IN (...) clause, well under SQLite's parameter limit
 
@@ -52,7 +53,7 @@ def _placeholders(n: int) -> str:
     return ",".join("?" * n)
 
 
-class SQLiteStore:
+class SQLiteStore(AgentOps):
     """The default store. Open with :meth:`open`; ``":memory:"`` gives a private in-memory database (tests)."""
 
     def __init__(self, db: sqlite3.Connection, path: str) -> None:
@@ -193,8 +194,10 @@ class SQLiteStore:
                 build_state = "empty"
             elif mode is None:
                 build_state = "not built"
-            elif built < n_sessions:
-                build_state = "stale"
+            elif built < n_sessions or (
+                "build.turn_seq" in state and self.count_turns_after(name, int(state["build.turn_seq"])) > 0
+            ):
+                build_state = "stale"  # sessions, or messages appended to a session, since the last build
             else:
                 build_state = "built"
             out.append(
@@ -399,7 +402,10 @@ class SQLiteStore:
     # ------------------------------------------------------------------ items
     def put_items(self, space: str, items: Sequence[Item]) -> None:
         with self.transaction():
+            forgotten = self.tombstoned(space, "item", [it.id for it in items])
             for it in items:
+                if it.id in forgotten:
+                    continue
                 if it.kind is ItemKind.ATOMIC and len(it.scene_ids) != 1:
                     raise IntegrityError(f"Atomic item {it.id!r} must have exactly one source scene.")
                 self._exec(

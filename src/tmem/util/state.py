@@ -4,3 +4,5 @@ from __future__ import annotations
 
 STATE_MODE = "build.mode"  # "llm" or "extractive"
 STATE_SESSIONS = "build.sessions"  # number of sessions covered by the last completed build (str(int))
+STATE_TURN_SEQ = "build.turn_seq"  # highest turn seq the last completed build started from (staleness watermark)
+STATE_EDITS = "memory.edits"  # counter bumped by every item edit or forget (search indices watch state keys)
