@@ -44,6 +44,7 @@ from tmem.errors import ConfigError
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
 from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.llm.base import LLM
+from tmem.llm.cost import CostReport, cost_report
 from tmem.models import (
     Item,
     ItemEdit,
@@ -307,6 +308,12 @@ class Memory:
     def export(self, space: str) -> SpaceExport:
         """Every record of ``space``; ``export(...).model_dump_json()`` is a complete, readable backup."""
         return _export(self.core.store, space)
+
+    def cost(self, space: str | None = None) -> CostReport:
+        """LLM calls and tokens per construction stage, from the call log (of ``space``, or of every space)."""
+        if space is not None:
+            self.store.get_space(space)
+        return cost_report(self.store, space)
 
     def export_file(self, space: str, path: str | Path) -> Path:
         target = Path(path)
