@@ -30,9 +30,12 @@ from tmem.store.base import Store
 T0 = datetime(2024, 1, 1, 9, 0)
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = open_store(":memory:" if request.param == "memory" else tmp_path / "tmem.db")
+    if request.param == "postgres":
+        s = open_store(request.getfixturevalue("pg_url"))
+    else:
+        s = open_store(":memory:" if request.param == "memory" else tmp_path / "tmem.db")
     yield s
     s.close()
 

@@ -187,13 +187,17 @@ class PgRecords(PgBase):
         check_items(space, items)
         key = self._key(space)
         with self.transaction():
+            forgotten = self._tombstoned_items(space, [it.id for it in items])
+            items = [it for it in items if it.id not in forgotten]  # a forgotten item never comes back
             self._many(
                 "INSERT INTO items(tenant, space, id, seq, text, kind, topic_id, speaker, date, supersedes, "
-                "superseded_by, turn_ids, mode) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "superseded_by, turn_ids, mode, date_end, date_precision, conflicts_with) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (tenant, space, id) DO UPDATE SET seq = excluded.seq, text = excluded.text, "
                 "kind = excluded.kind, topic_id = excluded.topic_id, speaker = excluded.speaker, "
                 "date = excluded.date, supersedes = excluded.supersedes, superseded_by = excluded.superseded_by, "
-                "turn_ids = excluded.turn_ids, mode = excluded.mode",
+                "turn_ids = excluded.turn_ids, mode = excluded.mode, date_end = excluded.date_end, "
+                "date_precision = excluded.date_precision, conflicts_with = excluded.conflicts_with",
                 [
                     (
                         *key,
@@ -208,6 +212,9 @@ class PgRecords(PgBase):
                         it.superseded_by,
                         json.dumps(it.turn_ids),
                         it.mode.value,
+                        it.date_end,
+                        it.date_precision,
+                        json.dumps(it.conflicts_with),
                     )
                     for it in items
                 ],
@@ -218,8 +225,18 @@ class PgRecords(PgBase):
                 [(*key, it.id, sid, pos) for it in items for pos, sid in enumerate(dict.fromkeys(it.scene_ids))],
             )
 
+    def _tombstoned_items(self, space: str, ids: Sequence[str]) -> set[str]:
+        rows = self._rows(
+            f"SELECT id FROM tombstones WHERE {_SCOPE} AND kind = 'item' AND id = ANY(%s)",
+            (*self._key(space), list(ids)),
+        )
+        return {str(r[0]) for r in rows}
+
     def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]:
-        cols = "id, seq, text, kind, topic_id, speaker, date, supersedes, superseded_by, turn_ids, mode"
+        cols = (
+            "id, seq, text, kind, topic_id, speaker, date, supersedes, superseded_by, turn_ids, mode, date_end, "
+            "date_precision, conflicts_with"
+        )
         rows = self._select_ids("items", cols, space, ids)
         if not rows:
             return []
@@ -237,6 +254,9 @@ class PgRecords(PgBase):
                 superseded_by=r[8],
                 turn_ids=json.loads(r[9]),
                 mode=BuildMode(r[10]),
+                date_end=r[11],
+                date_precision=r[12],
+                conflicts_with=json.loads(r[13]),
                 scene_ids=links.get(r[0], []),
             )
             for r in rows

@@ -196,9 +196,81 @@ CREATE TABLE pending_requests (
 );
 """
 
+# The service's API keys (hashed, looked up by key id: a reference table on Citus) and its build jobs (by tenant).
+_M_SERVICE_CONTROL = """
+CREATE TABLE IF NOT EXISTS service_keys (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    key_hash TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+);
+CREATE INDEX IF NOT EXISTS service_keys_tenant ON service_keys(tenant);
+CREATE TABLE IF NOT EXISTS service_jobs (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    space TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    params TEXT NOT NULL DEFAULT '{}',
+    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed')),
+    progress TEXT NOT NULL DEFAULT '{}',
+    error TEXT,
+    result TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    finished_at TEXT,
+    PRIMARY KEY (tenant, id)
+);
+CREATE INDEX IF NOT EXISTS service_jobs_space ON service_jobs(tenant, space, state);
+CREATE INDEX IF NOT EXISTS service_jobs_state ON service_jobs(state)
+"""
+_M_AGENT_ITEMS = f"""
+CREATE TABLE IF NOT EXISTS tombstones (
+    {_keyed()},
+    kind TEXT NOT NULL CHECK (kind IN ('turn', 'item')),
+    id TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, kind, id),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS item_history (
+    {_keyed()},
+    item_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    change TEXT NOT NULL CHECK (change IN ('edited')),
+    old_text TEXT NOT NULL,
+    new_text TEXT NOT NULL,
+    at TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, item_id, version),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS leases (
+    {_keyed()},
+    name TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (tenant, space, name),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS turns_session ON turns(tenant, space, session_id, seq)
+"""
+
+_M_ITEM_DATE_PRECISION = """
+ALTER TABLE items ADD COLUMN IF NOT EXISTS date_end TEXT;
+ALTER TABLE items ADD COLUMN IF NOT EXISTS date_precision TEXT;
+UPDATE items SET date_precision = 'day' WHERE date IS NOT NULL AND date_precision IS NULL
+"""
+_M_ITEM_CONFLICTS = """
+ALTER TABLE items ADD COLUMN IF NOT EXISTS conflicts_with TEXT NOT NULL DEFAULT '[]'
+"""
+
 # (name, DDL): the names and order of tmem.store.migrations.MIGRATIONS.
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_initial", _M001),
+    ("service_control", _M_SERVICE_CONTROL),
+    ("agent_items", _M_AGENT_ITEMS),
+    ("002_item_date_precision", _M_ITEM_DATE_PRECISION),
+    ("003_item_conflicts", _M_ITEM_CONFLICTS),
 ]
 
 _LOCK_KEY = 7_460_135_001  # pg_advisory_xact_lock key: one process migrates at a time

@@ -17,9 +17,9 @@ import numpy as np
 from tmem.errors import NotFoundError, StoreError
 from tmem.models import LLMCall, PendingRequest, Session, Space, SpaceSummary, Turn
 from tmem.store.base import Vector
-from tmem.store.pg_records import PgRecords
+from tmem.store.pg_agent import PgAgentOps
 from tmem.store.rules import build_state, check_session_turns, check_space_name
-from tmem.util.state import STATE_MODE
+from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
 _SCOPE = "tenant = %s AND space = %s"
 _CALL_COLS = (
@@ -28,7 +28,7 @@ _CALL_COLS = (
 )
 
 
-class PostgresStore(PgRecords):
+class PostgresStore(PgAgentOps):
     """The server store. ``max_size`` bounds the pool (connections this process may hold at once)."""
 
     @classmethod
@@ -76,6 +76,7 @@ class PostgresStore(PgRecords):
         out: list[SpaceSummary] = []
         for name, n_sessions, n_turns, first, last in sorted(rows):
             state = self.state_keys(name, "build.")
+            appended = self.count_turns_after(name, int(state[STATE_TURN_SEQ])) if STATE_TURN_SEQ in state else 0
             out.append(
                 SpaceSummary(
                     name=name,
@@ -83,7 +84,7 @@ class PostgresStore(PgRecords):
                     turns=n_turns,
                     first_date=first,
                     last_date=last,
-                    build_state=build_state(n_sessions, state),
+                    build_state=build_state(n_sessions, state, appended_turns=appended),
                     build_mode=state.get(STATE_MODE),
                 )
             )
