@@ -145,5 +145,7 @@ async def test_reply_names_speaker_and_listener() -> None:
     )
     assert out.variant == "reply" and out.answer.startswith("Is the store")
     system, user = llm.backend.requests[0].messages  # type: ignore[attr-defined]
-    assert "You are Jon, talking with Gina" in system.content
-    assert user.content.rstrip().endswith("Gina: I can't sleep lately.")
+    # Names are conversation data: fenced in the user message, never in the system message.
+    assert "Jon" not in system.content and "Gina" not in system.content
+    assert "You are: <you>Jon</you>\nTalking with: <speaker>Gina</speaker>" in user.content
+    assert user.content.rstrip().endswith("<message>\nI can't sleep lately.\n</message>")

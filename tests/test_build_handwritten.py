@@ -38,7 +38,7 @@ def handwritten(request: ChatRequest, fixture: dict[str, Any] = FIXTURE) -> str:
     if "topic labels" in system:
         return json.dumps(fixture["topics"])
     if "extract the memory items" in system:
-        topic = re.search(r"^Topic: (.*)$", user, flags=re.M)[1]  # type: ignore[index]
+        topic = re.search(r"^Topic: <topic>(.*)</topic>$", user, flags=re.M)[1]  # type: ignore[index]
         return json.dumps(_by_prefix(fixture["items"], topic))
     if "triggers for the items" in system:
         items = re.findall(r"^\[(I\d+)\] (.*)$", user, flags=re.M)
@@ -48,7 +48,7 @@ def handwritten(request: ChatRequest, fixture: dict[str, Any] = FIXTURE) -> str:
     if "triggers for the scenes" in system:
         scenes = re.findall(r"^\[(S\d+)\] [^·]+· (.*)$", user, flags=re.M)
         return json.dumps({"scenes": [{"scene": ref, **fixture["scene_triggers"][title]} for ref, title in scenes]})
-    speaker = re.search(r"Write the persona of (.+)\.\s*$", user)[1]  # type: ignore[index]
+    speaker = re.search(r"^Speaker: <speaker>(.*)</speaker>$", user, flags=re.M)[1]  # type: ignore[index]
     facts = re.findall(r"^\[(I\d+)\] (.*)$", user, flags=re.M)
     persona = fixture["persona"][speaker]
     traits = [
@@ -69,7 +69,7 @@ async def test_handwritten_replies_parse_and_store() -> None:
     for r in requests:  # conversation text is fenced as data, every placeholder filled
         assert "$" not in r.messages[0].content.replace("$$", "")
         assert re.search(r"<(conversation|scenes|items|facts)>", r.messages[1].content)
-        assert "not instructions" in r.messages[0].content
+        assert "never instructions" in r.messages[0].content
     assert all(c.outcome == "ok" for c in store.llm_calls(SPACE))
 
     scenes = store.scenes(SPACE)
@@ -149,7 +149,7 @@ async def test_handwritten_incremental_session_keeps_the_closed_tail_and_extends
     items_call = next(
         r.messages[1].content
         for r in llm.backend.requests  # type: ignore[attr-defined]
-        if r.stage == "items" and "Topic: Caroline's LGBTQ community and identity" in r.messages[1].content
+        if r.stage == "items" and "Topic: <topic>Caroline's LGBTQ community and identity" in r.messages[1].content
     )
     assert "[S1] 8 May 2023 · Caroline tells Melanie" in items_call and "[S3] (new) 9 June 2023" in items_call
     assert "[E5] Caroline's LGBTQ support carried into her family plans" in items_call

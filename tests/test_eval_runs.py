@@ -39,10 +39,14 @@ def _user(request: ChatRequest) -> str:
     return request.messages[-1].content
 
 
+def _question(request: ChatRequest) -> str:
+    return re.search(r"Question: <question>(.*)</question>", _user(request))[1]  # type: ignore[index]
+
+
 def answer_fn(request: ChatRequest) -> dict[str, Any]:
     if request.schema_name == "MemoryReply" or "MemoryReply" in request.schema_name:
         return {"reply": "Is this about what you told me before?"}
-    question = _user(request).rsplit("Question:", 1)[1].split("\n")[0]
+    question = _question(request)
     return {"answer": " ".join(question.split()[:3])}
 
 
@@ -130,7 +134,7 @@ async def test_qa_locomo_complete_records_and_resume(
     recs = [AnswerRecord.model_validate(x) for x in _lines(out / "locomo" / "records.jsonl")]
     assert len(recs) == 5 and len({r.key for r in recs}) == 5
     assert [r.model_dump() for r in recs[:3]] == [AnswerRecord.model_validate(x).model_dump() for x in first]
-    asked = {_user(r).rsplit("Question:", 1)[1].split("\n")[0].strip() for r in answer2.backend.requests}  # type: ignore[attr-defined]
+    asked = {_question(r) for r in answer2.backend.requests}  # type: ignore[attr-defined]
     assert asked == {r.question for r in recs[3:]}  # only the missing questions were answered again
     for r in recs:
         assert r.prediction and r.gold and r.question_time.startswith("The question is asked after")
@@ -216,7 +220,7 @@ async def test_plus_retrieval_only_and_qa(locomo_slice: Path, tmp_path: Path) ->
         assert r.gold and ":" in r.gold  # the cue dialogue with real speaker names
         assert r.question_time.startswith("Today is")
     first = answer.backend.requests[0]  # type: ignore[attr-defined]
-    assert "You are " in first.messages[0].content and "talking with" in first.messages[0].content
+    assert "You are: <you>" in first.messages[1].content and "Talking with: <speaker>" in first.messages[1].content
     md = (qa_out / "locomo-plus" / "report.md").read_text()
     assert "| Variant | LoCoMo | LoCoMo-Plus | Gap |" in md and "70.00" in md
 

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, recall_context
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.policy import BuildPolicy, build_lease
@@ -194,10 +195,11 @@ class MemoryCore:
         gap = timedelta(minutes=self.settings.session_gap_minutes)
         return add_messages(self.store, space, parsed, gap=gap, received_at=received_at)
 
-    def delete_space(self, space: str) -> None:
+    def delete_space(self, space: str) -> bool:
+        """Delete and erase; False when another connection's open read kept the erasure from completing."""
         self.store.delete_space(space)
-        self.store.scrub()
         self._invalidate(space)
+        return self.store.scrub()
 
     # ------------------------------------------------------------------ construction
     async def abuild(
@@ -244,6 +246,20 @@ class MemoryCore:
         stale = self.staleness(space)
         return result.model_copy(update={"stale": stale.stale, "stale_turns": stale.stale_turns})
 
+    def context(
+        self,
+        space: str,
+        query: str,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        config: RetrievalConfig | str | None = None,
+    ) -> Context:
+        """The text to hand a reader for ``query``, packed into at most ``max_tokens`` tokens (None: the whole search
+        result), with its hits and routes and how many turns are not built yet."""
+        self.store.get_space(space)
+        ctx = recall_context(self.retriever, space, query, max_tokens, self.resolve_config(config))
+        stale = self.staleness(space)
+        return ctx.model_copy(update={"unbuilt_turns": max(ctx.unbuilt_turns, stale.stale_turns)})
+
     async def aask(
         self,
         space: str,
@@ -252,12 +268,15 @@ class MemoryCore:
         *,
         variant: Variant = "short",
         config: RetrievalConfig | str | None = None,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
     ) -> Answer:
         llm = self.answer_llm  # a missing model is reported before anything else
         self.store.get_space(space)
         asked = when if isinstance(when, QuestionTime) else self.question_time(space, when)
         found = self.search(space, question, config)
-        return await Answerer(self.retriever, llm).answer(space, question, asked, variant=variant, result=found)
+        return await Answerer(self.retriever, llm).answer(
+            space, question, asked, variant=variant, result=found, max_tokens=max_tokens
+        )
 
     # ------------------------------------------------------------------ one memory at a time
     def get_item(self, space: str, item_id: str) -> Item:

@@ -10,8 +10,10 @@ Every error a user can meet derives from :class:`TmemError`, and every message s
     │   └── IntegrityError   the memory violates an invariant (``tmem check``)
     ├── LLMError             the language model could not produce a usable answer
     │   ├── LLMTransientError  rate limits, 5xx, timeouts, dropped connections (retried, then raised)
-    │   ├── LLMOutputError     the model's output failed validation after repair and retries
-    │   └── BatchPending       requests were written for the batch protocol; import results and rerun
+    │   └── LLMOutputError     the model's output failed validation after repair and retries
+    ├── BatchPending         not a failure: a control-flow signal (requests were written for the batch protocol;
+    │                        import results and rerun); deliberately outside LLMError, so retry-on-LLMError code
+    │                        never swallows it
     ├── EmbeddingError       the embedding model could not be loaded or called
     └── BuildError           a construction stage failed (wraps the cause)
 """
@@ -55,8 +57,11 @@ class LLMOutputError(LLMError):
     """The model's structured output stayed invalid after repair and bounded retries."""
 
 
-class BatchPending(LLMError):
+class BatchPending(TmemError):
     """A build stopped because requests are not cached yet and were written for the batch protocol.
+
+    A control-flow signal, not a failure: it does not derive from :class:`LLMError`, so code that handles or retries
+    LLM failures lets it through to the build, which exports the pending requests.
 
     Attributes:
         path: the JSONL file the requests were written to (None when only counted).

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from tmem.answer import Answer, QuestionTime, Variant
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
 from tmem.construct.options import BuildOptions
 from tmem.construct.report import BuildReport
 from tmem.core import MemoryCore, Staleness
@@ -43,6 +44,7 @@ from tmem.errors import ConfigError
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
 from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.llm.base import LLM
+from tmem.llm.cost import CostReport, cost_report
 from tmem.models import (
     Item,
     ItemEdit,
@@ -212,9 +214,10 @@ class Memory:
         ``received_at`` dates messages that carry no time (a live agent's arrival time); see docs/agents.md."""
         return self.core.add_messages(space, messages, received_at)
 
-    def delete_space(self, space: str) -> None:
-        """Delete the space and every trace of it (conversation, memory, embeddings, LLM log), erased from disk."""
-        self.core.delete_space(space)
+    def delete_space(self, space: str) -> bool:
+        """Delete the space and every trace of it (conversation, memory, embeddings, LLM log), erased from disk.
+        False when another process's open read kept the erasure from completing (run it again once it is closed)."""
+        return self.core.delete_space(space)
 
     # ------------------------------------------------------------------ construction
     async def abuild(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
@@ -244,6 +247,17 @@ class Memory:
     def question_time(self, space: str, asked: datetime | None = None) -> QuestionTime:
         return self.core.question_time(space, asked)
 
+    def context(
+        self,
+        space: str,
+        query: str,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        config: RetrievalConfig | str | None = None,
+    ) -> Context:
+        """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
+        (None: the whole search result), and how many turns are not built yet."""
+        return self.core.context(space, query, max_tokens, config)
+
     async def aask(
         self,
         space: str,
@@ -252,8 +266,9 @@ class Memory:
         *,
         variant: Variant = "short",
         config: RetrievalConfig | str | None = None,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
     ) -> Answer:
-        return await self.core.aask(space, question, when, variant=variant, config=config)
+        return await self.core.aask(space, question, when, variant=variant, config=config, max_tokens=max_tokens)
 
     def ask(
         self,
@@ -263,10 +278,11 @@ class Memory:
         *,
         variant: Variant = "short",
         config: RetrievalConfig | str | None = None,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
     ) -> Answer:
-        """Answer ``question`` from the memory of ``space`` (needs an LLM); dated after the latest session unless
-        ``when`` says otherwise."""
-        return self._run(self.core.aask(space, question, when, variant=variant, config=config))
+        """Answer ``question`` from the memory of ``space`` (needs an LLM) with a context of at most ``max_tokens``;
+        dated after the latest session unless ``when`` says otherwise."""
+        return self._run(self.core.aask(space, question, when, variant=variant, config=config, max_tokens=max_tokens))
 
     # ------------------------------------------------------------------ one memory at a time
     def get_item(self, space: str, item_id: str) -> Item:
@@ -292,6 +308,12 @@ class Memory:
     def export(self, space: str) -> SpaceExport:
         """Every record of ``space``; ``export(...).model_dump_json()`` is a complete, readable backup."""
         return _export(self.core.store, space)
+
+    def cost(self, space: str | None = None) -> CostReport:
+        """LLM calls and tokens per construction stage, from the call log (of ``space``, or of every space)."""
+        if space is not None:
+            self.store.get_space(space)
+        return cost_report(self.store, space)
 
     def export_file(self, space: str, path: str | Path) -> Path:
         target = Path(path)
@@ -339,8 +361,8 @@ class AsyncMemory:
     ) -> MessagesReport:
         return await asyncio.to_thread(self.core.add_messages, space, messages, received_at)
 
-    async def delete_space(self, space: str) -> None:
-        await asyncio.to_thread(self.core.delete_space, space)
+    async def delete_space(self, space: str) -> bool:
+        return await asyncio.to_thread(self.core.delete_space, space)
 
     async def build(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
         return await self.core.abuild(space, options, rebuild=rebuild)
@@ -354,6 +376,15 @@ class AsyncMemory:
     async def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
         return await asyncio.to_thread(self.core.search, space, query, config)
 
+    async def context(
+        self,
+        space: str,
+        query: str,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        config: RetrievalConfig | str | None = None,
+    ) -> Context:
+        return await asyncio.to_thread(self.core.context, space, query, max_tokens, config)
+
     async def ask(
         self,
         space: str,
@@ -362,8 +393,9 @@ class AsyncMemory:
         *,
         variant: Variant = "short",
         config: RetrievalConfig | str | None = None,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
     ) -> Answer:
-        return await self.core.aask(space, question, when, variant=variant, config=config)
+        return await self.core.aask(space, question, when, variant=variant, config=config, max_tokens=max_tokens)
 
     async def get_item(self, space: str, item_id: str) -> Item:
         return await asyncio.to_thread(self.core.get_item, space, item_id)

@@ -226,6 +226,27 @@ def iso(date_text: str) -> str:
     return datetime.strptime(date_text.strip(), "%d %B %Y").strftime("%Y-%m-%d")
 
 
+def when(text: str, date_text: str) -> str:
+    """The item date with the precision the turn states, resolved by the written convention against the turn's day
+    (tmem.util.dates.DATE_CONVENTION): a week, weekend, month or year for "last week/weekend/month/year"."""
+    from datetime import timedelta
+
+    day = datetime.strptime(date_text.strip(), "%d %B %Y").date()
+    low = text.lower()
+    if "last weekend" in low:
+        saturday = day - timedelta(days=day.weekday() + 2)
+        return f"{saturday.isoformat()}/{(saturday + timedelta(days=1)).isoformat()}"
+    if "last week" in low:
+        year, week, _ = (day - timedelta(days=7)).isocalendar()
+        return f"{year}-W{week:02d}"
+    if "last month" in low:
+        first = day.replace(day=1) - timedelta(days=1)
+        return f"{first.year}-{first.month:02d}"
+    if "last year" in low:
+        return str(day.year - 1)
+    return day.isoformat()
+
+
 def _first_date(span: str) -> str:
     return span.split(" to ")[0].strip()
 
@@ -308,7 +329,7 @@ def _scene_out(turns: list[_Turn]) -> dict[str, str]:
 
 
 def topics_reply(user: str) -> dict[str, Any]:
-    listed = _between(user, "):\n", "\n\n<scenes>")
+    listed = _between(user, "<topics>\n", "\n</topics>")
     existing = {m[1].strip().casefold() for m in re.finditer(r"^- ([^:]+):", listed, flags=re.M)}
     blocks = re.findall(r"^\[(S\d+)\] [^·]+· (.*)$", _between(user, "<scenes>", "</scenes>"), flags=re.M)
     out = []
@@ -332,13 +353,13 @@ def items_reply(user: str) -> dict[str, Any]:
         m[1].strip()
         for m in re.finditer(
             r"^\[E\d+\] (.*?)(?: \(\d{4}-\d\d-\d\d\))?$",
-            _between(user, "already extracted for this topic:\n", "\n\n<scenes>"),
+            _between(user, "<existing_items>\n", "\n</existing_items>"),
             flags=re.M,
         )
     }
     old = re.findall(
         r"^\[(S\d+)\] ([^·]+) · (.*?): ",
-        _between(user, "Earlier scenes of this topic:\n", "\n\nItems already"),
+        _between(user, "<earlier_scenes>\n", "\n</earlier_scenes>"),
         flags=re.M,
     )
     body = _between(user, "<scenes>", "</scenes>")
@@ -368,7 +389,7 @@ def items_reply(user: str) -> dict[str, Any]:
                     {
                         "text": text,
                         "speaker": speaker,
-                        "date": iso(best.date),
+                        "date": when(best.text, best.date),
                         "scene": ref,
                         "turns": [best.id],
                         "updates": None,
@@ -450,7 +471,7 @@ _CATEGORIES = [
 
 
 def persona_reply(user: str) -> dict[str, Any]:
-    speaker = re.search(r"Write the persona of (.+)\.\s*$", user.strip())[1]  # type: ignore[index]
+    speaker = re.search(r"^Speaker: <speaker>(.*)</speaker>$", user, flags=re.M)[1]  # type: ignore[index]
     facts = re.findall(r"^\[(I\d+)\] (.*)$", _between(user, "<facts>", "</facts>"), flags=re.M)
     prior = re.findall(r"^\[(P\d+)\] (\w+): (.*)$", user, flags=re.M)
     traits: dict[str, dict[str, Any]] = {}
@@ -560,7 +581,7 @@ def memory_snapshot(store: Any, space: str, *, with_seq: bool = True) -> dict[st
 # ------------------------------------------------------------------------------------------------- measurement
 
 
-def measure(names: list[str], *, faults: float = 0.0) -> str:
+def measure(names: list[str], *, faults: float = 0.0, plan: str = "--sequential") -> str:
     """Build dev conversations with `tmem build` against the stub server; a Markdown table of calls and tokens."""
     import tempfile
     from pathlib import Path
@@ -589,7 +610,7 @@ def measure(names: list[str], *, faults: float = 0.0) -> str:
             store = SQLiteStore.open(Path(home) / "tmem.db")
             import_spaces(store, [dev_space(name)], source="dev")
             store.close()
-            result = CliRunner().invoke(cli, ["build", name, "--no-progress"], env=env)
+            result = CliRunner().invoke(cli, ["build", name, "--no-progress", plan], env=env)
             if result.exit_code != 0:
                 raise RuntimeError(result.output)
             store = SQLiteStore.open(Path(home) / "tmem.db")
@@ -600,7 +621,9 @@ def measure(names: list[str], *, faults: float = 0.0) -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # python -m tests.support.stage_replies conv-26 [conv-30 ...]
+if __name__ == "__main__":  # python -m tests.support.stage_replies [--few-rounds|--sequential] conv-26 [conv-30 ...]
     import sys
 
-    print(measure(sys.argv[1:] or ["conv-26"]))
+    args = sys.argv[1:]
+    plans = [a for a in args if a in ("--few-rounds", "--sequential")]
+    print(measure([a for a in args if a not in plans] or ["conv-26"], plan=plans[0] if plans else "--sequential"))

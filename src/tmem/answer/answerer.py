@@ -14,12 +14,14 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tmem.answer.budget import context_config, pack_context
 from tmem.answer.context import AnswerContext, assemble_context, format_date
 from tmem.answer.prompting import PromptTemplate, load_template
 from tmem.answer.schemas import CotAnswer, MemoryReply, ShortAnswer
 from tmem.llm.base import LLM, Message, Usage
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import SearchResult
+from tmem.util.fence import Trusted, fence, fence_inline
 from tmem.util.text import count_tokens
 
 Variant = Literal["short", "cot"]
@@ -93,15 +95,23 @@ def _template(name: str) -> PromptTemplate:
 
 def answer_messages(question: str, context: AnswerContext, when: QuestionTime, variant: Variant) -> list[Message]:
     template = _template("short_answer.txt" if variant == "short" else "cot_answer.txt")
-    return template.render(time_line=when.line(), context=context.text, question=question)
+    return template.render_fenced(
+        time_line=Trusted(when.line()),
+        context=fence("memories", context.text),
+        question=fence_inline("question", question),
+    )
 
 
 def reply_messages(
     message: str, context: AnswerContext, when: QuestionTime, *, speaker: str, listener: str
 ) -> list[Message]:
     template = _template("memory_reply.txt")
-    return template.render(
-        time_line=when.line(), context=context.text, question=message, speaker=speaker, listener=listener
+    return template.render_fenced(
+        time_line=Trusted(when.line()),
+        context=fence("memories", context.text),
+        question=fence("message", message),
+        speaker=fence_inline("speaker", speaker),
+        listener=fence_inline("you", listener),
     )
 
 
@@ -125,6 +135,23 @@ class Answerer:
     def search(self, space: str, question: str, config: RetrievalConfig | None = None) -> SearchResult:
         return self._searcher.search(space, question, config)
 
+    def _context(
+        self,
+        space: str,
+        question: str,
+        config: RetrievalConfig | None,
+        result: SearchResult | None,
+        max_tokens: int | None,
+    ) -> tuple[SearchResult, AnswerContext]:
+        """The search result and its context: every hit when ``max_tokens`` is None, else packed within it."""
+        if max_tokens is None:
+            found = result if result is not None else self.search(space, question, config)
+            return found, assemble_context(found)
+        if result is None:
+            cfg = config or RetrievalConfig.preset("auto")
+            result = self.search(space, question, context_config(cfg, max_tokens))
+        return result, pack_context(result, max_tokens).as_answer_context()
+
     async def answer(
         self,
         space: str,
@@ -134,10 +161,11 @@ class Answerer:
         variant: Variant = "short",
         config: RetrievalConfig | None = None,
         result: SearchResult | None = None,
+        max_tokens: int | None = None,
     ) -> Answer:
-        """Retrieve (unless ``result`` is given) and answer ``question`` as asked at ``when``."""
-        found = result if result is not None else self.search(space, question, config)
-        context = assemble_context(found)
+        """Retrieve (unless ``result`` is given) and answer ``question`` as asked at ``when``; with ``max_tokens`` the
+        context is packed within that many tokens (:mod:`tmem.answer.budget`)."""
+        found, context = self._context(space, question, config, result, max_tokens)
         messages = answer_messages(question, context, when, variant)
         reasoning: str | None = None
         if variant == "cot":
@@ -170,10 +198,10 @@ class Answerer:
         listener: str,
         config: RetrievalConfig | None = None,
         result: SearchResult | None = None,
+        max_tokens: int | None = None,
     ) -> Answer:
         """A memory-aware reply to ``message`` from ``speaker`` (LoCoMo-Plus triggers)."""
-        found = result if result is not None else self.search(space, message, config)
-        context = assemble_context(found)
+        found, context = self._context(space, message, config, result, max_tokens)
         messages = reply_messages(message, context, when, speaker=speaker, listener=listener)
         out = await self._llm.complete(messages, MemoryReply, stage=STAGE_REPLY, space=space)
         return Answer(

@@ -12,6 +12,7 @@ from importlib import resources
 from string import Template
 
 from tmem.llm.base import Message
+from tmem.util.fence import Fenced, Trusted, check_value
 
 _SECTIONS = ("[system]", "[user]")
 
@@ -23,11 +24,26 @@ class PromptTemplate:
     user: Template
 
     def render(self, **values: str) -> list[Message]:
-        """The two chat messages; a missing placeholder raises KeyError naming it (a programming error)."""
+        """The two chat messages; a missing placeholder raises KeyError naming it (a programming error).
+
+        Plain strings are substituted as they are (the evaluation judges use this); the answer prompts use
+        :meth:`render_fenced`, which admits only fenced data and program text.
+        """
         return [
             Message(role="system", content=self.system.substitute(values).strip()),
             Message(role="user", content=self.user.substitute(values).strip()),
         ]
+
+    def render_fenced(self, **values: Fenced | Trusted | int) -> list[Message]:
+        """Like :meth:`render`, but every value must be fenced data or program text (see :mod:`tmem.util.fence`),
+        and no fenced value may go into the system part."""
+        data = {k: check_value(k, v) for k, v in values.items()}
+        for key, value in values.items():
+            if isinstance(value, Fenced) and (
+                f"${key}" in self.system.template or f"${{{key}}}" in self.system.template
+            ):
+                raise ValueError(f"{self.name}: fenced data {key!r} must not go into the system part")
+        return self.render(**data)
 
 
 def load_template(package: str, filename: str) -> PromptTemplate:

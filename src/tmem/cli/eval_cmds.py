@@ -52,6 +52,13 @@ async def _close(*llms: Any) -> None:
     "--date", "asked", default=None, help="When the question is asked (ISO date); default: after the last session."
 )
 @click.option("--preset", default=None, help="Retrieval preset (default: TMEM_SEARCH_PRESET, else auto).")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Context budget handed to the model (count_tokens; default 2000, env TMEM_CONTEXT_TOKENS).",
+    envvar="TMEM_CONTEXT_TOKENS",
+)
 @click.option("--explain", is_flag=True, help="Show the context handed to the model and the routes of every hit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full Answer as JSON.")
 @pass_app
@@ -62,10 +69,13 @@ def ask_cmd(
     cot: bool,
     asked: str | None,
     preset: str | None,
+    max_tokens: int | None,
     explain: bool,
     as_json: bool,
 ) -> None:
     """Answer QUESTION from the memory of SPACE (needs an LLM; `tmem search` works without one)."""
+    from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS
+
     when: datetime | None = None
     if asked is not None:
         try:
@@ -74,7 +84,8 @@ def ask_cmd(
             raise InputError(f"--date {asked!r}: write an ISO date such as 2023-05-08") from None
     mem = app.memory()
     # Memory.ask dates the question (after the latest session start unless --date) and resolves the preset
-    answer = mem.ask(space, question, when, variant="cot" if cot else "short", config=preset)
+    budget = DEFAULT_CONTEXT_TOKENS if max_tokens is None else max_tokens
+    answer = mem.ask(space, question, when, variant="cot" if cot else "short", config=preset, max_tokens=budget)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return

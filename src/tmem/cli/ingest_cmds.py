@@ -113,6 +113,31 @@ def spaces_cmd(app: AppContext, as_json: bool) -> None:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
+@click.command("delete")
+@click.argument("space")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_app
+def delete_cmd(app: AppContext, space: str, yes: bool) -> None:
+    """Delete SPACE and erase it: conversation, memory, embeddings and LLM log, with no bytes left in the files."""
+    from tmem.memory import Memory
+
+    summary = _summary(app.store(), space)  # NotFoundError naming the known spaces
+    if not yes:
+        click.confirm(
+            f"Delete space {space!r} ({summary.sessions} sessions, {summary.turns} turns) and everything built from "
+            "it? This cannot be undone",
+            abort=True,
+        )
+    complete = Memory(app.store(), app.settings).delete_space(space)
+    click.echo(f"Deleted space {space!r}.")
+    if not complete:
+        click.echo(
+            "Warning: another process kept a read open for 30 s, so copies of the deleted data remain in the "
+            "write-ahead log (tmem.db-wal) until the last process using this memory directory closes it.",
+            err=True,
+        )
+
+
 # --------------------------------------------------------------------------------------------- show: data
 
 
@@ -331,5 +356,5 @@ def show_cmd(
 
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the top-level group."""
-    for command in (import_cmd, spaces_cmd, show_cmd):
+    for command in (import_cmd, spaces_cmd, show_cmd, delete_cmd):
         cli.add_command(command)

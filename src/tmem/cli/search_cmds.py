@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tmem.answer.budget import Context
 from tmem.cli.context import AppContext, echo_json, pass_app
 from tmem.retrieve.config import SWITCHES
 from tmem.retrieve.types import Route, SearchResult
@@ -57,6 +58,28 @@ def _print(result: SearchResult, explain: bool) -> None:
             click.echo(f"  {p.speaker}: {traits}")
 
 
+def _print_context(ctx: Context, explain: bool) -> None:
+    notes = [f"preset {ctx.preset}", f"{ctx.tokens} of {ctx.max_tokens} tokens", f"{len(ctx.hits)} hits"]
+    if ctx.left_out:
+        notes.append(f"{ctx.left_out} hits did not fit")
+    if ctx.descriptive_only:
+        notes.append("descriptive only: built without an LLM")
+    click.echo(f"Context for {ctx.query!r} in {ctx.space!r} [{'; '.join(notes)}]")
+    if ctx.unbuilt_turns:
+        click.echo(
+            f"Note: {ctx.unbuilt_turns} turns were imported after the last build and are in no memory yet: "
+            f"run `tmem build {ctx.space}`."
+        )
+    click.echo("")
+    click.echo(ctx.text or "(nothing fits in this budget)")
+    click.echo("\nWhy recalled:")
+    for n, hit in enumerate(ctx.hits, start=1):
+        trimmed = ", trimmed" if hit.trimmed else ""
+        click.echo(f"{n:>2}. {hit.kind} {hit.id} ({hit.tokens} tokens{trimmed}): turns {', '.join(hit.turn_ids)}")
+        if explain:
+            click.echo("    via " + "; ".join(_route(r) for r in hit.routes))
+
+
 @click.command("search")
 @click.argument("space")
 @click.argument("query")
@@ -74,6 +97,12 @@ def _print(result: SearchResult, explain: bool) -> None:
     help="Remove a component (repeatable): SL, IC, ET+BT, PS, TF, ST, HT.",
 )
 @click.option("--reranker", default=None, help="CrossEncoder model name or local path (env TMEM_RERANKER_MODEL).")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Print the context a reader would get, packed within N tokens (count_tokens), instead of the raw hits.",
+)
 @click.option("--explain", is_flag=True, help="Show each hit's routes, topics and dated turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full SearchResult as JSON.")
 @pass_app
@@ -89,6 +118,7 @@ def search_cmd(
     gate: float | None,
     switches: tuple[str, ...],
     reranker: str | None,
+    max_tokens: int | None,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -104,6 +134,13 @@ def search_cmd(
         config = config.replace(**changes)
     if switches:
         config = config.without(*switches)
+    if max_tokens is not None:
+        ctx = mem.context(space, query, max_tokens, config)
+        if as_json:
+            echo_json(ctx.model_dump(mode="json"))
+        else:
+            _print_context(ctx, explain)
+        return
     result = mem.search(space, query, config)
     if as_json:
         echo_json(result.model_dump(mode="json"))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tmem.embed.base import EmbeddingResult, Matrix
+from tmem.embed.base import EmbeddingResult, Matrix, clip_texts
 from tmem.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -32,6 +32,11 @@ def normalise_rows(vectors: Matrix) -> Matrix:
         raise EmbeddingError("The embedding endpoint returned an all-zero vector; check the model it serves.")
     out: Matrix = (vectors / norms).astype(np.float32)
     return out
+
+
+# OpenAI's embedding models read at most 8,191 tokens; 8,000 characters stay under it even for scripts that spend a
+# token or more per character.
+REMOTE_MAX_CHARS = 8_000
 
 
 class OpenAIEmbedder:
@@ -94,9 +99,9 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> EmbeddingResult:
         if not texts:
             return EmbeddingResult(vectors=np.zeros((0, self.dim), dtype=np.float32), model_id=self.model_id)
+        clipped = clip_texts(texts, REMOTE_MAX_CHARS, self.model_id)
         parts = [
-            self._request(list(texts[start : start + self._batch_size]))
-            for start in range(0, len(texts), self._batch_size)
+            self._request(clipped[start : start + self._batch_size]) for start in range(0, len(texts), self._batch_size)
         ]
         widths = {p.shape[1] for p in parts}
         if len(widths) != 1 or (self._dim is not None and widths != {self._dim}):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tmem.embed.base import EmbeddingResult, Matrix
+from tmem.embed.base import EmbeddingResult, Matrix, clip_texts
 from tmem.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -99,8 +99,11 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> EmbeddingResult:
         if not texts:
             return EmbeddingResult(vectors=np.zeros((0, self.dim), dtype=np.float32), model_id=self._model_id)
-        raw = self._model().encode(
-            list(texts),
+        model = self._model()
+        # The model reads max_seq_length tokens; 8 characters per token is more than any tokenizer's average.
+        limit = max(2_000, 8 * int(getattr(model, "max_seq_length", None) or 512))
+        raw = model.encode(
+            clip_texts(texts, limit, self._model_id),
             batch_size=self._batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,

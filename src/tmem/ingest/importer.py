@@ -17,6 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tmem.errors import InputError
+from tmem.ingest.limits import (
+    MAX_CAPTION_CHARS,
+    MAX_ID_CHARS,
+    MAX_TURN_CHARS,
+    MAX_TURNS_PER_SESSION,
+    check_date,
+    check_name,
+    check_text,
+)
 from tmem.ingest.reader import Format, read_file
 from tmem.ingest.types import ImportReport, SpaceImportReport, SpaceInput
 from tmem.models import Session, SessionInput, Turn
@@ -55,12 +64,13 @@ def import_sessions(
     Input is checked as a file would be: non-empty space name, speakers and turns, session and turn ids unique.
     """
     space_input = SpaceInput(name=space, speakers=list(speakers), sessions=list(sessions))
-    _check_input(space_input, source)
     return import_spaces(store, [space_input], source=source)
 
 
 def import_spaces(store: Store, spaces: Sequence[SpaceInput], *, source: str) -> ImportReport:
     """Import validated spaces in one transaction; raises InputError (and writes nothing) on a conflict."""
+    for space in spaces:  # readers check as they read; sessions built in code are checked here
+        _check_input(space, source)
     report = ImportReport(source=source)
     with store.transaction():
         for space in spaces:
@@ -68,9 +78,17 @@ def import_spaces(store: Store, spaces: Sequence[SpaceInput], *, source: str) ->
     return report
 
 
+def _problem(where: str, problem: str | None) -> None:
+    if problem:
+        raise InputError(f"{where}: {problem}")
+
+
 def _check_input(space: SpaceInput, source: str) -> None:
     if not space.name.strip():
         raise InputError(f"{source}: the space name is empty; name the space.")
+    _problem(f"{source}: space name {space.name!r}", check_name(space.name, "the space's name"))
+    for name in space.speakers:
+        _problem(f"{source}: space {space.name!r}, speaker {name!r}", check_name(name, "a speaker's name"))
     session_ids: set[str] = set()
     turn_ids: set[str] = set()
     for session in space.sessions:
@@ -82,9 +100,21 @@ def _check_input(space: SpaceInput, source: str) -> None:
         session_ids.add(session.id)
         if not session.turns:
             raise InputError(f"{where}: has no turns; a session needs at least one turn.")
+        _problem(where, check_name(session.id, "a session id", MAX_ID_CHARS))
+        _problem(where, check_date(session.started_at))
+        if len(session.turns) > MAX_TURNS_PER_SESSION:
+            raise InputError(
+                f"{where}: has {len(session.turns):,} turns, at most {MAX_TURNS_PER_SESSION:,} are allowed."
+            )
         for turn in session.turns:
             if not turn.id.strip() or not turn.speaker.strip():
                 raise InputError(f"{where}, turn {turn.id!r}: turn id and speaker must be non-empty.")
+            at = f"{where}, turn {turn.id!r}"
+            _problem(at, check_name(turn.id, "a turn id", MAX_ID_CHARS))
+            _problem(at, check_name(turn.speaker, "the speaker"))
+            _problem(at + " text", check_text(turn.text, "a turn", MAX_TURN_CHARS))
+            _problem(at + " caption", check_text(turn.caption or "", "a caption", MAX_CAPTION_CHARS))
+            _problem(at, None if turn.time is None else check_date(turn.time))
             if turn.id in turn_ids:
                 raise InputError(f"{where}: turn id {turn.id!r} appears twice; turn ids are unique in a space.")
             turn_ids.add(turn.id)

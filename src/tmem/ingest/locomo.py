@@ -15,14 +15,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tmem.ingest.limits import MAX_CAPTION_CHARS, MAX_ID_CHARS, MAX_TURN_CHARS, MAX_TURNS_PER_SESSION
 from tmem.ingest.source import (
     Loc,
     expect_list,
+    expect_name,
     expect_object,
+    expect_text,
     expect_timestamp,
-    optional_str,
     required,
-    required_str,
 )
 from tmem.ingest.types import SpaceInput
 from tmem.models import SessionInput, TurnInput
@@ -60,17 +61,30 @@ def read_locomo(data: Any, file: str) -> list[SpaceInput]:
 
 def _read_sample(raw: Any, loc: Loc) -> SpaceInput:
     sample = expect_object(raw, loc, "a LoCoMo sample")
-    name = required_str(sample, "sample_id", loc, "the conversation's id")
+    name = expect_name(required(sample, "sample_id", loc, "the conversation's id"), loc.key("sample_id"), "a sample_id")
     conv_loc = loc.key("conversation")
     conv = expect_object(required(sample, "conversation", loc, "the dialogue"), conv_loc, "the dialogue")
-    speakers = [required_str(conv, key, conv_loc, "a speaker's name") for key in ("speaker_a", "speaker_b")]
-    numbered = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.match(key)))
+    speakers = [
+        expect_name(required(conv, key, conv_loc, "a speaker's name"), conv_loc.key(key), "a speaker's name")
+        for key in ("speaker_a", "speaker_b")
+    ]
+    numbered: list[tuple[int, str]] = []
+    for key in conv:
+        if m := _SESSION_KEY.match(key):
+            if len(m.group(1)) > 6:
+                raise conv_loc.key(key).error("has a session number of more than 6 digits; number sessions 1, 2, ...")
+            numbered.append((int(m.group(1)), key))
+    numbered.sort()
     sessions: list[SessionInput] = []
     seen_turns: dict[str, Loc] = {}
     for number, key in numbered:
         turns_raw = expect_list(conv[key], conv_loc.key(key), "the session's turns")
         if not turns_raw:
             continue  # an empty placeholder session in the dataset (documented above)
+        if len(turns_raw) > MAX_TURNS_PER_SESSION:
+            raise conv_loc.key(key).error(
+                f"has {len(turns_raw):,} turns; a session may have at most {MAX_TURNS_PER_SESSION:,}."
+            )
         date_key = f"{key}_date_time"
         what = f"when session {number} started"
         started = expect_timestamp(required(conv, date_key, conv_loc, what), conv_loc.key(date_key), what)
@@ -93,8 +107,15 @@ def _read_sample(raw: Any, loc: Loc) -> SpaceInput:
 
 def _read_turn(raw: Any, loc: Loc) -> TurnInput:
     turn = expect_object(raw, loc, "a turn")
-    speaker = required_str(turn, "speaker", loc, "who said the turn")
-    text = required_str(turn, "text", loc, "what was said", nonempty=False)
-    dia_id = required_str(turn, "dia_id", loc, "the turn id, e.g. 'D1:3'")
-    caption = optional_str(turn, "blip_caption", loc, "the shared image's caption")
+    speaker = expect_name(required(turn, "speaker", loc, "who said the turn"), loc.key("speaker"), "the speaker")
+    text = expect_text(required(turn, "text", loc, "what was said"), loc.key("text"), "a turn", MAX_TURN_CHARS)
+    dia_id = expect_name(
+        required(turn, "dia_id", loc, "the turn id, e.g. 'D1:3'"), loc.key("dia_id"), "a dia_id", limit=MAX_ID_CHARS
+    )
+    raw_caption = turn.get("blip_caption")
+    caption = (
+        None
+        if raw_caption is None
+        else expect_text(raw_caption, loc.key("blip_caption"), "a caption", MAX_CAPTION_CHARS)
+    )
     return TurnInput(id=dia_id, speaker=speaker, text=text, caption=caption or None)

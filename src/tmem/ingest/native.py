@@ -23,16 +23,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tmem.errors import InputError
+from tmem.ingest.limits import MAX_CAPTION_CHARS, MAX_ID_CHARS, MAX_TURN_CHARS, MAX_TURNS_PER_SESSION, check_name
 from tmem.ingest.source import (
     Loc,
     expect_list,
+    expect_name,
     expect_object,
-    expect_str,
+    expect_text,
     expect_timestamp,
-    optional_str,
     reject_unknown,
     required,
-    required_str,
 )
 from tmem.ingest.types import SpaceInput
 from tmem.models import SessionInput, TurnInput
@@ -72,7 +73,7 @@ class _Reader:
 
     def space_for(self, obj: dict[str, Any], loc: Loc) -> _SpaceAcc:
         if "space" in obj:
-            name = expect_str(obj["space"], loc.key("space"), "the space's name", nonempty=True)
+            name = expect_name(obj["space"], loc.key("space"), "the space's name")
         elif self.default_space is not None:
             name = self.default_space
         else:
@@ -85,9 +86,7 @@ class _Reader:
         if "speakers" in obj:
             speakers_loc = loc.key("speakers")
             raw = expect_list(obj["speakers"], speakers_loc, "speaker names")
-            acc.add_speakers(
-                expect_str(v, speakers_loc.index(i), "a speaker's name", nonempty=True) for i, v in enumerate(raw)
-            )
+            acc.add_speakers(expect_name(v, speakers_loc.index(i), "a speaker's name") for i, v in enumerate(raw))
         return acc
 
     def read_space(self, raw: Any, loc: Loc) -> None:
@@ -113,7 +112,7 @@ class _Reader:
         what = "when the session started"
         started = expect_timestamp(required(obj, "started_at", loc, what), loc.key("started_at"), what)
         if "id" in obj:
-            session_id = expect_str(obj["id"], loc.key("id"), "the session's id", nonempty=True)
+            session_id = expect_name(obj["id"], loc.key("id"), "the session's id", limit=MAX_ID_CHARS)
         else:
             session_id = "session_" + started.strftime("%Y%m%dT%H%M%S")
         if session_id in acc.session_locs:
@@ -126,18 +125,24 @@ class _Reader:
         turns_raw = expect_list(required(obj, "turns", loc, "the session's turns"), turns_loc, "turns")
         if not turns_raw:
             raise turns_loc.error("is empty; a session needs at least one turn.")
+        if len(turns_raw) > MAX_TURNS_PER_SESSION:
+            raise turns_loc.error(
+                f"has {len(turns_raw):,} turns; a session may have at most {MAX_TURNS_PER_SESSION:,}: split it into "
+                "several sessions."
+            )
         turns = [self.read_turn(t, turns_loc.index(n), session_id, n + 1, acc) for n, t in enumerate(turns_raw)]
         acc.sessions.append(SessionInput(id=session_id, started_at=started, turns=turns))
 
     def read_turn(self, raw: Any, loc: Loc, session_id: str, number: int, acc: _SpaceAcc) -> TurnInput:
         obj = expect_object(raw, loc, "a turn")
         reject_unknown(obj, _TURN_FIELDS, loc)
-        speaker = required_str(obj, "speaker", loc, "who said the turn")
-        text = required_str(obj, "text", loc, "what was said", nonempty=False)
-        if "id" in obj:
-            turn_id = expect_str(obj["id"], loc.key("id"), "the turn's id", nonempty=True)
-        else:
-            turn_id = f"{session_id}:{number}"
+        speaker = expect_name(required(obj, "speaker", loc, "who said the turn"), loc.key("speaker"), "the speaker")
+        text = expect_text(required(obj, "text", loc, "what was said"), loc.key("text"), "a turn", MAX_TURN_CHARS)
+        turn_id = (
+            expect_name(obj["id"], loc.key("id"), "the turn's id", limit=MAX_ID_CHARS)
+            if "id" in obj
+            else f"{session_id}:{number}"
+        )
         if turn_id in acc.turn_locs:
             raise loc.error(
                 f"turn id {turn_id!r} is already used at {acc.turn_locs[turn_id]}; turn ids must be unique within "
@@ -150,11 +155,20 @@ class _Reader:
             speaker=speaker,
             text=text,
             time=None if time is None else expect_timestamp(time, loc.key("time"), "when the turn was said"),
-            caption=optional_str(obj, "caption", loc, "a caption of an image shared with the turn"),
+            caption=_caption(obj.get("caption"), loc.key("caption")),
         )
 
     def result(self) -> list[SpaceInput]:
+        problem = None if self.default_space is None else check_name(self.default_space, "the space's name")
+        if problem:
+            raise InputError(f"--space {self.default_space!r}: {problem}")
         return [SpaceInput(name=a.name, speakers=a.speakers, sessions=a.sessions) for a in self.spaces.values()]
+
+
+def _caption(value: Any, loc: Loc) -> str | None:
+    if value is None:
+        return None
+    return expect_text(value, loc, "a caption", MAX_CAPTION_CHARS)
 
 
 def read_native(data: Any, file: str, *, default_space: str | None = None) -> list[SpaceInput]:

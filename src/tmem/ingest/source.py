@@ -14,6 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from tmem.errors import InputError, NotFoundError
+from tmem.ingest.limits import (
+    MAX_DEPTH,
+    MAX_NAME_CHARS,
+    MAX_YEAR,
+    MIN_YEAR,
+    check_date,
+    check_name,
+    check_text,
+    object_pairs,
+    parse_constant,
+    parse_int,
+    scan,
+)
 from tmem.ingest.timestamps import EXPECTED_FORMATS, try_parse_timestamp
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -97,11 +110,37 @@ def optional_str(obj: dict[str, Any], name: str, loc: Loc, what: str) -> str | N
     return expect_str(value, loc.key(name), what)
 
 
+def expect_name(value: Any, loc: Loc, what: str, *, limit: int = MAX_NAME_CHARS) -> str:
+    """A name or id: a printable, non-blank string of limited length (see :mod:`tmem.ingest.limits`)."""
+    text = expect_str(value, loc, what)
+    problem = check_name(text, what, limit)
+    if problem:
+        raise loc.error(problem)
+    return text
+
+
+def expect_text(value: Any, loc: Loc, what: str, limit: int) -> str:
+    """A free text (may be empty) of at most ``limit`` characters."""
+    text = expect_str(value, loc, what)
+    problem = check_text(text, what, limit)
+    if problem:
+        raise loc.error(problem)
+    return text
+
+
 def expect_timestamp(value: Any, loc: Loc, what: str) -> datetime:
     text = expect_str(value, loc, what)
+    if len(text) > 100:
+        raise loc.error(f"is not a date ({len(text)} characters); write {what} as {EXPECTED_FORMATS}.")
     parsed = try_parse_timestamp(text)
     if parsed is None:
-        raise loc.error(f"cannot read the date {json.dumps(text)} ({what}); write it as {EXPECTED_FORMATS}.")
+        raise loc.error(
+            f"cannot read the date {json.dumps(text)} ({what}); write it as {EXPECTED_FORMATS}, in years "
+            f"{MIN_YEAR} to {MAX_YEAR}."
+        )
+    problem = check_date(parsed)
+    if problem:
+        raise loc.error(f"the date {json.dumps(text)} ({what}) {problem}")
     return parsed
 
 
@@ -127,16 +166,25 @@ def read_text(path: Path) -> str:
         raise InputError(f"{path}: cannot be read ({exc.strerror}); check its permissions.") from exc
 
 
-def parse_json(text: str, file: str, *, line_offset: int = 0) -> Any:
-    """One JSON document; broken JSON becomes an InputError with line and column."""
+def parse_json(text: str, file: str, *, line_offset: int = 0, jsonl: bool = False) -> Any:
+    """One JSON document; broken JSON, and JSON beyond the limits of :mod:`tmem.ingest.limits` (nesting depth,
+    huge integers, NaN, duplicate keys, lone surrogates), become an InputError with the line and the JSON path."""
     try:
-        return json.loads(text)
+        data = json.loads(text, object_pairs_hook=object_pairs, parse_int=parse_int, parse_constant=parse_constant)
     except json.JSONDecodeError as exc:
         line = exc.lineno + line_offset
         raise InputError(
             f"{file}: broken JSON at line {line}, column {exc.colno}: {exc.msg}. "
             "Fix the syntax there (`python -m json.tool FILE` shows the first error)."
         ) from exc
+    except RecursionError as exc:
+        where = f"line {line_offset + 1}" if jsonl else "the document"
+        raise InputError(
+            f"{file}: {where} is nested too deeply to read (tmem accepts at most {MAX_DEPTH} levels); flatten the data."
+        ) from exc
+    at_line = line_offset + 1 if jsonl else None
+    scan(data, lambda path: str(Loc(file, path, at_line)))
+    return data
 
 
 def parse_jsonl(text: str, file: str) -> list[tuple[int, Any]]:
@@ -145,5 +193,5 @@ def parse_jsonl(text: str, file: str) -> list[tuple[int, Any]]:
     # split on "\n" only: str.splitlines() would also split inside strings holding U+2028 and friends
     for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
-            records.append((number, parse_json(line, file, line_offset=number - 1)))
+            records.append((number, parse_json(line, file, line_offset=number - 1, jsonl=True)))
     return records

@@ -73,7 +73,10 @@ def _parse_iso(text: str) -> datetime | None:
     except ValueError:  # not ISO 8601; the caller reports the accepted spellings
         return None
     if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
+        try:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:  # e.g. 0001-01-01T00:00+01:00 lies before year 1 in UTC
+            return None
     return value
 
 

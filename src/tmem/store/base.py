@@ -59,7 +59,15 @@ class Store(Protocol):
     def list_spaces(self) -> list[SpaceSummary]: ...
 
     def delete_space(self, name: str) -> None:
-        """Removes the space and everything in it (records, embeddings, LLM log)."""
+        """Removes the space and everything in it (records, embeddings, LLM log). Follow with :meth:`scrub` to make
+        the removal an erasure (``Memory.delete_space`` does)."""
+        ...
+
+    def scrub(self, *, vacuum: bool = True) -> bool:
+        """Erasure primitive: after deletions have committed, leave no bytes of deleted content in the store's files
+        (SQLite: secure delete + WAL checkpoint TRUNCATE + VACUUM). ``vacuum=False`` is cheaper and suffices for
+        content written by this version. Returns False when concurrent readers kept it from completing (run it
+        again later). Never call it inside a transaction."""
         ...
 
     # ------------------------------------------------------------------ sessions and turns
@@ -259,11 +267,6 @@ class Store(Protocol):
 
     def release_lease(self, space: str, name: str, holder: str) -> None:
         """Give the lease back (only ``holder``'s own lease is removed)."""
-        ...
-
-    def scrub(self) -> None:
-        """Erase freed content from the backend's files (deleted rows must leave no bytes on disk); a no-op where the
-        backend has nothing to erase."""
         ...
 
 

@@ -248,10 +248,33 @@ def _m_agent_items(db: sqlite3.Connection) -> None:
     )
 
 
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _m_item_date_precision(db: sqlite3.Connection) -> None:
+    """Items record what their date names (issue 10): ``date_precision`` (day, week, month, season, year, range) and
+    ``date_end`` (last day of the period). Dates stored before were full ISO days, so they become day precision."""
+    have = _columns(db, "items")
+    if "date_end" not in have:
+        db.execute("ALTER TABLE items ADD COLUMN date_end TEXT")
+    if "date_precision" not in have:
+        db.execute("ALTER TABLE items ADD COLUMN date_precision TEXT")
+    db.execute("UPDATE items SET date_precision = 'day' WHERE date IS NOT NULL AND date_precision IS NULL")
+
+
+def _m_item_conflicts(db: sqlite3.Connection) -> None:
+    """Items that disagree (issue 10): ``conflicts_with``, a JSON list of item ids, kept symmetric."""
+    if "conflicts_with" not in _columns(db, "items"):
+        db.execute("ALTER TABLE items ADD COLUMN conflicts_with TEXT NOT NULL DEFAULT '[]'")
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
     ("service_control", _m_service_control),
     ("agent_items", _m_agent_items),
+    ("002_item_date_precision", _m_item_date_precision),
+    ("003_item_conflicts", _m_item_conflicts),
 ]
 
 

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tmem.errors import IntegrityError, StoreError
+from tmem.errors import IntegrityError
 from tmem.models import (
     BuildMode,
     Item,
@@ -268,26 +268,3 @@ class AgentOps:
     def release_lease(self, space: str, name: str, holder: str) -> None:
         with self.transaction():
             self._exec("DELETE FROM leases WHERE space = ? AND name = ? AND holder = ?", (space, name, holder))
-
-    # ------------------------------------------------------------------ erasure
-    def scrub(self) -> None:
-        """Minimal erasure (the ``hostile`` helper's primitive replaces it at merge). Deletes and updates ran under
-        ``secure_delete`` (set when the store opens), so SQLite zeroed the freed cells and pages in place; what is left
-        is old page images in the write-ahead log, which a TRUNCATE checkpoint copies back and empties. No VACUUM: its
-        cost grows with the whole database, and the canary tests (tests/test_agent_items.py,
-        tests/test_agent_llm_mode.py) find no byte of forgotten text without it."""
-        try:
-            with self._lock:
-                if self._depth:
-                    raise StoreError("scrub() cannot run inside a transaction; call it after the transaction ends.")
-                busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        except sqlite3.Error as exc:
-            raise StoreError(
-                f"Could not erase deleted data from disk: {exc}. Close other tmem processes using this memory "
-                "directory and run the command again."
-            ) from exc
-        if busy:
-            raise StoreError(
-                "Deleted data could not be erased from the write-ahead log because another process is reading the "
-                "memory; close other tmem processes using this memory directory and run the command again."
-            )
