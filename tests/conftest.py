@@ -38,3 +38,28 @@ def _block_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TMEM_LLM", "TMEM_LLM_MODEL", "TMEM_HOME"):
         monkeypatch.delenv(var, raising=False)
     yield
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One PostgreSQL + pgvector server for the whole session (tests/support/pg.py); tests take fresh databases."""
+    from tests.support.pg import pg_server as start
+
+    with start() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> str:
+    """The URL of an empty database on the session's PostgreSQL server."""
+    url: str = pg_server.fresh_database()
+    return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """A store URL for each backend: a SQLite file, and an empty PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tmem.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url

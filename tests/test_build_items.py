@@ -99,7 +99,11 @@ def test_refs_follow_scene_order_and_a_valid_reply_resolves_ids() -> None:
         ([_atomic(turns=[])], [], "must list ids of turns"),
         ([_atomic(speaker="Bob")], [], "is not one of"),
         ([_atomic(text="On 25 May 2023 she chose an adoption agency.")], [], "must name Caroline"),
-        ([_atomic(date="25 May 2023")], [], "must be an ISO date"),
+        ([_atomic(date="25 May 2023")], [], "is not a date in one of the forms YYYY-MM-DD"),
+        ([_atomic(date="2023-13")], [], "not a calendar date"),
+        ([_atomic(date="2023-05-09/2023-05-01")], [], "ends before it starts"),
+        ([_atomic(conflicts="E7")], [], "conflicts 'E7' is not an existing item"),
+        ([_atomic(updates="E1", conflicts="E1")], [], "both updated and contradicted"),
         ([_atomic(date="2023-02-30")], [], "not a calendar date"),
         ([_atomic(updates="E7")], [], "is not an existing item"),
         ([_atomic(text="  ")], [], "text is empty"),
@@ -208,3 +212,49 @@ async def test_a_topic_with_many_new_scenes_is_read_in_chunks_that_see_earlier_i
     assert "[S1] (new)" in first and "[S2] (new)" in first and "(none)" in first
     assert "[S3] (new)" in second and "[E1] Caroline fact from S1." in second and "[S1] 8 May 2023" in second
     assert len(store.items("s")) == 2 and load_covered(store, "s") == {"t1": ["sc1", "sc2", "sc3"]}
+
+
+@pytest.mark.parametrize(
+    ("given", "start", "end", "precision"),
+    [
+        ("2023-05-25", "2023-05-25", None, "day"),
+        ("2023-W20", "2023-05-15", "2023-05-21", "week"),
+        ("2023-05", "2023-05-01", "2023-05-31", "month"),
+        ("2022-summer", "2022-06-01", "2022-08-31", "season"),
+        ("2010", "2010-01-01", "2010-12-31", "year"),
+        ("2023-05-20/2023-05-21", "2023-05-20", "2023-05-21", "range"),
+    ],
+)
+async def test_an_item_keeps_the_precision_of_its_date(given: str, start: str, end: str | None, precision: str) -> None:
+    store = _store()
+    store.put_scenes("s", [OLD, NEW])
+    store.put_topics("s", [TOPIC])
+    store.link_topics("s", [TopicSceneLink(topic_id="t1", scene_id="sc2")])
+    reply = ItemReply(atomic_items=[_atomic(date=given, scene="S1")], connected_items=[])  # sc2 is the only scene
+    await run_items(store, "s", StageRun("items", scripted_llm(store, replies=[reply]), "s", 1, False), BuildOptions())
+    (item,) = store.items("s")
+    assert (item.date, item.date_end, item.date_precision) == (start, end, precision)
+
+
+async def test_a_contradiction_is_kept_on_both_items_and_neither_supersedes() -> None:
+    store = _store()
+    store.put_scenes("s", [OLD, NEW])
+    store.put_topics("s", [TOPIC])
+    store.put_items("s", [EXISTING])
+    from tmem.construct.revert import save_covered
+
+    save_covered(store, "s", {"t1": ["sc1"]})
+    store.link_topics("s", [TopicSceneLink(topic_id="t1", scene_id=s) for s in ("sc1", "sc2")])
+    said = _atomic(text="On 25 May 2023 Caroline said she never wanted to adopt.", conflicts="E1")
+    await run_items(
+        store,
+        "s",
+        StageRun(
+            "items", scripted_llm(store, replies=[ItemReply(atomic_items=[said], connected_items=[])]), "s", 1, False
+        ),
+        BuildOptions(),
+    )
+    items = {it.id: it for it in store.items("s")}
+    new = next(it for it in items.values() if it.id != EXISTING.id)
+    assert new.conflicts_with == [EXISTING.id] and items[EXISTING.id].conflicts_with == [new.id]
+    assert new.supersedes is None and items[EXISTING.id].superseded_by is None

@@ -163,8 +163,9 @@ async def test_incremental_build_reverts_a_tail_that_continues_and_keeps_one_tha
 
 
 async def test_batch_protocol_stops_exports_and_continues(tmp_path: Path) -> None:
+    """The sequential plan through the batch protocol ends with the memory of a live build."""
     store = _store(slice(0, 2))
-    options = OPTIONS.model_copy(update={"batch_out": tmp_path / "requests.jsonl"})
+    options = OPTIONS.model_copy(update={"batch_out": tmp_path / "requests.jsonl", "few_rounds": False})
     rounds = 0
     stages_met: list[str] = []
     while True:
@@ -180,7 +181,7 @@ async def test_batch_protocol_stops_exports_and_continues(tmp_path: Path) -> Non
             assert len(lines) == pending.count
             if pending.stage in ("items", "triggers.item", "triggers.scene") and pending.stage not in stages_met:
                 assert pending.count > 1  # an independent stage exports all its requests at once
-            stages_met.append(pending.stage)
+            stages_met.extend(pending.stage.split(", "))
             results = tmp_path / f"results{rounds}.jsonl"
             results.write_text(_answer_batch(lines))
             report = import_results(store, results)
@@ -279,3 +280,63 @@ async def test_an_llm_build_leaves_every_index_text_embedded_so_the_first_search
     search_embedder = CountingEmbedder()
     Retriever(store, search_embedder).search(SPACE, "Caroline support group")
     assert search_embedder.texts == ["Caroline support group"]
+
+
+async def _batch_rounds(store: SQLiteStore, options: BuildOptions, tmp_path: Path) -> list[list[str]]:
+    """Build through the batch protocol, answering each exported file with the plausible replies; the stages of each
+    round, in order."""
+    rounds: list[list[str]] = []
+    while True:
+        try:
+            await build_space(
+                store, SPACE, llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder(), options=options
+            )
+            return rounds
+        except BatchPending as pending:
+            rounds.append(pending.stage.split(", "))
+            lines = Path(pending.path or "").read_text().splitlines()
+            results = tmp_path / f"results{len(rounds)}.jsonl"
+            results.write_text(_answer_batch(lines))
+            assert import_results(store, results).imported == len(lines)
+        assert len(rounds) <= 12
+
+
+async def test_a_fresh_batch_build_of_a_full_locomo_conversation_takes_at_most_six_rounds(tmp_path: Path) -> None:
+    """The few-rounds plan (the default with --batch-out): one round per dependency level, whatever the length."""
+    store = _store(slice(None))  # all 19 sessions, 419 turns
+    # persona_items_per_call below a speaker's item count: the persona is read in parallel chunks and folded once
+    options = BuildOptions(batch_out=tmp_path / "requests.jsonl", persona_items_per_call=40)
+    rounds = await _batch_rounds(store, options, tmp_path)
+    assert rounds == [
+        ["segment"],
+        ["topics", "triggers.scene"],
+        ["items"],
+        ["triggers.item", "persona"],
+        ["persona"],
+    ]
+    check = check_space(store, SPACE)
+    assert check.ok and check.complete, check.violations[:3]
+    assert store.get_state(SPACE, STATE_OPEN_TAIL) is None  # no provisional tail in this plan
+    sessions = {t.id: t.session_id for t in store.turns(SPACE)}
+    assert all(len({sessions[t] for t in s.turn_ids}) == 1 for s in store.scenes(SPACE))  # no scene spans a break
+    # the same plan run live gives the same memory (the same requests)
+    live = _store(slice(None))
+    options_live = BuildOptions(few_rounds=True, persona_items_per_call=40)
+    await build_space(
+        live, SPACE, llm=scripted_llm(live, fn=scripted_reply), embedder=HashEmbedder(), options=options_live
+    )
+    assert memory_snapshot(store, SPACE) == memory_snapshot(live, SPACE)
+
+
+async def test_a_few_rounds_build_extends_incrementally(tmp_path: Path) -> None:
+    """New sessions after a few-rounds batch build take one segmentation round too; a live sequential build after it
+    picks up where it stopped."""
+    store = _store(slice(0, 3))
+    options = BuildOptions(batch_out=tmp_path / "requests.jsonl")
+    assert len(await _batch_rounds(store, options, tmp_path)) <= 6
+    import_spaces(store, [dev_space(SPACE, slice(0, 5))], source="dev")
+    assert len(await _batch_rounds(store, options, tmp_path)) <= 6
+    import_spaces(store, [dev_space(SPACE, slice(0, 6))], source="dev")
+    await _build(store, options=BuildOptions())
+    check = check_space(store, SPACE)
+    assert check.ok and check.complete and len(store.sessions(SPACE)) == 6

@@ -13,7 +13,6 @@ from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space
 from tmem.construct.segment import STATE_OPEN_TAIL, Buffer, SceneOut, SegmentReply, check_reply, run_segment
 from tmem.embed.hashing import HashEmbedder
-from tmem.errors import BuildError, LLMOutputError
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Session, Turn
 from tmem.settings import Settings
@@ -128,7 +127,7 @@ async def test_an_invalid_reply_is_fed_back_and_corrected() -> None:
     assert [s.turn_ids for s in store.scenes("s")] == [["D1:1", "D1:2", "D1:3", "D1:4"]]
 
 
-async def test_a_model_that_never_complies_raises_a_clear_error_and_writes_nothing() -> None:
+async def test_a_window_the_model_never_segments_is_a_failed_unit_or_falls_back() -> None:
     store = _store_with(_turns(4))
     bad = json.dumps(
         {
@@ -144,9 +143,17 @@ async def test_a_model_that_never_complies_raises_a_clear_error_and_writes_nothi
         }
     )
     llm = scripted_llm(store, fn=lambda _req: bad, settings=Settings(llm="openai", llm_model="m", llm_output_retries=1))
-    with pytest.raises(LLMOutputError, match="no absolute date"):
-        await run_segment(store, "s", StageRun("segment", llm, "s", 1, False), BuildOptions())
+    run = StageRun("segment", llm, "s", 1, False)
+    await run_segment(store, "s", run, BuildOptions(fallback=False))
     assert store.scenes("s") == []
-    with pytest.raises(BuildError, match=r"Space 's', stage segment: .*no absolute date.*rerun `tmem build s`") as err:
-        await build_space(store, "s", llm=llm, embedder=HashEmbedder())
-    assert isinstance(err.value.__cause__, LLMOutputError)
+    (unit,) = run.failed
+    assert unit.stage == "segment" and unit.refs == ["D1:1", "D1:2", "D1:3", "D1:4"]
+    assert "no absolute date" in unit.reason
+    report = await build_space(store, "s", llm=llm, embedder=HashEmbedder(), options=BuildOptions(fallback=False))
+    assert not report.complete and report.failed[0].unit == "segment:D1:1"
+    # with the fallback (the default) the window is split without the model, and marked as such
+    report = await build_space(store, "s", llm=llm, embedder=HashEmbedder())
+    (scene,) = store.scenes("s")
+    assert report.fallback == {scene.id: f"segment: {unit.reason}"}
+    assert {u.stage for u in report.failed} == {"topics", "triggers.scene"}  # it fails every later request
+    assert scene.turn_ids == ["D1:1", "D1:2", "D1:3", "D1:4"] and scene.narrative.startswith("On ")

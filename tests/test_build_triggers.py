@@ -58,10 +58,13 @@ def test_item_triggers_become_entity_and_bridge_records_with_their_views() -> No
     assert [r.group for r in entity] == [0, 1] and [r.group for r in bridge] == [0, 1]
     assert [(v.name, v.text) for v in entity[1].views] == [("concept", "dietary restriction")]
     assert [(v.name, v.text) for v in bridge[0].views] == [
-        ("bridge", "Choosing a restaurant for the team dinner."),
+        ("bridge", "Choosing a restaurant for the team dinner. (Caroline)"),  # the item's names it lacks
         ("joint", "food allergy | Choosing a restaurant for the team dinner. | because a colleague cannot eat seafood"),
     ]
     assert len({r.id for r in records}) == 4 and all(r.host_kind == "item" and r.host_id == "i1" for r in records)
+    assert bridge[0].fields["bridge"] == "Choosing a restaurant for the team dinner."  # as the model wrote it
+    named = item_trigger_records(ITEM, [TUP.model_copy(update={"bridge": "Booking a table for Caroline's team."})])
+    assert named[1].views[0].text == "Booking a table for Caroline's team."  # nothing to add
 
 
 @pytest.mark.parametrize(

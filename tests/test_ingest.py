@@ -28,7 +28,8 @@ from tmem.ingest import (
     read_file,
 )
 from tmem.models import SessionInput, TurnInput
-from tmem.store.sqlite import SQLiteStore
+from tmem.store import open_store
+from tmem.store.base import Store
 
 LOCOMO = DEV_LOCOMO
 if not LOCOMO.exists():  # the repository's own checkout layout: ../shared/data
@@ -53,13 +54,14 @@ def expected_counts(raw: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture
-def store() -> Iterator[SQLiteStore]:
-    s = SQLiteStore.open(":memory:")
+def store(store_url: str) -> Iterator[Store]:
+    """An empty store on each backend (SQLite file, PostgreSQL database)."""
+    s = open_store(store_url)
     yield s
     s.close()
 
 
-def snapshot(store: SQLiteStore) -> dict[str, Any]:
+def snapshot(store: Store) -> dict[str, Any]:
     """Everything ingest writes, for before/after comparisons."""
     return {s.name: (store.get_space(s.name), store.sessions(s.name), store.turns(s.name)) for s in store.list_spaces()}
 
@@ -124,7 +126,7 @@ def test_read_locomo_dev_file(raw: list[dict[str, Any]]) -> None:
             assert all(t.time is None for t in session.turns)
 
 
-def test_import_locomo_dev_file(store: SQLiteStore, raw: list[dict[str, Any]]) -> None:
+def test_import_locomo_dev_file(store: Store, raw: list[dict[str, Any]]) -> None:
     report = import_file(store, LOCOMO)
     counts = expected_counts(raw)
     summaries = {s.name: s for s in store.list_spaces()}
@@ -156,7 +158,7 @@ def test_import_locomo_dev_file(store: SQLiteStore, raw: list[dict[str, Any]]) -
     assert snapshot(store) == before
 
 
-def test_later_sessions_append(store: SQLiteStore, raw: list[dict[str, Any]], tmp_path: Path) -> None:
+def test_later_sessions_append(store: Store, raw: list[dict[str, Any]], tmp_path: Path) -> None:
     sample = copy.deepcopy(raw[1])
     full_sessions, full_turns = expected_counts([sample])[sample["sample_id"]]
     early = copy.deepcopy(sample)
@@ -177,7 +179,7 @@ def test_later_sessions_append(store: SQLiteStore, raw: list[dict[str, Any]], tm
     assert turns[: len(first_turns)] == first_turns
 
 
-def test_select_one_space_and_unknown_space(store: SQLiteStore, raw: list[dict[str, Any]]) -> None:
+def test_select_one_space_and_unknown_space(store: Store, raw: list[dict[str, Any]]) -> None:
     report = import_file(store, LOCOMO, space=raw[2]["sample_id"])
     assert [s.name for s in store.list_spaces()] == [raw[2]["sample_id"]]
     assert report.spaces[0].space == raw[2]["sample_id"]
@@ -186,7 +188,7 @@ def test_select_one_space_and_unknown_space(store: SQLiteStore, raw: list[dict[s
 
 
 def test_changed_session_is_a_conflict_and_nothing_is_written(
-    store: SQLiteStore, raw: list[dict[str, Any]], tmp_path: Path
+    store: Store, raw: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     first, second = copy.deepcopy(raw[0]), copy.deepcopy(raw[1])
     import_file(store, write(tmp_path / "a.json", [first]))
@@ -198,7 +200,7 @@ def test_changed_session_is_a_conflict_and_nothing_is_written(
     assert snapshot(store) == before
 
 
-def test_turn_id_reused_across_sessions(store: SQLiteStore) -> None:
+def test_turn_id_reused_across_sessions(store: Store) -> None:
     s1 = SessionInput(id="s1", started_at=datetime(2024, 1, 1), turns=[TurnInput(id="t1", speaker="Ann", text="Hello")])
     s2 = SessionInput(id="s2", started_at=datetime(2024, 1, 2), turns=[TurnInput(id="t1", speaker="Ann", text="Again")])
     import_sessions(store, "ann", [s1])
@@ -207,7 +209,7 @@ def test_turn_id_reused_across_sessions(store: SQLiteStore) -> None:
     assert [s.id for s in store.sessions("ann")] == ["s1"]
 
 
-def test_import_sessions_appends_stitched_session(store: SQLiteStore, raw: list[dict[str, Any]]) -> None:
+def test_import_sessions_appends_stitched_session(store: Store, raw: list[dict[str, Any]]) -> None:
     name = raw[0]["sample_id"]
     import_file(store, LOCOMO, space=name)
     n_sessions, n_turns = len(store.sessions(name)), len(store.turns(name))
@@ -303,7 +305,7 @@ def test_native_json_example(tmp_path: Path) -> None:
     assert second.id == "session_20240309T100500" and second.turns[0].id == "session_20240309T100500:1"
 
 
-def test_native_jsonl_and_default_space(store: SQLiteStore, tmp_path: Path) -> None:
+def test_native_jsonl_and_default_space(store: Store, tmp_path: Path) -> None:
     lines = [
         {"started_at": "2024-01-05T09:00:00", "turns": [{"speaker": "Bo", "text": "Morning."}]},
         {"id": "s2", "started_at": "2024-01-06T09:00:00", "turns": [{"speaker": "Cy", "text": "Hi Bo."}]},

@@ -21,6 +21,8 @@ from tmem.llm.batch import export_pending, import_results
 from tmem.llm.scripted import ScriptedBackend, scripted_llm
 from tmem.llm.service import StructuredLLM
 from tmem.settings import Settings
+from tmem.store import open_store
+from tmem.store.base import Store
 from tmem.store.sqlite import SQLiteStore
 
 
@@ -38,8 +40,9 @@ def label_reply(body: dict[str, Any]) -> str:
 
 
 @pytest.fixture
-def store() -> Iterator[SQLiteStore]:
-    s = SQLiteStore.open(":memory:")
+def store(store_url: str) -> Iterator[Store]:
+    """An empty store on each backend (SQLite file, PostgreSQL database)."""
+    s = open_store(store_url)
     yield s
     s.close()
 
@@ -78,7 +81,7 @@ def run_offline(stub: OpenAIStub, batch_file: Path, results_file: Path) -> None:
     results_file.write_text("\n".join(asyncio.run(run())) + "\n")
 
 
-def test_round_trip_through_an_offline_runner(store: SQLiteStore, tmp_path: Path) -> None:
+def test_round_trip_through_an_offline_runner(store: Store, tmp_path: Path) -> None:
     llm = scripted_llm(store, batch=True, model="gpt-test")
     asyncio.run(queue_requests(llm, 3))
     asyncio.run(queue_requests(llm, 1, space="other"))  # the same request in another space
@@ -120,7 +123,7 @@ def test_round_trip_through_an_offline_runner(store: SQLiteStore, tmp_path: Path
     assert (again.imported, again.already_imported, again.bad) == (0, 3, [])
 
 
-def test_bad_lines_are_reported_and_good_ones_kept(store: SQLiteStore, tmp_path: Path) -> None:
+def test_bad_lines_are_reported_and_good_ones_kept(store: Store, tmp_path: Path) -> None:
     asyncio.run(queue_requests(scripted_llm(store, batch=True), 5))
     hashes = [p.request_hash for p in store.pending()]
 
@@ -165,7 +168,7 @@ def test_bad_lines_are_reported_and_good_ones_kept(store: SQLiteStore, tmp_path:
     assert store.cached_response("conv", hashes[1]) is None
 
 
-def test_missing_results_file_is_a_clear_error(store: SQLiteStore, tmp_path: Path) -> None:
+def test_missing_results_file_is_a_clear_error(store: Store, tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="does not exist"):
         import_results(store, tmp_path / "nope.jsonl")
 
@@ -251,7 +254,7 @@ def test_cli_batch_export_and_import(tmp_path: Path) -> None:
 
 
 async def test_requests_answered_live_since_they_were_queued_are_not_exported_again(
-    store: SQLiteStore, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
     """A build queued requests for the batch protocol, then ran live instead: exporting must not pay for them twice.
     A request still unanswered in another space stays pending there."""

@@ -15,6 +15,13 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.j
 
 PUBLIC = {
     "Answer",
+    "AsyncMemory",
+    "BuildBusy",
+    "ForgetReport",
+    "ItemHistory",
+    "MessageInput",
+    "MessagesReport",
+    "Staleness",
     "BatchPending",
     "BuildError",
     "BuildOptions",

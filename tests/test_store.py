@@ -1,19 +1,21 @@
-"""The SQLite store: round trips, isolation between spaces, invariants, transactions."""
+"""The store contract, run on every backend (SQLite file and PostgreSQL via the ``store_url`` fixture): round trips,
+isolation between spaces, invariants, transactions. SQLite-only behaviour is at the end."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tmem.errors import IntegrityError, NotFoundError, StoreError
 from tmem.models import (
     Item,
+    ItemEdit,
     ItemKind,
     LLMCall,
     PendingRequest,
@@ -28,12 +30,14 @@ from tmem.models import (
     TriggerView,
     Turn,
 )
+from tmem.store import open_store
+from tmem.store.base import Store
 from tmem.store.sqlite import SQLiteStore
 
 T0 = datetime(2023, 5, 8, 13, 56)
 
 
-def _seed(store: SQLiteStore, space: str, n_turns: int = 4) -> list[Turn]:
+def _seed(store: Store, space: str, n_turns: int = 4) -> list[Turn]:
     store.ensure_space(space)
     session = Session(id="session_1", seq=0, started_at=T0, content_hash="h1")
     turns = [
@@ -59,13 +63,13 @@ def _scene(sid: str, turn_ids: list[str], seq: int = 0) -> Scene:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
-    s = SQLiteStore.open(tmp_path / "tmem.db")
+def store(store_url: str) -> Iterator[Store]:
+    s = open_store(store_url)
     yield s
     s.close()
 
 
-def test_turns_round_trip_and_summary(store: SQLiteStore) -> None:
+def test_turns_round_trip_and_summary(store: Store) -> None:
     turns = _seed(store, "a")
     assert store.turns("a") == turns
     assert store.turns("a", ["D1:2"]) == [turns[1]]
@@ -78,7 +82,7 @@ def test_turns_round_trip_and_summary(store: SQLiteStore) -> None:
     assert store.list_spaces()[0].build_state == "built"
 
 
-def test_every_turn_in_one_scene(store: SQLiteStore) -> None:
+def test_every_turn_in_one_scene(store: Store) -> None:
     _seed(store, "a")
     store.put_scenes("a", [_scene("s1", ["D1:1", "D1:2"])])
     with pytest.raises(IntegrityError, match="exactly one scene"):
@@ -88,7 +92,7 @@ def test_every_turn_in_one_scene(store: SQLiteStore) -> None:
         store.put_scenes("a", [_scene("s3", ["D7:1"], seq=2)])  # not a turn of the space
 
 
-def test_upsert_scene_replaces_turns_and_keeps_links(store: SQLiteStore) -> None:
+def test_upsert_scene_replaces_turns_and_keeps_links(store: Store) -> None:
     _seed(store, "a")
     store.put_scenes("a", [_scene("s1", ["D1:1", "D1:2"])])
     store.put_topics("a", [Topic(id="t1", seq=0, label="pets")])
@@ -98,7 +102,7 @@ def test_upsert_scene_replaces_turns_and_keeps_links(store: SQLiteStore) -> None
     assert store.topic_links("a") == [TopicSceneLink(topic_id="t1", scene_id="s1")]
 
 
-def test_delete_scene_cascades(store: SQLiteStore) -> None:
+def test_delete_scene_cascades(store: Store) -> None:
     _seed(store, "a")
     store.put_scenes("a", [_scene("s1", ["D1:1"]), _scene("s2", ["D1:2"], 1)])
     store.put_topics("a", [Topic(id="t1", seq=0, label="x")])
@@ -120,7 +124,7 @@ def test_delete_scene_cascades(store: SQLiteStore) -> None:
     assert store.topic_links("a") == [] and store.triggers("a") == []
 
 
-def test_atomic_item_needs_one_scene(store: SQLiteStore) -> None:
+def test_atomic_item_needs_one_scene(store: Store) -> None:
     _seed(store, "a")
     store.put_scenes("a", [_scene("s1", ["D1:1"]), _scene("s2", ["D1:2"], 1)])
     with pytest.raises(IntegrityError):
@@ -130,7 +134,7 @@ def test_atomic_item_needs_one_scene(store: SQLiteStore) -> None:
     assert store.items("a") == [item]
 
 
-def test_spaces_are_isolated(store: SQLiteStore) -> None:
+def test_spaces_are_isolated(store: Store) -> None:
     _seed(store, "a")
     _seed(store, "b", n_turns=2)
     store.put_scenes("a", [_scene("s1", ["D1:1"])])
@@ -145,7 +149,7 @@ def test_spaces_are_isolated(store: SQLiteStore) -> None:
         store.get_space("a")
 
 
-def test_transaction_rolls_back_everything(store: SQLiteStore) -> None:
+def test_transaction_rolls_back_everything(store: Store) -> None:
     store.ensure_space("a")
     with pytest.raises(RuntimeError), store.transaction():
         store.set_state("a", "k", "v")
@@ -154,7 +158,7 @@ def test_transaction_rolls_back_everything(store: SQLiteStore) -> None:
     assert store.get_state("a", "k") is None and store.topics("a") == []
 
 
-def test_llm_log_cache_and_pending(store: SQLiteStore) -> None:
+def test_llm_log_cache_and_pending(store: Store) -> None:
     call = LLMCall(
         space="a",
         stage="segment",
@@ -177,26 +181,29 @@ def test_llm_log_cache_and_pending(store: SQLiteStore) -> None:
     assert store.pending() == [] and store.llm_calls("a") == [call]
 
 
-def test_state_prefix_is_literal(store: SQLiteStore) -> None:
+def test_state_prefix_is_literal(store: Store) -> None:
     store.ensure_space("a")
     store.set_state("a", "build.mode", "llm")
     store.set_state("a", "buildXmode", "other")
     assert store.state_keys("a", "build.") == {"build.mode": "llm"}
 
 
-def test_reopen_persists(tmp_path: Path) -> None:
-    s = SQLiteStore.open(tmp_path / "x.db")
+def test_reopen_persists(store_url: str) -> None:
+    s = open_store(store_url)
     _seed(s, "a")
     s.close()
-    s2 = SQLiteStore.open(tmp_path / "x.db")
+    s2 = open_store(store_url)
     assert len(s2.turns("a")) == 4
     s2.close()
 
 
-_text = st.text(min_size=1, max_size=30)
+# PostgreSQL text cannot hold NUL, and lone surrogates are not UTF-8 (no backend can store them); every other
+# character must round-trip.
+_text = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), min_size=1, max_size=30)
+_examples = itertools.count()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     vectors=st.dictionaries(
         st.text(alphabet="0123456789abcdef", min_size=4, max_size=8),
@@ -207,18 +214,18 @@ _text = st.text(min_size=1, max_size=30)
     views=st.lists(st.tuples(_text, _text), min_size=1, max_size=4),
 )
 def test_round_trips_are_lossless(
-    vectors: dict[str, list[float]], traits: list[tuple[str, str]], views: list[tuple[str, str]]
+    store: Store, vectors: dict[str, list[float]], traits: list[tuple[str, str]], views: list[tuple[str, str]]
 ) -> None:
-    store = SQLiteStore.open(":memory:")
-    _seed(store, "a")
-    store.put_scenes("a", [_scene("s1", ["D1:1", "D1:3"])])
+    a = f"a{next(_examples)}"  # one space per example: the store fixture is shared by the examples
+    _seed(store, a)
+    store.put_scenes(a, [_scene("s1", ["D1:1", "D1:3"])])
     arrays = {k: np.asarray(v, dtype=np.float32) for k, v in vectors.items()}
-    store.put_embeddings("a", "m", arrays)
-    got = store.get_embeddings("a", "m", [*list(arrays), "missing"])
+    store.put_embeddings(a, "m", arrays)
+    got = store.get_embeddings(a, "m", [*list(arrays), "missing"])
     assert set(got) == set(arrays) and all(np.array_equal(got[k], arrays[k]) for k in arrays)
     persona = Persona(speaker="C", traits=[PersonaTrait(category=c, value=v, item_ids=["i"]) for c, v in traits])
-    store.put_persona("a", persona)
-    assert store.personas("a") == [persona]
+    store.put_persona(a, persona)
+    assert store.personas(a) == [persona]
     trig = Trigger(
         id="t",
         family=TriggerFamily.SCENE,
@@ -227,10 +234,9 @@ def test_round_trips_are_lossless(
         fields={n: t for n, t in views},
         views=[TriggerView(name=n, text=t) for n, t in views],
     )
-    store.put_triggers("a", [trig])
-    assert store.triggers("a") == [trig]
-    assert store.triggers("a", family=TriggerFamily.HORIZON) == []
-    store.close()
+    store.put_triggers(a, [trig])
+    assert store.triggers(a) == [trig]
+    assert store.triggers(a, family=TriggerFamily.HORIZON) == []
 
 
 def test_a_commit_that_fails_rolls_back_and_leaves_the_store_usable() -> None:
@@ -245,7 +251,7 @@ def test_a_commit_that_fails_rolls_back_and_leaves_the_store_usable() -> None:
     assert store.has_space("b")
 
 
-def test_delete_space_leaves_no_trace_in_any_table(store: SQLiteStore) -> None:
+def test_delete_space_leaves_no_trace_in_any_table(store: Store) -> None:
     """Deleting a space removes every row that names it (conversation, memory, embeddings, LLM log, pending
     requests, build state), in every table the schema has, and touches no other space."""
     for space in ("a", "b"):
@@ -285,16 +291,15 @@ def test_delete_space_leaves_no_trace_in_any_table(store: SQLiteStore) -> None:
             )
         )
         store.put_pending([PendingRequest(space=space, stage="s", request_hash="p", body="{}")])
-    tables = [
-        r[0]
-        for r in store._db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%space TEXT%'")
-    ]
+        store.add_tombstones(space, "turn", ["gone"])
+        store.add_item_edit(space, ItemEdit(item_id="i1", version=1, old_text="a", new_text="b", at=T0))
+        assert store.acquire_lease(space, "build", "me", 60.0, 0.0)
+    # the service's control tables are keyed by tenant (tmem.store.control)
+    tables = [t for t in _space_tables(store) if not t.startswith("service_")]
     assert len(tables) >= 15  # every table of the schema that holds per-space rows
 
     def rows(space: str) -> dict[str, int]:
-        return {
-            t: store._db.execute(f"SELECT COUNT(*) FROM {t} WHERE space = ?", (space,)).fetchone()[0] for t in tables
-        }
+        return {t: _count(store, t, space) for t in tables}
 
     before_b = rows("b")
     assert all(before_b.values()), before_b  # the fixture fills every table
@@ -303,7 +308,7 @@ def test_delete_space_leaves_no_trace_in_any_table(store: SQLiteStore) -> None:
     assert rows("b") == before_b
 
 
-def test_filtered_triggers_carry_exactly_their_own_views(store: SQLiteStore) -> None:
+def test_filtered_triggers_carry_exactly_their_own_views(store: Store) -> None:
     _seed(store, "a")
     store.put_scenes("a", [_scene("s1", ["D1:1"])])
     store.put_items("a", [Item(id=f"i{n}", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1"]) for n in (1, 2)])
@@ -326,3 +331,30 @@ def test_filtered_triggers_carry_exactly_their_own_views(store: SQLiteStore) -> 
     assert views(store.triggers("a", host_ids=["i1"])) == {"b1": ["vet visit", "pet | vet"], "e1": ["pet"]}
     assert views(store.triggers("a", family=TriggerFamily.BRIDGE, host_ids=["i2"])) == {}
     assert len(views(store.triggers("a"))) == 3
+
+
+def _space_tables(store: Store) -> list[str]:
+    """Every table with a ``space`` column, read from the backend's catalogue."""
+    if isinstance(store, SQLiteStore):
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%space TEXT%'"
+        return [r[0] for r in store._db.execute(sql)]
+    return [
+        r[0]
+        for r in store._rows(  # type: ignore[attr-defined]
+            "SELECT table_name FROM information_schema.columns WHERE column_name = 'space' "
+            "AND table_schema = current_schema()"
+        )
+    ]
+
+
+def _count(store: Store, table: str, space: str) -> int:
+    if isinstance(store, SQLiteStore):
+        return int(store._db.execute(f"SELECT COUNT(*) FROM {table} WHERE space = ?", (space,)).fetchone()[0])
+    return int(store._rows(f"SELECT COUNT(*) FROM {table} WHERE space = %s", (space,))[0][0])  # type: ignore[attr-defined]
+
+
+def test_text_that_is_not_utf8_is_a_store_error_and_writes_nothing(store: Store) -> None:
+    store.ensure_space("a")
+    with pytest.raises(StoreError, match="not valid UTF-8"):
+        store.put_topics("a", [Topic(id="t1", seq=0, label="broken \ud800 escape")])
+    assert store.topics("a") == []

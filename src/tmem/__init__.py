@@ -9,8 +9,11 @@ from __future__ import annotations
 from tmem.answer import Answer, QuestionTime
 from tmem.construct.options import BuildOptions
 from tmem.construct.report import BuildReport
+from tmem.core import Staleness
+from tmem.edit import ForgetReport, ItemHistory
 from tmem.errors import (
     BatchPending,
+    BuildBusy,
     BuildError,
     ConfigError,
     EmbeddingError,
@@ -23,7 +26,8 @@ from tmem.errors import (
     StoreError,
     TmemError,
 )
-from tmem.memory import Memory, SpaceExport
+from tmem.ingest.messages import MessageInput, MessagesReport
+from tmem.memory import AsyncMemory, Memory, SpaceExport
 from tmem.models import Item, Persona, Scene, SessionInput, Topic, Trigger, TurnInput
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import ItemHit, Route, SceneHit, SearchResult
@@ -33,20 +37,26 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "AsyncMemory",
     "BatchPending",
+    "BuildBusy",
     "BuildError",
     "BuildOptions",
     "BuildReport",
     "ConfigError",
     "EmbeddingError",
+    "ForgetReport",
     "InputError",
     "IntegrityError",
     "Item",
+    "ItemHistory",
     "ItemHit",
     "LLMError",
     "LLMOutputError",
     "LLMTransientError",
     "Memory",
+    "MessageInput",
+    "MessagesReport",
     "NotFoundError",
     "Persona",
     "QuestionTime",
@@ -58,6 +68,7 @@ __all__ = [
     "SessionInput",
     "Settings",
     "SpaceExport",
+    "Staleness",
     "StoreError",
     "TmemError",
     "Topic",

@@ -82,3 +82,7 @@ class EmbeddingError(TmemError):
 
 class BuildError(TmemError):
     """A construction stage failed."""
+
+
+class BuildBusy(BuildError):
+    """Another build of the same space is running (it holds the space's build lease)."""

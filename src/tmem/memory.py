@@ -9,9 +9,16 @@
         for hit in result.scenes:
             print(hit.scene.title, [route.name for route in hit.routes])
 
-The core of every operation is written once: construction and answering are async (they talk to an LLM), search
-and inspection are sync. The sync methods ``build`` and ``ask`` run the async ones on a private event loop; inside an
-event loop, await ``abuild`` / ``aask`` instead.
+Agents write messages as they arrive and edit single memories (docs/agents.md)::
+
+    mem.add_messages("alice", [{"speaker": "alice", "text": "I moved to Lyon", "time": "2026-03-02T10:00:00"}])
+    mem.build("alice")
+    mem.forget("alice", turn_ids=[...])
+
+Every operation is written once, in :class:`tmem.core.MemoryCore`. :class:`Memory` calls it synchronously (the
+operations that talk to an LLM run on the memory's own private event loop); :class:`AsyncMemory` is its async twin
+for services and agents that already run an event loop (blocking store and embedding work goes to a worker thread).
+Both take the space as one string and own - and close - the store, the LLMs, the embedder and the retriever.
 """
 
 from __future__ import annotations
@@ -19,24 +26,28 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Coroutine, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.answer import Answer, Answerer, QuestionTime, Variant
+from tmem.answer import Answer, QuestionTime, Variant
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
 from tmem.construct.options import BuildOptions
-from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.report import BuildReport
-from tmem.embed import make_embedder
+from tmem.core import MemoryCore, Staleness
+from tmem.edit import ForgetReport, ItemHistory
 from tmem.embed.base import Embedder
 from tmem.errors import ConfigError
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
+from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.llm.base import LLM
-from tmem.llm.service import make_llm
+from tmem.llm.cost import CostReport, cost_report
 from tmem.models import (
     Item,
+    ItemEdit,
     Persona,
     Scene,
     Session,
@@ -56,6 +67,7 @@ from tmem.store import open_store
 from tmem.store.base import Store
 
 R = TypeVar("R")
+Messages = Sequence[MessageInput | dict[str, object]]
 
 
 class SpaceExport(BaseModel):
@@ -74,19 +86,41 @@ class SpaceExport(BaseModel):
     triggers: list[Trigger]
     personas: list[Persona]
     build_state: dict[str, str]
+    item_edits: list[ItemEdit] = Field(default_factory=list)
 
 
-def _run(coro: Coroutine[Any, Any, R]) -> R:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    coro.close()
-    raise ConfigError("Memory.build/ask were called inside a running event loop: await Memory.abuild/aask instead.")
+def _export(store: Store, space: str) -> SpaceExport:
+    return SpaceExport(
+        space=store.get_space(space),
+        sessions=store.sessions(space),
+        turns=store.turns(space),
+        scenes=store.scenes(space),
+        topics=store.topics(space),
+        topic_links=store.topic_links(space),
+        items=store.items(space),
+        triggers=store.triggers(space),
+        personas=store.personas(space),
+        build_state=store.state_keys(space),
+        item_edits=store.item_edits(space),
+    )
+
+
+def _settings_for(home: str | Path | None, settings: Settings | None) -> Settings:
+    settings = settings or Settings()
+    if home is not None:
+        settings = settings.model_copy(update={"home": Path(home).expanduser()})
+    return settings
+
+
+def _open_core(
+    home: str | Path | None, settings: Settings | None, llm: LLM | None, embedder: Embedder | None
+) -> MemoryCore:
+    settings = _settings_for(home, settings)
+    return MemoryCore(open_store(settings.store_url), settings, llm=llm, embedder=embedder)
 
 
 class Memory:
-    """One memory directory: spaces, their conversations and the memories built from them."""
+    """One memory directory: spaces, their conversations and the memories built from them (synchronous)."""
 
     def __init__(
         self,
@@ -96,12 +130,8 @@ class Memory:
         llm: LLM | None = None,
         embedder: Embedder | None = None,
     ) -> None:
-        self.store = store
-        self.settings = settings or Settings()
-        self._llm = llm
-        self._llm_resolved = llm is not None
-        self._embedder = embedder
-        self._retriever: Retriever | None = None
+        self.core = MemoryCore(store, settings or Settings(), llm=llm, embedder=embedder)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def open(
@@ -113,13 +143,30 @@ class Memory:
         embedder: Embedder | None = None,
     ) -> Memory:
         """Open (or create) the memory directory ``home`` (default: ``settings.home``)."""
-        settings = settings or Settings()
-        if home is not None:
-            settings = settings.model_copy(update={"home": Path(home).expanduser()})
+        settings = _settings_for(home, settings)
         return cls(open_store(settings.store_url), settings, llm=llm, embedder=embedder)
 
+    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+            return self._loop.run_until_complete(coro)
+        coro.close()
+        raise ConfigError("Memory was called inside a running event loop: use tmem.AsyncMemory there instead.")
+
     def close(self) -> None:
-        self.store.close()
+        """Close the LLM clients this memory created, the store, and its private event loop."""
+        try:
+            if self.core.open_clients:
+                self._run(self.core.aclose())
+            else:  # nothing asynchronous to close: also fine inside a running event loop
+                self.core.store.close()
+        finally:
+            if self._loop is not None:
+                self._loop.close()
+                self._loop = None
 
     def __enter__(self) -> Memory:
         return self
@@ -131,122 +178,239 @@ class Memory:
 
     # ------------------------------------------------------------------ components
     @property
+    def store(self) -> Store:
+        return self.core.store
+
+    @property
+    def settings(self) -> Settings:
+        return self.core.settings
+
+    @property
     def llm(self) -> LLM | None:
-        """The construction LLM from the settings (None in the extractive mode), unless one was passed in."""
-        if not self._llm_resolved:
-            self._llm = make_llm(self.settings, self.store)
-            self._llm_resolved = True
-        return self._llm
+        return self.core.llm
 
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = make_embedder(self.settings)
-        return self._embedder
+        return self.core.embedder
 
     @property
     def retriever(self) -> Retriever:
-        if self._retriever is None:
-            self._retriever = Retriever(self.store, self.embedder)
-        return self._retriever
+        return self.core.retriever
 
     # ------------------------------------------------------------------ conversations
     def spaces(self) -> list[SpaceSummary]:
-        return self.store.list_spaces()
+        return self.core.store.list_spaces()
 
     def import_file(self, path: str | Path, fmt: Format = "auto", space: str | None = None) -> ImportReport:
         """Import a LoCoMo or native file; re-importing the same content changes nothing."""
-        return import_file(self.store, path, fmt, space)
+        return import_file(self.core.store, path, fmt, space)
 
     def add_sessions(self, space: str, sessions: Sequence[SessionInput]) -> ImportReport:
         """Append sessions to ``space`` (created if new); known sessions are skipped by content hash."""
-        return import_sessions(self.store, space, list(sessions))
+        return import_sessions(self.core.store, space, list(sessions))
+
+    def add_messages(self, space: str, messages: Messages, *, received_at: datetime | None = None) -> MessagesReport:
+        """Append messages as they arrive (open session or a new one after the idle gap); idempotent by id or content.
+        ``received_at`` dates messages that carry no time (a live agent's arrival time); see docs/agents.md."""
+        return self.core.add_messages(space, messages, received_at)
 
     def delete_space(self, space: str) -> bool:
-        """Delete the space and every trace of it: conversation, memory, embeddings and LLM log, then scrub the store
-        so that no byte of it is left in the memory directory's files. Returns False when another process's open
-        read kept the scrub from completing (the data is deleted; copies may remain in the WAL until that process
-        closes; `tmem delete` says so)."""
-        self.store.delete_space(space)
-        if self._retriever is not None:
-            self._retriever.invalidate(space)
-        return self.store.scrub()
+        """Delete the space and every trace of it (conversation, memory, embeddings, LLM log), erased from disk.
+        False when another process's open read kept the erasure from completing (run it again once it is closed)."""
+        return self.core.delete_space(space)
 
     # ------------------------------------------------------------------ construction
     async def abuild(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
-        """Build or extend the memory of ``space`` (only what is new is processed)."""
-        if rebuild:
-            reset_space(self.store, space)
-        cached = make_embedder(self.settings, store=self.store, space=space) if self._embedder is None else None
-        report = await build_space(
-            self.store, space, llm=self.llm, embedder=cached or self.embedder, options=options, progress=False
-        )
-        if self._retriever is not None:
-            self._retriever.invalidate(space)
-        return report
+        return await self.core.abuild(space, options, rebuild=rebuild)
 
-    def build(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
-        return _run(self.abuild(space, options, rebuild=rebuild))
+    def build(
+        self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
+    ) -> BuildReport:
+        """Build or extend the memory of ``space`` (only what is new); BuildBusy if another build of it runs."""
+        return self._run(self.core.abuild(space, options, rebuild=rebuild, progress=progress))
+
+    def staleness(self, space: str) -> Staleness:
+        """How many turns were added since the last build (they are not searched yet)."""
+        return self.core.staleness(space)
+
+    def build_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
+        """Build when the build policy says so (``TMEM_BUILD_AFTER_TURNS`` / ``TMEM_BUILD_IDLE_SECONDS``) and no other
+        build of the space runs; ``idle_seconds``: time since the space's last message arrived."""
+        return self._run(self.core.abuild_if_due(space, idle_seconds))
 
     # ------------------------------------------------------------------ recall
     def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
-        """Recall for ``query``: typed scene and item hits with the routes that reached them, plus personas."""
-        self.store.get_space(space)
-        cfg = RetrievalConfig.preset(config) if isinstance(config, str) else config
-        return self.retriever.search(space, query, cfg)
+        """Recall for ``query``: typed scene and item hits with the routes that reached them, plus personas, and
+        whether the memory is stale."""
+        return self.core.search(space, query, config)
+
+    def question_time(self, space: str, asked: datetime | None = None) -> QuestionTime:
+        return self.core.question_time(space, asked)
+
+    def context(
+        self,
+        space: str,
+        query: str,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        config: RetrievalConfig | str | None = None,
+    ) -> Context:
+        """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
+        (None: the whole search result), and how many turns are not built yet."""
+        return self.core.context(space, query, max_tokens, config)
 
     async def aask(
         self,
         space: str,
         question: str,
-        when: QuestionTime | None = None,
+        when: QuestionTime | datetime | None = None,
         *,
         variant: Variant = "short",
-        config: RetrievalConfig | None = None,
+        config: RetrievalConfig | str | None = None,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
     ) -> Answer:
-        """Answer ``question`` from the memory of ``space`` with the answer model (needs an LLM)."""
-        self.store.get_space(space)
-        model = self.settings.answer_model or self.settings.require_llm()
-        llm = make_llm(self.settings, self.store, model=model)
-        if llm is None:  # settings.require_llm() already refused the extractive mode
-            raise ConfigError("Answering needs an LLM: set TMEM_LLM_MODEL and OPENAI_BASE_URL.")
-        if when is None:
-            sessions = self.store.sessions(space)
-            last = sessions[-1].started_at if sessions else None
-            if last is None:
-                raise ConfigError(f"Space {space!r} has no sessions to date the question; import some first.")
-            when = QuestionTime(at=last, relation="after")
-        return await Answerer(self.retriever, llm).answer(space, question, when, variant=variant, config=config)
+        return await self.core.aask(space, question, when, variant=variant, config=config, max_tokens=max_tokens)
 
     def ask(
         self,
         space: str,
         question: str,
-        when: QuestionTime | None = None,
+        when: QuestionTime | datetime | None = None,
         *,
         variant: Variant = "short",
-        config: RetrievalConfig | None = None,
+        config: RetrievalConfig | str | None = None,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
     ) -> Answer:
-        return _run(self.aask(space, question, when, variant=variant, config=config))
+        """Answer ``question`` from the memory of ``space`` (needs an LLM) with a context of at most ``max_tokens``;
+        dated after the latest session unless ``when`` says otherwise."""
+        return self._run(self.core.aask(space, question, when, variant=variant, config=config, max_tokens=max_tokens))
+
+    # ------------------------------------------------------------------ one memory at a time
+    def get_item(self, space: str, item_id: str) -> Item:
+        return self.core.get_item(space, item_id)
+
+    def update_item(self, space: str, item_id: str, text: str) -> Item:
+        """New text for one item: its triggers are regenerated, the old text is kept in its history."""
+        return self._run(self.core.aupdate_item(space, item_id, text))
+
+    def delete_item(self, space: str, item_id: str) -> ForgetReport:
+        """Delete one item for good: the same as ``forget(space, item_ids=[item_id])``."""
+        return self.core.forget(space, item_ids=[item_id])
+
+    def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
+        """Forget turns and items: tombstoned, removed from every derived record and cache, erased from disk."""
+        return self.core.forget(space, turn_ids=turn_ids, item_ids=item_ids)
+
+    def history(self, space: str, item_id: str) -> ItemHistory:
+        """The item's versions (extracted, then each edit, with times) and its supersession chain."""
+        return self.core.history(space, item_id)
 
     # ------------------------------------------------------------------ inspection and export
     def export(self, space: str) -> SpaceExport:
         """Every record of ``space``; ``export(...).model_dump_json()`` is a complete, readable backup."""
-        s = self.store
-        return SpaceExport(
-            space=s.get_space(space),
-            sessions=s.sessions(space),
-            turns=s.turns(space),
-            scenes=s.scenes(space),
-            topics=s.topics(space),
-            topic_links=s.topic_links(space),
-            items=s.items(space),
-            triggers=s.triggers(space),
-            personas=s.personas(space),
-            build_state=s.state_keys(space),
-        )
+        return _export(self.core.store, space)
+
+    def cost(self, space: str | None = None) -> CostReport:
+        """LLM calls and tokens per construction stage, from the call log (of ``space``, or of every space)."""
+        if space is not None:
+            self.store.get_space(space)
+        return cost_report(self.store, space)
 
     def export_file(self, space: str, path: str | Path) -> Path:
         target = Path(path)
         target.write_text(json.dumps(self.export(space).model_dump(mode="json"), indent=1, ensure_ascii=False))
         return target
+
+
+class AsyncMemory:
+    """The async twin of :class:`Memory` over the same core: every method is a coroutine. Store and embedding work
+    runs in a worker thread so the caller's event loop keeps serving."""
+
+    def __init__(self, core: MemoryCore) -> None:
+        self.core = core
+
+    @classmethod
+    def open(
+        cls,
+        home: str | Path | None = None,
+        settings: Settings | None = None,
+        *,
+        llm: LLM | None = None,
+        embedder: Embedder | None = None,
+    ) -> AsyncMemory:
+        return cls(_open_core(home, settings, llm, embedder))
+
+    async def aclose(self) -> None:
+        await self.core.aclose()
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def spaces(self) -> list[SpaceSummary]:
+        return await asyncio.to_thread(self.core.store.list_spaces)
+
+    async def import_file(self, path: str | Path, fmt: Format = "auto", space: str | None = None) -> ImportReport:
+        return await asyncio.to_thread(import_file, self.core.store, path, fmt, space)
+
+    async def add_messages(
+        self, space: str, messages: Messages, *, received_at: datetime | None = None
+    ) -> MessagesReport:
+        return await asyncio.to_thread(self.core.add_messages, space, messages, received_at)
+
+    async def delete_space(self, space: str) -> bool:
+        return await asyncio.to_thread(self.core.delete_space, space)
+
+    async def build(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
+        return await self.core.abuild(space, options, rebuild=rebuild)
+
+    async def staleness(self, space: str) -> Staleness:
+        return await asyncio.to_thread(self.core.staleness, space)
+
+    async def build_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
+        return await self.core.abuild_if_due(space, idle_seconds)
+
+    async def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
+        return await asyncio.to_thread(self.core.search, space, query, config)
+
+    async def context(
+        self,
+        space: str,
+        query: str,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        config: RetrievalConfig | str | None = None,
+    ) -> Context:
+        return await asyncio.to_thread(self.core.context, space, query, max_tokens, config)
+
+    async def ask(
+        self,
+        space: str,
+        question: str,
+        when: QuestionTime | datetime | None = None,
+        *,
+        variant: Variant = "short",
+        config: RetrievalConfig | str | None = None,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+    ) -> Answer:
+        return await self.core.aask(space, question, when, variant=variant, config=config, max_tokens=max_tokens)
+
+    async def get_item(self, space: str, item_id: str) -> Item:
+        return await asyncio.to_thread(self.core.get_item, space, item_id)
+
+    async def update_item(self, space: str, item_id: str, text: str) -> Item:
+        return await self.core.aupdate_item(space, item_id, text)
+
+    async def delete_item(self, space: str, item_id: str) -> ForgetReport:
+        return await asyncio.to_thread(lambda: self.core.forget(space, item_ids=[item_id]))
+
+    async def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
+        return await asyncio.to_thread(lambda: self.core.forget(space, turn_ids=turn_ids, item_ids=item_ids))
+
+    async def history(self, space: str, item_id: str) -> ItemHistory:
+        return await asyncio.to_thread(self.core.history, space, item_id)
+
+    async def export(self, space: str) -> SpaceExport:
+        return await asyncio.to_thread(_export, self.core.store, space)

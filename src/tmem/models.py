@@ -127,7 +127,21 @@ class Item(Record):
     scene_ids: list[str] = Field(min_length=1, description="Source scenes; exactly one for an atomic item.")
     topic_id: str | None = Field(default=None, description="Topic whose extraction call produced the item.")
     speaker: str | None = None
-    date: str | None = Field(default=None, description="ISO date (YYYY-MM-DD) the fact refers to, when known.")
+    date: str | None = Field(
+        default=None, description="ISO date (YYYY-MM-DD) the fact refers to, when known: the first day of its period."
+    )
+    date_end: str | None = Field(
+        default=None, description="Last day (ISO, inclusive) of the period the date names; None for a day."
+    )
+    date_precision: str | None = Field(
+        default=None,
+        description="What the date names: day, week, month, season, year or range (tmem.util.dates); None when "
+        "the item has no date.",
+    )
+    conflicts_with: list[str] = Field(
+        default_factory=list,
+        description="Items that disagree with this one (both stay; neither replaces the other). Kept symmetric.",
+    )
     supersedes: str | None = Field(default=None, description="Id of an older item this one updates.")
     superseded_by: str | None = None
     turn_ids: list[str] = Field(default_factory=list, description="Source turns, when the stage knows them.")
@@ -184,6 +198,19 @@ class Persona(Record):
     speaker: str
     traits: list[PersonaTrait]
     summary: str = ""
+
+
+class ItemEdit(Record):
+    """One user edit of an item's text (``Memory.update_item``); the history keeps every version."""
+
+    item_id: str
+    version: int = Field(ge=1, description="1 for the first edit, then 2, 3, ...")
+    old_text: str
+    new_text: str
+    at: datetime = Field(description="Wall-clock time of the edit (bookkeeping only, never a memory date).")
+
+
+TombstoneKind = Literal["turn", "item"]
 
 
 # --------------------------------------------------------------------------------------------- bookkeeping

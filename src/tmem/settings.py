@@ -67,6 +67,20 @@ class Settings(BaseSettings):
         description="Named retrieval preset (docs/retrieval.md); 'auto' picks 'extractive' or 'paper' per space.",
     )
 
+    # ---------------------------------------------------------------- messages and the build policy (docs/agents.md)
+    session_gap_minutes: float = Field(
+        default=30.0, gt=0, description="A message this long after the previous one starts a new session."
+    )
+    build_after_turns: int = Field(
+        default=20, ge=1, description="Build policy: build a space once this many turns are not yet built."
+    )
+    build_idle_seconds: float = Field(
+        default=60.0, ge=0, description="Build policy: build a space with unbuilt turns after this much quiet."
+    )
+    build_lease_seconds: float = Field(
+        default=3600.0, gt=0, description="A build holds its space's lease this long at most (a crashed one expires)."
+    )
+
     @model_validator(mode="after")
     def _fallbacks(self) -> Settings:
         if self.llm_base_url is None and os.environ.get("OPENAI_BASE_URL"):

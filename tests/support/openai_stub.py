@@ -23,6 +23,8 @@ seeded RNG; embeddings have their own ``embedding_faults`` list):
     ``<status>``                e.g. ``500``, ``503``, ``429``, ``401``: an OpenAI-style error body with that status
     ``<status>:retry-after=S``  the same plus a ``Retry-After: S`` header (``retry-after-ms=MS`` likewise)
     ``malformed``               HTTP 200 whose content is the reply cut in half (invalid JSON no repair can fix)
+    ``invalid``                 HTTP 200 whose content is well-formed JSON lacking the reply's first field (as a
+                                model that forgets a required key: "items: Field required")
     ``fenced``                  HTTP 200 whose content wraps the reply in prose and a ```json fence (repairable)
     ``drop``                    the connection is closed without any response
     ``garbage``                 HTTP 200 with a body that is not JSON
@@ -78,7 +80,7 @@ class _Fault:
 def parse_fault(spec: str) -> _Fault:
     """Parse one fault spec (see the module docstring); raises ValueError on an unknown spec."""
     head, *options = spec.strip().split(":")
-    if head in ("ok", "malformed", "fenced", "drop", "garbage"):
+    if head in ("ok", "malformed", "invalid", "fenced", "drop", "garbage"):
         return _Fault(kind=head)
     if head.startswith("delay="):
         return _Fault(kind="delay", seconds=float(head.removeprefix("delay=")))
@@ -207,6 +209,16 @@ class OpenAIStub:
             self.requests.append(entry)
 
 
+def _drop_first_field(content: str) -> str:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return content[: max(1, len(content) // 2)]
+    if isinstance(data, dict) and data:
+        data.pop(next(iter(data)))
+    return json.dumps(data)
+
+
 def _fault_name(fault: _Fault) -> str:
     if fault.kind == "status":
         return ":".join([str(fault.status), *(f"{k}={v}" for k, v in fault.headers.items())])
@@ -275,6 +287,8 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             content = stub.reply(body)
             if fault.kind == "malformed":
                 content = content[: max(1, len(content) // 2)]
+            elif fault.kind == "invalid":
+                content = _drop_first_field(content)
             elif fault.kind == "fenced":
                 content = f"Here is the JSON you asked for:\n```json\n{content}\n```\nLet me know if you need more."
             prompt_tokens = sum(count_tokens(str(m.get("content") or "")) for m in body.get("messages", []))

@@ -226,6 +226,27 @@ def iso(date_text: str) -> str:
     return datetime.strptime(date_text.strip(), "%d %B %Y").strftime("%Y-%m-%d")
 
 
+def when(text: str, date_text: str) -> str:
+    """The item date with the precision the turn states, resolved by the written convention against the turn's day
+    (tmem.util.dates.DATE_CONVENTION): a week, weekend, month or year for "last week/weekend/month/year"."""
+    from datetime import timedelta
+
+    day = datetime.strptime(date_text.strip(), "%d %B %Y").date()
+    low = text.lower()
+    if "last weekend" in low:
+        saturday = day - timedelta(days=day.weekday() + 2)
+        return f"{saturday.isoformat()}/{(saturday + timedelta(days=1)).isoformat()}"
+    if "last week" in low:
+        year, week, _ = (day - timedelta(days=7)).isocalendar()
+        return f"{year}-W{week:02d}"
+    if "last month" in low:
+        first = day.replace(day=1) - timedelta(days=1)
+        return f"{first.year}-{first.month:02d}"
+    if "last year" in low:
+        return str(day.year - 1)
+    return day.isoformat()
+
+
 def _first_date(span: str) -> str:
     return span.split(" to ")[0].strip()
 
@@ -368,7 +389,7 @@ def items_reply(user: str) -> dict[str, Any]:
                     {
                         "text": text,
                         "speaker": speaker,
-                        "date": iso(best.date),
+                        "date": when(best.text, best.date),
                         "scene": ref,
                         "turns": [best.id],
                         "updates": None,
@@ -560,7 +581,7 @@ def memory_snapshot(store: Any, space: str, *, with_seq: bool = True) -> dict[st
 # ------------------------------------------------------------------------------------------------- measurement
 
 
-def measure(names: list[str], *, faults: float = 0.0) -> str:
+def measure(names: list[str], *, faults: float = 0.0, plan: str = "--sequential") -> str:
     """Build dev conversations with `tmem build` against the stub server; a Markdown table of calls and tokens."""
     import tempfile
     from pathlib import Path
@@ -589,7 +610,7 @@ def measure(names: list[str], *, faults: float = 0.0) -> str:
             store = SQLiteStore.open(Path(home) / "tmem.db")
             import_spaces(store, [dev_space(name)], source="dev")
             store.close()
-            result = CliRunner().invoke(cli, ["build", name, "--no-progress"], env=env)
+            result = CliRunner().invoke(cli, ["build", name, "--no-progress", plan], env=env)
             if result.exit_code != 0:
                 raise RuntimeError(result.output)
             store = SQLiteStore.open(Path(home) / "tmem.db")
@@ -600,7 +621,9 @@ def measure(names: list[str], *, faults: float = 0.0) -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # python -m tests.support.stage_replies conv-26 [conv-30 ...]
+if __name__ == "__main__":  # python -m tests.support.stage_replies [--few-rounds|--sequential] conv-26 [conv-30 ...]
     import sys
 
-    print(measure(sys.argv[1:] or ["conv-26"]))
+    args = sys.argv[1:]
+    plans = [a for a in args if a in ("--few-rounds", "--sequential")]
+    print(measure([a for a in args if a not in plans] or ["conv-26"], plan=plans[0] if plans else "--sequential"))

@@ -8,11 +8,13 @@ used.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tmem.answer.budget import context_config, pack_context
 from tmem.answer.context import AnswerContext, assemble_context, format_date
 from tmem.answer.prompting import PromptTemplate, load_template
 from tmem.answer.schemas import CotAnswer, MemoryReply, ShortAnswer
@@ -40,6 +42,15 @@ class QuestionTime(BaseModel):
     relation: Literal["at", "after"] = Field(
         default="at", description="'at': asked on that date; 'after': asked some time after that date."
     )
+
+    @classmethod
+    def after_sessions(cls, starts: Iterable[datetime]) -> QuestionTime:
+        """The one rule for a question without a date: asked after the latest session start (not the last session in
+        list order). Raises ValueError when there is no session."""
+        latest = max(starts, default=None)
+        if latest is None:
+            raise ValueError("no session to date the question")
+        return cls(at=latest, relation="after")
 
     def line(self) -> str:
         if self.relation == "after":
@@ -124,6 +135,23 @@ class Answerer:
     def search(self, space: str, question: str, config: RetrievalConfig | None = None) -> SearchResult:
         return self._searcher.search(space, question, config)
 
+    def _context(
+        self,
+        space: str,
+        question: str,
+        config: RetrievalConfig | None,
+        result: SearchResult | None,
+        max_tokens: int | None,
+    ) -> tuple[SearchResult, AnswerContext]:
+        """The search result and its context: every hit when ``max_tokens`` is None, else packed within it."""
+        if max_tokens is None:
+            found = result if result is not None else self.search(space, question, config)
+            return found, assemble_context(found)
+        if result is None:
+            cfg = config or RetrievalConfig.preset("auto")
+            result = self.search(space, question, context_config(cfg, max_tokens))
+        return result, pack_context(result, max_tokens).as_answer_context()
+
     async def answer(
         self,
         space: str,
@@ -133,10 +161,11 @@ class Answerer:
         variant: Variant = "short",
         config: RetrievalConfig | None = None,
         result: SearchResult | None = None,
+        max_tokens: int | None = None,
     ) -> Answer:
-        """Retrieve (unless ``result`` is given) and answer ``question`` as asked at ``when``."""
-        found = result if result is not None else self.search(space, question, config)
-        context = assemble_context(found)
+        """Retrieve (unless ``result`` is given) and answer ``question`` as asked at ``when``; with ``max_tokens`` the
+        context is packed within that many tokens (:mod:`tmem.answer.budget`)."""
+        found, context = self._context(space, question, config, result, max_tokens)
         messages = answer_messages(question, context, when, variant)
         reasoning: str | None = None
         if variant == "cot":
@@ -169,10 +198,10 @@ class Answerer:
         listener: str,
         config: RetrievalConfig | None = None,
         result: SearchResult | None = None,
+        max_tokens: int | None = None,
     ) -> Answer:
         """A memory-aware reply to ``message`` from ``speaker`` (LoCoMo-Plus triggers)."""
-        found = result if result is not None else self.search(space, message, config)
-        context = assemble_context(found)
+        found, context = self._context(space, message, config, result, max_tokens)
         messages = reply_messages(message, context, when, speaker=speaker, listener=listener)
         out = await self._llm.complete(messages, MemoryReply, stage=STAGE_REPLY, space=space)
         return Answer(

@@ -9,13 +9,13 @@ reports and baselines share.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.models import Persona, Turn
+from tmem.models import Item, Persona, Turn
 from tmem.retrieve.types import SearchResult
-from tmem.util.dates import format_day
+from tmem.util.dates import When, format_day
 from tmem.util.text import count_tokens
 
 
@@ -78,17 +78,40 @@ class AnswerContext(BaseModel):
         return self.evidence_tokens + self.persona_tokens
 
 
+def format_item(item: Item, shown: dict[str, Item] | None = None) -> str:
+    """An item as a reader sees it: its text, its date with its precision when the text does not already say it
+    ("(when: summer 2022)", "(when: the week of 1-7 May 2023)", "(2023-05-07)" for a day whose year the text lacks),
+    and a note when another fact disagrees with it (quoting the start of that fact when it is shown too)."""
+    line = item.text
+    if item.date and item.date_precision not in (None, "day"):
+        end = item.date_end or item.date
+        try:
+            label = When(date.fromisoformat(item.date), date.fromisoformat(end), item.date_precision or "day").label
+        except (ValueError, StopIteration):
+            label = f"{item.date} to {end}"
+        if label not in line:
+            line += f" (when: {label})"
+    elif item.date and item.date[:4] not in line:
+        line += f" ({item.date})"
+    if item.conflicts_with:
+        others = [shown[i] for i in item.conflicts_with if shown and i in shown]
+        if others:
+            quoted = "; ".join(f'"{" ".join(o.text.split()[:10])} ..."' for o in others)
+            line += f" [disagrees with: {quoted}]"
+        else:
+            line += " [another statement in the conversation disagrees]"
+    return line
+
+
 def assemble_context(result: SearchResult, *, include_persona: bool = True) -> AnswerContext:
     """Build the QA context of a search result (scenes chronologically, then items by rank, then persona)."""
     scene_hits = sorted(result.scenes, key=lambda h: (h.scene.start, h.scene.seq))
     blocks = [format_scene(h.scene.title, h.turns) for h in scene_hits]
     if result.items:
         facts = ["Facts:"]
+        shown = {hit.item.id: hit.item for hit in result.items}
         for hit in result.items:
-            # Items normally carry their date in the text; add the ISO date only when the text lacks its year.
-            date = hit.item.date
-            suffix = f" ({date})" if date and date[:4] not in hit.item.text else ""
-            facts.append(f"- {hit.item.text}{suffix}")
+            facts.append(f"- {format_item(hit.item, shown)}")
         blocks.append("\n".join(facts))
     evidence = "\n\n".join(blocks) if blocks else "(no memories were retrieved)"
     persona = ""

@@ -3,12 +3,12 @@
 With an LLM configured (``--llm openai`` / ``TMEM_LLM=openai`` and a model) the full T-Mem memory is built; with
 ``--llm none`` the extractive, descriptive-only memory. ``--batch-out FILE`` runs the batch protocol: the build stops at
 the first stage with uncached requests, writes them to FILE and exits with status 3; run them, import the results
-with ``tmem llm batch-import``, and build again.
+with ``tmem llm batch-import``, and build again. A build whose units failed (replies still invalid after the retries)
+finishes everything else, prints the failed units and exits with status 4; rerunning it retries only those.
 """
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import click
 
 from tmem.cli.context import AppContext, echo_json, pass_app
 from tmem.construct.options import BuildOptions
-from tmem.construct.report import BuildReport
+from tmem.construct.report import EXIT_INCOMPLETE, BuildReport
 from tmem.errors import BatchPending, ConfigError
 
 EXIT_BATCH_PENDING = 3
@@ -60,6 +60,18 @@ def _size_options(fn: Any) -> Any:
     default=None,
     help="Batch protocol: write the first stage's uncached requests to FILE (OpenAI Batch JSONL) and stop.",
 )
+@click.option(
+    "--few-rounds/--sequential",
+    "few_rounds",
+    default=None,
+    help="Build plan: one round per stage (sessions segmented in parallel; default with --batch-out) or the "
+    "sequential plan (scenes may span session breaks; default live).",
+)
+@click.option(
+    "--no-fallback",
+    is_flag=True,
+    help="A window the model cannot segment is left as a failed unit instead of being split without the model.",
+)
 @click.option("--rebuild", is_flag=True, help="Drop the built memory first (the conversation is kept).")
 @click.option("--json", "as_json", is_flag=True, help="Print the build reports as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
@@ -71,51 +83,44 @@ def build_cmd(
     space: str | None,
     all_spaces: bool,
     batch_out: Path | None,
+    few_rounds: bool | None,
+    no_fallback: bool,
     rebuild: bool,
     as_json: bool,
     no_progress: bool,
     **sizes: int | None,
 ) -> None:
     """Build the memory of SPACE (or of every space with --all); only what is new is processed."""
-    from tmem.construct.pipeline import build_space, reset_space
-    from tmem.embed.factory import make_embedder
     from tmem.llm.batch import export_pending
-    from tmem.llm.service import make_llm
 
     if (space is None) == (not all_spaces):
         raise click.UsageError("Give one SPACE or --all.")
-    store = app.store()
+    mem = app.memory()
     # --all skips spaces without turns (nothing to build); a named empty space is reported as an error.
-    names = [s.name for s in store.list_spaces() if s.turns] if all_spaces else [store.get_space(space or "").name]
+    names = [s.name for s in mem.spaces() if s.turns] if all_spaces else [mem.store.get_space(space or "").name]
     settings = app.settings
-    llm = make_llm(settings, store, batch=batch_out is not None)
-    if llm is None and batch_out is not None:
+    if mem.llm is None and batch_out is not None:
         raise ConfigError("--batch-out needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL (or --llm-model NAME).")
     chosen = {k: v for k, v in sizes.items() if v is not None}
     chosen.setdefault("concurrency", settings.llm_concurrency)
-    options = BuildOptions.model_validate({**chosen, "batch_out": batch_out})
+    options = BuildOptions.model_validate(
+        {**chosen, "batch_out": batch_out, "few_rounds": few_rounds, "fallback": not no_fallback}
+    )
     reports: list[BuildReport] = []
     pending: list[BatchPending] = []
+    if batch_out is not None and not as_json:
+        # Before a batch build starts (nothing segmented yet): what it will take, per stage, and in how many rounds.
+        from tmem.cli.llm_cmds import estimate_table
+        from tmem.construct.estimate import estimate_build
 
-    async def run_all() -> None:
+        for name in names:
+            if mem.store.turns(name) and not mem.store.scenes(name):
+                click.echo(estimate_table(estimate_build(mem.store, name, options)), err=True)
+    for name in names:
         try:
-            for name in names:
-                if rebuild:
-                    reset_space(store, name)
-                embedder = make_embedder(settings, store=store, space=name)
-                try:
-                    reports.append(
-                        await build_space(
-                            store, name, llm=llm, embedder=embedder, options=options, progress=not no_progress
-                        )
-                    )
-                except BatchPending as exc:  # collected: with --all every space queues its requests first
-                    pending.append(exc)
-        finally:
-            if llm is not None:
-                await llm.aclose()
-
-    asyncio.run(run_all())
+            reports.append(mem.build(name, options, rebuild=rebuild, progress=not no_progress))
+        except BatchPending as exc:  # collected: with --all every space queues its requests first
+            pending.append(exc)
     if as_json:
         echo_json([r.model_dump(mode="json") for r in reports])
     else:
@@ -123,7 +128,7 @@ def build_cmd(
             click.echo(_describe(report))
     if pending:
         assert batch_out is not None  # only the batch mode raises BatchPending
-        count = export_pending(store, batch_out) if len(names) > 1 else pending[0].count
+        count = export_pending(mem.store, batch_out) if len(names) > 1 else pending[0].count
         stages = ", ".join(f"{p.stage}" for p in pending)
         click.echo(
             f"{count} request(s) of stage(s) {stages} written to {batch_out}. Run them through the OpenAI Batch API "
@@ -131,6 +136,15 @@ def build_cmd(
             err=True,
         )
         raise SystemExit(EXIT_BATCH_PENDING)
+    incomplete = [r for r in reports if not r.complete]
+    if incomplete:
+        units = sum(len(r.failed) for r in incomplete)
+        click.echo(
+            f"{units} unit(s) failed in {', '.join(r.space for r in incomplete)}: everything else was built. Run the "
+            "same build again to retry only those (a more capable model or a higher TMEM_LLM_OUTPUT_RETRIES helps).",
+            err=True,
+        )
+        raise SystemExit(EXIT_INCOMPLETE)
 
 
 def _describe(report: BuildReport) -> str:
@@ -156,6 +170,10 @@ def _describe(report: BuildReport) -> str:
             "  " + "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
         )
     lines.append("  " + ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())))
+    if report.fallback:
+        lines.append(f"  {len(report.fallback)} scene(s) segmented without the model (fallback, see `tmem check`)")
+    for unit in report.failed:
+        lines.append(f"  FAILED {unit.stage} {unit.unit}: {unit.reason[:200]}")
     return "\n".join(lines)
 
 

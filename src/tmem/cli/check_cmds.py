@@ -1,7 +1,10 @@
-"""``tmem check SPACE [--json]``: verify a memory's integrity; exit 1 on any violation.
+"""``tmem check SPACE [--json]``: verify a memory's integrity; exit 1 on any violation, 4 when the memory is
+consistent but the last build left failed units (``tmem build SPACE`` retries them).
 
-JSON output (stable): ``{"space", "mode", "descriptive_only", "ok", "checked": {type: count}, "violations":
-[{"code", "message", "record"}]}``.
+JSON output (stable): ``{"space", "mode", "descriptive_only", "ok", "build_incomplete", "pending_turns", "complete",
+"checked": {type: count},
+"violations": [{"code", "message", "record"}], "failed_units": [{"stage", "unit", "refs", "reason"}],
+"fallback_scenes": {scene id: reason}}``.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import click
 
 from tmem.cli.context import AppContext, echo_json, pass_app
 from tmem.construct.check import check_space
+from tmem.construct.report import EXIT_INCOMPLETE
 
 DESCRIPTIVE_NOTE = "descriptive only (built without an LLM: no Bridge, Horizon or persona)"
 
@@ -20,7 +24,7 @@ DESCRIPTIVE_NOTE = "descriptive only (built without an LLM: no Bridge, Horizon o
 @pass_app
 @click.pass_context
 def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool) -> None:
-    """Verify the integrity of SPACE's memory; exit 1 on any violation.
+    """Verify the integrity of SPACE's memory; exit 1 on any violation, 4 when the last build left failed units.
 
     Checks that every built turn is in exactly one scene, every item is linked to existing scenes (an atomic item to
     exactly one), every trigger is attached to an existing host of the right kind, no topic link or persona citation
@@ -31,6 +35,7 @@ def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool
         payload = report.model_dump(mode="json")
         payload["ok"] = report.ok
         payload["build_incomplete"] = report.build_incomplete
+        payload["complete"] = report.complete
         echo_json(payload)
     else:
         mode = report.mode or "not built"
@@ -45,8 +50,17 @@ def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool
                 f"Build incomplete (interrupted, or still running): {report.pending_turns} turn(s) await segmentation. "
                 f"Not corruption: run `tmem build {space}` to resume."
             )
-        if report.ok:
+        if report.fallback_scenes:
+            click.echo(f"{len(report.fallback_scenes)} scene(s) segmented without the model (fallback).")
+        for unit in report.failed_units:
+            click.echo(f"  failed unit {unit.stage} {unit.unit}: {unit.reason[:200]}")
+        if report.ok and report.complete:
             click.echo("OK: no violation")
+        elif report.ok:
+            click.echo(
+                f"OK: no violation, but incomplete: {len(report.failed_units)} failed unit(s) of the last build. "
+                f"Run `tmem build {space}` to retry them."
+            )
         else:
             click.echo(
                 f"{len(report.violations)} violation(s). Rebuild the space (delete it, import again, build) or report "
@@ -54,6 +68,8 @@ def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool
             )
     if not report.ok:
         ctx.exit(1)
+    if not report.complete:
+        ctx.exit(EXIT_INCOMPLETE)
 
 
 def register(cli: click.Group) -> None:

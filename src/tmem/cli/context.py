@@ -1,4 +1,5 @@
-"""State shared by CLI commands: the settings and a lazily opened store."""
+"""State shared by CLI commands: the settings and one lazily opened :class:`tmem.Memory` (the composition root every
+command goes through; ``store()`` is that memory's store)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import click
 
+from tmem.memory import Memory
 from tmem.settings import Settings
 from tmem.store.base import Store
 
@@ -15,19 +17,20 @@ from tmem.store.base import Store
 @dataclass
 class AppContext:
     settings: Settings
-    _store: Store | None = field(default=None, repr=False)
+    _memory: Memory | None = field(default=None, repr=False)
+
+    def memory(self) -> Memory:
+        if self._memory is None:
+            self._memory = Memory.open(settings=self.settings)
+        return self._memory
 
     def store(self) -> Store:
-        if self._store is None:
-            from tmem.store import open_store
-
-            self._store = open_store(self.settings.store_url)
-        return self._store
+        return self.memory().store
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
 
 
 pass_app = click.make_pass_decorator(AppContext)

@@ -17,7 +17,7 @@ import click
 import platformdirs
 
 from tmem.cli.context import AppContext, echo_json, pass_app
-from tmem.errors import BatchPending, ConfigError, InputError
+from tmem.errors import BatchPending, InputError
 from tmem.settings import Settings
 
 
@@ -51,7 +51,14 @@ async def _close(*llms: Any) -> None:
 @click.option(
     "--date", "asked", default=None, help="When the question is asked (ISO date); default: after the last session."
 )
-@click.option("--preset", envvar="TMEM_SEARCH_PRESET", default=None, help="Retrieval preset.")
+@click.option("--preset", default=None, help="Retrieval preset (default: TMEM_SEARCH_PRESET, else auto).")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Context budget handed to the model (count_tokens; default 2000, env TMEM_CONTEXT_TOKENS).",
+    envvar="TMEM_CONTEXT_TOKENS",
+)
 @click.option("--explain", is_flag=True, help="Show the context handed to the model and the routes of every hit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full Answer as JSON.")
 @pass_app
@@ -62,46 +69,23 @@ def ask_cmd(
     cot: bool,
     asked: str | None,
     preset: str | None,
+    max_tokens: int | None,
     explain: bool,
     as_json: bool,
 ) -> None:
     """Answer QUESTION from the memory of SPACE (needs an LLM; `tmem search` works without one)."""
-    from tmem.answer import Answerer, QuestionTime
-    from tmem.embed import make_embedder
-    from tmem.retrieve.cascade import Retriever
-    from tmem.retrieve.config import RetrievalConfig
+    from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS
 
-    settings = app.settings
-    if settings.llm == "none" or not settings.llm_model:
-        raise ConfigError(
-            "tmem ask needs an LLM to write the answer: set TMEM_LLM=openai, TMEM_LLM_MODEL (e.g. gpt-4.1-mini) and "
-            "OPENAI_BASE_URL (plus OPENAI_API_KEY if the server needs one). Without an LLM, `tmem search SPACE "
-            "QUERY --explain` shows what memory recalls."
-        )
-    store = app.store()
-    store.get_space(space)
-    sessions = store.sessions(space)
+    when: datetime | None = None
     if asked is not None:
         try:
-            when = QuestionTime(at=datetime.fromisoformat(asked), relation="at")
+            when = datetime.fromisoformat(asked)
         except ValueError:
             raise InputError(f"--date {asked!r}: write an ISO date such as 2023-05-08") from None
-    elif sessions:
-        when = QuestionTime(at=max(s.started_at for s in sessions), relation="after")
-    else:
-        raise InputError(f"space {space!r} has no sessions yet: import a conversation first (tmem import FILE)")
-    config = RetrievalConfig.preset(preset or settings.search_preset)
-    llm = _llm(settings, store, settings.answer_model)
-
-    async def go() -> Any:
-        try:
-            return await Answerer(Retriever(store, make_embedder(settings)), llm).answer(
-                space, question, when, variant="cot" if cot else "short", config=config
-            )
-        finally:
-            await _close(llm)
-
-    answer = asyncio.run(go())
+    mem = app.memory()
+    # Memory.ask dates the question (after the latest session start unless --date) and resolves the preset
+    budget = DEFAULT_CONTEXT_TOKENS if max_tokens is None else max_tokens
+    answer = mem.ask(space, question, when, variant="cot" if cot else "short", config=preset, max_tokens=budget)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -110,7 +94,7 @@ def ask_cmd(
         if answer.reasoning:
             click.echo(f"\nReasoning: {answer.reasoning}")
         click.echo(
-            f"\n{when.line()}\nContext ({answer.tokens.evidence} evidence + {answer.tokens.persona} persona tokens):"
+            f"\n{answer.question_time.line()}\nContext ({answer.tokens.evidence} evidence + {answer.tokens.persona} persona tokens):"
         )
         click.echo(answer.context.text)
         click.echo("\nWhy recalled:")

@@ -14,7 +14,7 @@ from typing import Any, cast
 import click
 
 from tmem.cli.context import AppContext, echo_json, pass_app
-from tmem.ingest import FORMATS, Format, ImportReport, import_file
+from tmem.ingest import FORMATS, Format, ImportReport
 from tmem.models import (
     BuildMode,
     Item,
@@ -66,7 +66,7 @@ def _import_payload(report: ImportReport) -> dict[str, Any]:
 @pass_app
 def import_cmd(app: AppContext, file: Path, fmt: str, space: str | None, as_json: bool) -> None:
     """Import conversations from FILE. Running it again changes nothing; new sessions are appended."""
-    report = import_file(app.store(), file, cast(Format, fmt), space)  # click.Choice checked the value
+    report = app.memory().import_file(file, cast(Format, fmt), space)  # click.Choice checked the value
     if as_json:
         echo_json(_import_payload(report))
         return
@@ -98,7 +98,7 @@ def _state(summary: SpaceSummary) -> str:
 @pass_app
 def spaces_cmd(app: AppContext, as_json: bool) -> None:
     """List the spaces in the memory directory: sessions, turns, first/last date, build state."""
-    summaries = app.store().list_spaces()
+    summaries = app.memory().spaces()
     if as_json:
         echo_json([s.model_dump(mode="json") for s in summaries])
         return

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.construct.estimate import BuildEstimate
 from tmem.llm.batch import BATCH_URL, export_pending, import_results
 from tmem.llm.cost import CostReport, StageCost, cost_report
 
@@ -22,12 +23,37 @@ def llm_group() -> None:
 @llm_group.command("cost")
 @click.argument("space", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (documented in docs/llm.md).")
+@click.option(
+    "--estimate",
+    is_flag=True,
+    help="Instead of the logged cost: what building SPACE's open turns will take (requests and tokens per stage, "
+    "batch rounds), before the build starts.",
+)
+@click.option(
+    "--few-rounds/--sequential",
+    "few_rounds",
+    default=True,
+    help="Build plan of the estimate (default few rounds, as `tmem build --batch-out` plans).",
+)
 @pass_app
-def cost_cmd(app: AppContext, space: str | None, as_json: bool) -> None:
-    """Calls and input/output tokens per stage and in total (of SPACE, or of every space)."""
+def cost_cmd(app: AppContext, space: str | None, as_json: bool, estimate: bool, few_rounds: bool) -> None:
+    """Calls and input/output tokens per stage and in total (of SPACE, or of every space); with --estimate, the
+    expected cost of building SPACE."""
     store = app.store()
     if space is not None:
         store.get_space(space)  # NotFoundError names the known spaces
+    if estimate:
+        from tmem.construct.estimate import estimate_build
+        from tmem.construct.options import BuildOptions
+
+        if space is None:
+            raise click.UsageError("--estimate needs a SPACE.")
+        planned = estimate_build(store, space, BuildOptions(few_rounds=few_rounds))
+        if as_json:
+            echo_json(planned.model_dump(mode="json"))
+        else:
+            click.echo(estimate_table(planned))
+        return
     report = cost_report(store, space)
     if as_json:
         echo_json(report.model_dump(mode="json"))
@@ -52,6 +78,31 @@ def _cost_table(report: CostReport) -> str:
     lines += [fmt(r) for r in rows[:-1]]
     lines.append("-" * len(fmt(header)))
     lines.append(fmt(rows[-1]))
+    return "\n".join(lines)
+
+
+def estimate_table(planned: BuildEstimate) -> str:
+    """The estimate as a table (also printed by `tmem build --batch-out` before a fresh build)."""
+    if not planned.open_turns:
+        return f"Space {planned.space}: nothing to build (every turn is in a scene)."
+    header = ("stage", "requests", "input tokens", "output tokens")
+    rows = [(s.stage, f"{s.requests:,}", f"{s.input_tokens:,}", f"{s.output_tokens:,}") for s in planned.stages]
+    t = planned.total
+    total = ("total", f"{t.requests:,}", f"{t.input_tokens:,}", f"{t.output_tokens:,}")
+    widths = [max(len(r[i]) for r in [header, *rows, total]) for i in range(len(header))]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        return "  ".join([cells[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))])
+
+    lines = [
+        f"Estimated cost of building {planned.space} ({planned.plan} plan, {planned.rounds} batch round(s)): "
+        f"{planned.open_turns} open turns -> about {planned.scenes} scenes and {planned.items} items",
+        fmt(header),
+        *(fmt(r) for r in rows),
+        "-" * len(fmt(header)),
+        fmt(total),
+        "An estimate from rates measured on model-built memories (docs/construction.md), not a bill.",
+    ]
     return "\n".join(lines)
 
 

@@ -26,6 +26,12 @@ from tmem.settings import Settings
     help="Memory directory (env TMEM_HOME; default a per-user data dir).",
 )
 @click.option(
+    "--database-url",
+    envvar="TMEM_DATABASE_URL",
+    default=None,
+    help="Store URL: sqlite:///PATH or postgresql://USER:PASS@HOST/DB (env TMEM_DATABASE_URL; default tmem.db in --dir).",
+)
+@click.option(
     "--llm",
     type=click.Choice(["openai", "none"]),
     envvar="TMEM_LLM",
@@ -35,11 +41,15 @@ from tmem.settings import Settings
 @click.option("--llm-model", envvar="TMEM_LLM_MODEL", default=None, help="Construction model (env TMEM_LLM_MODEL).")
 @click.version_option(package_name="tmem")
 @click.pass_context
-def cli(ctx: click.Context, home: Path | None, llm: str | None, llm_model: str | None) -> None:
+def cli(
+    ctx: click.Context, home: Path | None, database_url: str | None, llm: str | None, llm_model: str | None
+) -> None:
     """tmem: long-term conversational memory that anticipates, not archives."""
     overrides: dict[str, object] = {}
     if home is not None:
         overrides["home"] = home
+    if database_url is not None:
+        overrides["database_url"] = database_url
     if llm is not None:
         overrides["llm"] = llm
     if llm_model is not None:
@@ -52,10 +62,14 @@ def cli(ctx: click.Context, home: Path | None, llm: str | None, llm_model: str |
 
 
 def _register() -> None:
-    from tmem.cli import build_cmds, check_cmds, eval_cmds, ingest_cmds, llm_cmds, search_cmds
+    from tmem.cli import build_cmds, check_cmds, eval_cmds, ingest_cmds, item_cmds, llm_cmds, search_cmds, ui_cmds
 
-    for module in (ingest_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds):
+    for module in (ingest_cmds, item_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds, ui_cmds):
         module.register(cli)
+    from tmem.cli import keys_cmds, serve_cmds
+
+    keys_cmds.register(cli)
+    serve_cmds.register(cli)
 
 
 _register()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from tmem.answer.budget import Context
 from tmem.cli.context import AppContext, echo_json, pass_app
-from tmem.retrieve.config import SWITCHES, RetrievalConfig
+from tmem.retrieve.config import SWITCHES
 from tmem.retrieve.types import Route, SearchResult
 
 
@@ -24,6 +25,8 @@ def _print(result: SearchResult, explain: bool) -> None:
         notes.append("without " + ",".join(result.disabled))
     if result.descriptive_only:
         notes.append("descriptive only: built without an LLM, so no Bridge/Horizon/Scene triggers or persona")
+    if result.stale:
+        notes.append(f"stale: {result.stale_turns} turn(s) added since the last build are not searched; run tmem build")
     click.echo(f"Search in {result.space!r}: {result.query!r} [{'; '.join(notes)}]")
     if explain and result.topics:
         click.echo("Topics kept by the prefilter: " + ", ".join(f"{t} ({s:.4f})" for t, s in result.topics))
@@ -55,10 +58,32 @@ def _print(result: SearchResult, explain: bool) -> None:
             click.echo(f"  {p.speaker}: {traits}")
 
 
+def _print_context(ctx: Context, explain: bool) -> None:
+    notes = [f"preset {ctx.preset}", f"{ctx.tokens} of {ctx.max_tokens} tokens", f"{len(ctx.hits)} hits"]
+    if ctx.left_out:
+        notes.append(f"{ctx.left_out} hits did not fit")
+    if ctx.descriptive_only:
+        notes.append("descriptive only: built without an LLM")
+    click.echo(f"Context for {ctx.query!r} in {ctx.space!r} [{'; '.join(notes)}]")
+    if ctx.unbuilt_turns:
+        click.echo(
+            f"Note: {ctx.unbuilt_turns} turns were imported after the last build and are in no memory yet: "
+            f"run `tmem build {ctx.space}`."
+        )
+    click.echo("")
+    click.echo(ctx.text or "(nothing fits in this budget)")
+    click.echo("\nWhy recalled:")
+    for n, hit in enumerate(ctx.hits, start=1):
+        trimmed = ", trimmed" if hit.trimmed else ""
+        click.echo(f"{n:>2}. {hit.kind} {hit.id} ({hit.tokens} tokens{trimmed}): turns {', '.join(hit.turn_ids)}")
+        if explain:
+            click.echo("    via " + "; ".join(_route(r) for r in hit.routes))
+
+
 @click.command("search")
 @click.argument("space")
 @click.argument("query")
-@click.option("--preset", envvar="TMEM_SEARCH_PRESET", default=None, help="Retrieval preset (env TMEM_SEARCH_PRESET).")
+@click.option("--preset", default=None, help="Retrieval preset (default: TMEM_SEARCH_PRESET, else auto).")
 @click.option("--k-topics", "kT", type=click.IntRange(min=1), default=None, help="Topics kept by the prefilter (kT).")
 @click.option("--k-scenes", "kS", type=click.IntRange(min=0), default=None, help="Scenes returned (kS).")
 @click.option("--k-items", "kI", type=click.IntRange(min=0), default=None, help="Items returned (kI).")
@@ -72,6 +97,12 @@ def _print(result: SearchResult, explain: bool) -> None:
     help="Remove a component (repeatable): SL, IC, ET+BT, PS, TF, ST, HT.",
 )
 @click.option("--reranker", default=None, help="CrossEncoder model name or local path (env TMEM_RERANKER_MODEL).")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Print the context a reader would get, packed within N tokens (count_tokens), instead of the raw hits.",
+)
 @click.option("--explain", is_flag=True, help="Show each hit's routes, topics and dated turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full SearchResult as JSON.")
 @pass_app
@@ -87,28 +118,30 @@ def search_cmd(
     gate: float | None,
     switches: tuple[str, ...],
     reranker: str | None,
+    max_tokens: int | None,
     explain: bool,
     as_json: bool,
 ) -> None:
     """Recall the scenes and items of SPACE that answer QUERY, with the routes that reached them."""
-    from tmem.embed import make_embedder
-    from tmem.retrieve.cascade import Retriever
-
-    settings = app.settings
-    config = RetrievalConfig.preset(preset or settings.search_preset)
+    mem = app.memory()
+    config = mem.core.resolve_config(preset)  # the same rule as Memory.search: --preset, else TMEM_SEARCH_PRESET
     changes: dict[str, object] = {
         k: v for k, v in {"kT": kT, "kS": kS, "kI": kI, "R": R, "gate": gate}.items() if v is not None
     }
-    model = reranker or settings.reranker_model
-    if model:
-        changes["reranker"] = model
+    if reranker:
+        changes["reranker"] = reranker
     if changes:
         config = config.replace(**changes)
     if switches:
         config = config.without(*switches)
-    store = app.store()
-    store.get_space(space)  # a clear NotFoundError before any model is loaded
-    result = Retriever(store, make_embedder(settings)).search(space, query, config)
+    if max_tokens is not None:
+        ctx = mem.context(space, query, max_tokens, config)
+        if as_json:
+            echo_json(ctx.model_dump(mode="json"))
+        else:
+            _print_context(ctx, explain)
+        return
+    result = mem.search(space, query, config)
     if as_json:
         echo_json(result.model_dump(mode="json"))
     else:

@@ -10,12 +10,13 @@ Violation codes (each with a message naming the records involved):
   ``scene_turn_order``, ``scene_bad_times``, ``scene_without_topic``;
 - topics: ``topic_link_unknown_topic``, ``topic_link_unknown_scene``, ``topic_empty``;
 - items: ``item_no_scene``, ``item_unknown_scene``, ``atomic_scene_count``, ``connected_scene_count``,
-  ``item_unknown_turn``, ``item_unknown_topic``, ``item_bad_date``, ``supersedes_unknown``,
-  ``supersedes_inconsistent``;
+  ``item_unknown_turn``, ``item_unknown_topic``, ``item_bad_date`` (also a precision that is not one of day, week,
+  month, season, year, range, or a period ending before it starts), ``supersedes_unknown``,
+  ``supersedes_inconsistent``, ``conflict_unknown``, ``conflict_one_sided``;
 - triggers: ``trigger_unknown_host``, ``trigger_family_host_kind``, ``trigger_empty_view``;
 - persona: ``persona_unknown_item``, ``persona_unknown_speaker``;
-- build state and mode: ``state_bad_mode``, ``state_bad_sessions``, ``extractive_not_descriptive``,
-  ``mode_mixed``;
+- build state and mode: ``state_bad_mode``, ``state_bad_sessions``, ``state_bad_failed``, ``state_bad_fallback``,
+  ``extractive_not_descriptive``, ``mode_mixed``;
 - LLM call log: ``llm_call_no_stage``, ``llm_call_no_model``, ``llm_call_bad_tokens``, ``llm_call_bad_outcome``,
   ``llm_call_bad_attempts``, ``llm_ok_without_response``, ``llm_error_without_message``, ``llm_paid_twice``,
   ``llm_cache_without_source``, ``llm_call_wrong_space``.
@@ -25,6 +26,12 @@ them, segmentation proceeds in turn order, so a build that was interrupted (kill
 batch) or is still running leaves a suffix of unassigned turns: they are counted as ``pending_turns``, not reported
 as violations (`tmem build SPACE` resumes). An unassigned turn *before* a segmented one is a gap no build leaves, and
 is a ``turn_unassigned`` violation. ``scene_without_topic`` likewise applies to scenes of completed sessions only.
+
+Failed units of the last build (``build.failed``: replies that stayed invalid after the retries) are listed in
+``failed_units`` (the memory is incomplete, not corrupt; ``tmem build SPACE`` retries them): the turns a failed
+segmentation window left open (with ``--no-fallback``; in the sequential plan the later turns are a pending suffix)
+and the scenes a failed topic request left without topics are not violations. Scenes segmented without the model are listed in
+``fallback_scenes``.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.construct.report import STATE_MODE, STATE_SESSIONS
+from tmem.construct.report import STATE_MODE, STATE_SESSIONS, FailedUnit, load_failed, load_fallback
 from tmem.models import (
     ITEM_FAMILIES,
     BuildMode,
@@ -53,6 +60,8 @@ from tmem.models import (
     Turn,
 )
 from tmem.store.base import Store
+from tmem.util.dates import DATE_PRECISIONS
+from tmem.util.state import STATE_TURN_SEQ
 
 __all__ = ["CheckReport", "MemorySnapshot", "Violation", "check_snapshot", "check_space", "load_snapshot"]
 
@@ -83,9 +92,23 @@ class CheckReport(BaseModel):
     def ok(self) -> bool:
         return not self.violations
 
+    failed_units: list[FailedUnit] = Field(
+        default_factory=list,
+        description="Units the last build could not complete (state build.failed): the memory is consistent but "
+        "incomplete there; `tmem build SPACE` retries them. What they left undone is not reported as violations.",
+    )
+    fallback_scenes: dict[str, str] = Field(
+        default_factory=dict, description="Scenes segmented without the model (state build.fallback): id -> reason."
+    )
+
     @property
     def build_incomplete(self) -> bool:
         return self.pending_turns > 0
+
+    @property
+    def complete(self) -> bool:
+        """No failed unit is recorded (a pending, interrupted build is reported by ``build_incomplete``)."""
+        return not self.failed_units
 
 
 class MemorySnapshot(BaseModel):
@@ -137,6 +160,14 @@ class _Checker:
         self.item_by_id = {i.id: i for i in snap.items}
         self.pending_turns = 0
         self.completed: set[str] = set()
+        try:
+            self.failed = load_failed(snap.state)
+        except ValueError:
+            self.failed = []
+            self.add("state_bad_failed", "build.failed is not a JSON list of failed units")
+        # what failed units left undone is reported by them, not as violations
+        self.failed_turns = {r for u in self.failed if u.stage == "segment" for r in u.refs}
+        self.failed_scenes = {r for u in self.failed if u.stage == "topics" for r in u.refs}
 
     def add(self, code: str, message: str, record: str | None = None) -> None:
         self.out.append(Violation(code=code, message=message, record=record))
@@ -189,13 +220,15 @@ class _Checker:
                 self.add("turn_in_several_scenes", f"turn {tid} is in scenes {sorted(scene_ids)}", tid)
         # Sessions a completed build covers: every turn in a scene. Beyond them, segmentation runs in turn order, so
         # an interrupted (or running) build leaves a suffix of unassigned turns: pending, not corruption. An
-        # unassigned turn before an assigned one is a gap, which no build leaves.
+        # unassigned turn before an assigned one is a gap, which no build leaves. Messages appended to a built
+        # session after the build (the build.turn_seq watermark) are stale, not unassigned.
         completed = self.completed_sessions()
         last_assigned = max((t.seq for t in self.s.turns if t.id in owners), default=-1)
+        watermark = int(self.s.state.get(STATE_TURN_SEQ, str(1 << 62)))
         for turn in self.s.turns:
-            if turn.id in owners:
+            if turn.id in owners or turn.id in self.failed_turns:
                 continue
-            if turn.session_id in completed or turn.seq < last_assigned:
+            if (turn.session_id in completed or turn.seq < last_assigned) and turn.seq <= watermark:
                 self.add("turn_unassigned", f"turn {turn.id} (session {turn.session_id}) is in no scene", turn.id)
             elif self.s.scenes:
                 self.pending_turns += 1
@@ -234,7 +267,7 @@ class _Checker:
                 # Scenes of sessions after the last completed build may still await the topic stage (pending).
                 if not all(session_of.get(t) in self.completed for t in scene.turn_ids):
                     continue
-                if scene.id not in linked_scenes:
+                if scene.id not in linked_scenes and scene.id not in self.failed_scenes:
                     self.add("scene_without_topic", f"scene {scene.id} belongs to no topic", scene.id)
 
     # ------------------------------------------------------------------ items
@@ -258,11 +291,30 @@ class _Checker:
             if item.topic_id is not None and item.topic_id not in self.topic_ids:
                 self.add("item_unknown_topic", f"item {item.id} names unknown topic {item.topic_id}", item.id)
             if item.date is not None:
-                try:
-                    date.fromisoformat(item.date)
-                except ValueError:
-                    self.add("item_bad_date", f"item {item.id} has date {item.date!r}, not YYYY-MM-DD", item.id)
+                self.item_date(item)
+            for other in item.conflicts_with:
+                peer = self.item_by_id.get(other)
+                if peer is None or other == item.id:
+                    self.add("conflict_unknown", f"item {item.id} conflicts with {other}, not another item", item.id)
+                elif item.id not in peer.conflicts_with:
+                    self.add("conflict_one_sided", f"item {item.id} conflicts with {other} but not back", item.id)
             self.supersession(item)
+
+    def item_date(self, item: Item) -> None:
+        try:
+            start = date.fromisoformat(item.date or "")
+            end = date.fromisoformat(item.date_end) if item.date_end else start
+        except ValueError:
+            self.add(
+                "item_bad_date", f"item {item.id} has date {item.date!r}..{item.date_end!r}, not YYYY-MM-DD", item.id
+            )
+            return
+        if item.date_precision not in (*DATE_PRECISIONS, None) or end < start:
+            self.add(
+                "item_bad_date",
+                f"item {item.id}: precision {item.date_precision!r} with {item.date}..{item.date_end} is not a period",
+                item.id,
+            )
 
     def supersession(self, item: Item) -> None:
         for attr, back in (("supersedes", "superseded_by"), ("superseded_by", "supersedes")):
@@ -406,6 +458,11 @@ def check_snapshot(snap: MemorySnapshot) -> CheckReport:
         "personas": len(snap.personas),
         "llm_calls": len(snap.calls),
     }
+    try:
+        fallback = load_fallback(snap.state)
+    except ValueError:
+        fallback = {}
+        checker.add("state_bad_fallback", "build.fallback is not a JSON object of scene ids")
     return CheckReport(
         space=snap.space.name,
         mode=mode,
@@ -413,4 +470,6 @@ def check_snapshot(snap: MemorySnapshot) -> CheckReport:
         checked=counts,
         violations=checker.out,
         pending_turns=checker.pending_turns,
+        failed_units=checker.failed,
+        fallback_scenes=fallback,
     )

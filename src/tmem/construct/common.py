@@ -4,7 +4,6 @@ the bounded, batch-aware way a stage runs its independent requests."""
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,10 +16,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, create_model, model_validator
 from tqdm import tqdm
 
-from tmem.construct.report import StageReport
-from tmem.errors import BatchPending, BuildError
+from tmem.construct.report import FailedUnit, StageReport
+from tmem.errors import BatchPending, BuildError, LLMOutputError
 from tmem.llm.base import LLM, LLMResult, Message
 from tmem.models import Turn
+from tmem.util.dates import When, parse_when
 from tmem.util.fence import Fenced, Trusted, check_value, one_line
 from tmem.util.text import text_hash
 
@@ -111,20 +111,15 @@ def stable_id(prefix: str, *parts: str) -> str:
     return f"{prefix}_{text_hash(chr(31).join(parts))[:16]}"
 
 
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-def check_iso_date(value: str | None, where: str) -> str | None:
-    if value is None:
+def check_when(value: str | None, where: str) -> When | None:
+    """A reply's date with its precision (forms in :data:`tmem.util.dates.WHEN_FORMS`), or None; ValueError names
+    the accepted forms."""
+    if value is None or not value.strip():
         return None
-    value = value.strip()
-    if not _ISO_DATE.match(value):
-        raise ValueError(f"{where}: date {value!r} must be an ISO date YYYY-MM-DD (or null when unknown)")
     try:
-        datetime.strptime(value, "%Y-%m-%d")
+        return parse_when(value)
     except ValueError as exc:
-        raise ValueError(f"{where}: date {value!r} is not a calendar date") from exc
-    return value
+        raise ValueError(f"{where}: date {exc} (or null when unknown)") from exc
 
 
 def chunks(seq: Sequence[T], size: int) -> list[list[T]]:
@@ -142,6 +137,8 @@ class StageRun:
     progress: bool
     report: StageReport = field(init=False)
     pending: list[BatchPending] = field(default_factory=list)
+    failed: list[FailedUnit] = field(default_factory=list)
+    fallback: dict[str, str] = field(default_factory=dict)  # scene id -> why it was segmented without the model
     _bar: tqdm[Any] | None = None
 
     def __post_init__(self) -> None:
@@ -166,6 +163,19 @@ class StageRun:
         else:
             self.report.llm_calls += 1
         return result
+
+    def fail(self, unit: str, refs: Sequence[str], exc: LLMOutputError) -> None:
+        """Record a unit whose replies stayed invalid after the retries (the stage goes on with the others)."""
+        self.failed.append(FailedUnit(stage=self.stage, unit=unit, refs=list(refs), reason=str(exc)))
+
+    async def attempt(self, unit: str, refs: Sequence[str], job: Callable[[], Awaitable[T]]) -> T | None:
+        """Run one unit; a reply that stayed invalid records the unit as failed and gives None. BatchPending and
+        transient errors propagate (the batch protocol collects the first; the second stops the build, resumable)."""
+        try:
+            return await job()
+        except LLMOutputError as exc:
+            self.fail(unit, refs, exc)
+            return None
 
     def advance(self, n: int = 1) -> None:
         if self._bar is not None:

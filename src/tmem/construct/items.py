@@ -7,11 +7,13 @@ the older item (recorded as ``supersedes`` / ``superseded_by``). A topic with mo
 scenes is read chunk by chunk, in order, each chunk seeing the items of the previous ones.
 
 Item ids derive from kind, normalised text and source scenes, so a fact produced twice (by two topics sharing a
-scene, or by a rerun) is stored once; the first topic (in topic order) to produce it owns it.
+scene, or by a rerun) is stored once; the first topic (in topic order) to produce it owns it. A restatement of a fact
+an item of the same scene(s) already holds is dropped too (:mod:`tmem.construct.dedup`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,12 +21,14 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
-from tmem.construct.common import StageRun, check_iso_date, checked, chunks, fmt_span, fmt_turns, render, stable_id
+from tmem.construct.common import StageRun, check_when, checked, chunks, fmt_span, fmt_turns, render, stable_id
+from tmem.construct.dedup import DuplicateFilter
 from tmem.construct.options import BuildOptions
 from tmem.construct.revert import load_covered, save_covered
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Item, ItemKind, Scene, Topic, Turn
 from tmem.store.base import Store
+from tmem.util.dates import When
 from tmem.util.fence import Trusted, fence, fence_inline, shown_id
 
 STAGE = "items"
@@ -33,19 +37,32 @@ STAGE = "items"
 class AtomicItemOut(BaseModel):
     text: str = Field(description="One self-contained fact naming its people, with absolute dates.")
     speaker: str | None = Field(description="The speaker the fact is about, exactly as in the dialogue, or null.")
-    date: str | None = Field(description="ISO date YYYY-MM-DD the fact refers to; null only for timeless facts.")
+    date: str | None = Field(
+        description="When the fact happened, as precise as the dialogue says: YYYY-MM-DD, YYYY-Www, YYYY-MM, "
+        "YYYY-spring|summer|autumn|winter, YYYY or YYYY-MM-DD/YYYY-MM-DD; null only for timeless facts."
+    )
     scene: str = Field(description="Reference of the one new source scene, e.g. 'S4'.")
     turns: list[str] = Field(description="Ids of the turns stating the fact, e.g. ['D3:7'].")
     updates: str | None = Field(description="Reference of the existing item this fact changes, e.g. 'E2', or null.")
+    conflicts: str | None = Field(
+        default=None,
+        description="Reference of an existing item this fact contradicts while neither replaces the other (the "
+        "conversation says both), e.g. 'E5', or null. A change over time is `updates`, not a conflict.",
+    )
 
 
 class ConnectedItemOut(BaseModel):
     text: str = Field(description="One self-contained statement linking facts of several scenes, with dates.")
     speaker: str | None = Field(description="The speaker the statement is about, or null.")
-    date: str | None = Field(description="ISO date YYYY-MM-DD of the latest fact it links, or null.")
+    date: str | None = Field(
+        description="When the latest fact it links happened, in the same forms as an atomic item's date, or null."
+    )
     scenes: list[str] = Field(description="References of all source scenes (two or more, at least one new).")
     turns: list[str] = Field(description="Ids of the turns of the new scenes that support it.")
     updates: str | None = Field(description="Reference of the existing item this statement changes, or null.")
+    conflicts: str | None = Field(
+        default=None, description="Reference of an existing item this statement contradicts (both stay), or null."
+    )
 
 
 class ItemReply(BaseModel):
@@ -83,10 +100,11 @@ class Extracted:
     kind: ItemKind
     text: str
     speaker: str | None
-    date: str | None
+    date: When | None
     scene_ids: list[str]
     turn_ids: list[str]
     updates: str | None  # id of the existing item it supersedes
+    conflicts: str | None = None  # id of an existing item it disagrees with (both stay)
 
 
 def _norm_ref(ref: str) -> str:
@@ -109,6 +127,7 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
         speaker: str | None,
         date: str | None,
         updates: str | None,
+        conflicts: str | None,
         scene_refs: list[str],
         turns: list[str],
         kind: ItemKind,
@@ -124,7 +143,7 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
             speaker = shown[speaker]
         elif speaker is not None and not _name_in(speaker, text):
             raise ValueError(f"{where}.text must name {speaker} (items are read without the dialogue)")
-        iso = check_iso_date(date, f"{where}")
+        when = check_when(date, f"{where}")
         scenes: list[Scene] = []
         for ref in scene_refs:
             scene = req.scene_refs.get(_norm_ref(ref))
@@ -156,17 +175,57 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
             if old is None:
                 raise ValueError(f"{where}.updates {updates!r} is not an existing item ({list(req.item_refs)} or null)")
             target = old.id
+        disagrees = None
+        if conflicts is not None:
+            other = req.item_refs.get(_norm_ref(conflicts))
+            if other is None:
+                raise ValueError(
+                    f"{where}.conflicts {conflicts!r} is not an existing item ({list(req.item_refs)} or null)"
+                )
+            if other.id == target:
+                raise ValueError(
+                    f"{where}: {conflicts} is both updated and contradicted; a change over time is `updates` only, "
+                    "two statements that cannot both hold are `conflicts` only"
+                )
+            disagrees = other.id
         return Extracted(
-            kind, " ".join(text.split()), speaker, iso, [s.id for s in scenes], list(dict.fromkeys(turn_ids)), target
+            kind,
+            " ".join(text.split()),
+            speaker,
+            when,
+            [s.id for s in scenes],
+            list(dict.fromkeys(turn_ids)),
+            target,
+            disagrees,
         )
 
     for n, a in enumerate(reply.atomic_items):
         out.append(
-            common(f"atomic_items[{n}]", a.text, a.speaker, a.date, a.updates, [a.scene], a.turns, ItemKind.ATOMIC)
+            common(
+                f"atomic_items[{n}]",
+                a.text,
+                a.speaker,
+                a.date,
+                a.updates,
+                a.conflicts,
+                [a.scene],
+                a.turns,
+                ItemKind.ATOMIC,
+            )
         )
     for n, c in enumerate(reply.connected_items):
         out.append(
-            common(f"connected_items[{n}]", c.text, c.speaker, c.date, c.updates, c.scenes, c.turns, ItemKind.CONNECTED)
+            common(
+                f"connected_items[{n}]",
+                c.text,
+                c.speaker,
+                c.date,
+                c.updates,
+                c.conflicts,
+                c.scenes,
+                c.turns,
+                ItemKind.CONNECTED,
+            )
         )
     return out
 
@@ -214,6 +273,36 @@ class TopicResult:
     covered: list[str]
 
 
+def _items_of(extracted: list[Extracted], topic: Topic, seen: set[str]) -> tuple[list[Item], dict[str, str]]:
+    produced: list[Item] = []
+    supersede: dict[str, str] = {}
+    for ex in extracted:
+        iid = item_id(ex.kind, ex.text, ex.scene_ids)
+        if iid in seen:
+            continue  # the same fact again: duplicates are not re-added
+        seen.add(iid)
+        produced.append(
+            Item(
+                id=iid,
+                text=ex.text,
+                kind=ex.kind,
+                scene_ids=ex.scene_ids,
+                topic_id=topic.id,
+                speaker=ex.speaker,
+                date=ex.date.start.isoformat() if ex.date else None,
+                date_end=ex.date.end.isoformat() if ex.date and ex.date.precision != "day" else None,
+                date_precision=ex.date.precision if ex.date else None,
+                supersedes=ex.updates,
+                conflicts_with=[ex.conflicts] if ex.conflicts else [],
+                turn_ids=ex.turn_ids,
+                mode=BuildMode.LLM,
+            )
+        )
+        if ex.updates is not None:
+            supersede.setdefault(ex.updates, iid)
+    return produced, supersede
+
+
 async def _extract_topic(
     run: StageRun,
     topic: Topic,
@@ -224,37 +313,76 @@ async def _extract_topic(
     turns: dict[str, Turn],
     options: BuildOptions,
 ) -> TopicResult:
+    """Chunks of a topic's new scenes: in order, each seeing the items of the previous ones (sequential plan), or all
+    at once, each seeing the items the topic held before (few-rounds plan). A chunk whose replies stayed invalid is a
+    failed unit: its scenes stay unread for the topic (the next build reads them), and in the sequential plan the
+    chunks after it wait too."""
     produced: list[Item] = []
     supersede: dict[str, str] = {}
     seen = {it.id for it in existing}
-    for part in chunks(new, options.item_scenes_per_call):
+    covered: list[str] = []
+
+    def request(part: list[Scene], before: list[Scene]) -> ExtractionRequest:
         active = [it for it in [*existing, *produced] if it.id not in supersede and it.superseded_by is None]
         shown = active[-options.item_existing_max :] if options.item_existing_max else []
-        req = ExtractionRequest(topic=topic, old=list(old), new=part, existing=shown, speakers=speakers)
-        result = await run.ask(messages_for(req, turns), reply_model(req))
-        for ex in check_reply(result.output, req):
-            iid = item_id(ex.kind, ex.text, ex.scene_ids)
-            if iid in seen:
-                continue  # the same fact again: duplicates are not re-added
-            seen.add(iid)
-            produced.append(
-                Item(
-                    id=iid,
-                    text=ex.text,
-                    kind=ex.kind,
-                    scene_ids=ex.scene_ids,
-                    topic_id=topic.id,
-                    speaker=ex.speaker,
-                    date=ex.date,
-                    supersedes=ex.updates,
-                    turn_ids=ex.turn_ids,
-                    mode=BuildMode.LLM,
-                )
-            )
-            if ex.updates is not None:
-                supersede.setdefault(ex.updates, iid)
-        old = [*old, *part]
-    return TopicResult(topic, produced, supersede, [s.id for s in new])
+        return ExtractionRequest(topic=topic, old=before, new=part, existing=shown, speakers=speakers)
+
+    async def ask(req: ExtractionRequest) -> list[Extracted] | None:
+        async def once() -> list[Extracted]:
+            result = await run.ask(messages_for(req, turns), reply_model(req))
+            return check_reply(result.output, req)
+
+        unit = f"items:{topic.label}:{req.new[0].turn_ids[0]}"
+        return await run.attempt(unit, [s.id for s in req.new], once)
+
+    parts = chunks(new, options.item_scenes_per_call)
+    befores = [[*old, *new[: k * options.item_scenes_per_call]] for k in range(len(parts))]
+    if options.plan_few_rounds:
+        outcomes = await asyncio.gather(
+            *(ask(request(p, b)) for p, b in zip(parts, befores, strict=True)), return_exceptions=True
+        )
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        if errors:  # every chunk has run (in batch mode each queued its request); surface the first
+            raise errors[0]
+        answers = [o for o in outcomes if not isinstance(o, BaseException)]
+    else:
+        answers = []
+        for part, before in zip(parts, befores, strict=True):
+            answer = await ask(request(part, before))
+            answers.append(answer)
+            if answer is None:
+                break
+            items, marks = _items_of(answer, topic, seen)
+            produced.extend(items)
+            supersede.update({k: v for k, v in marks.items() if k not in supersede})
+    for part, answer in zip(parts, answers, strict=False):
+        if answer is None:
+            continue
+        if options.plan_few_rounds:
+            items, marks = _items_of(answer, topic, seen)
+            produced.extend(items)
+            supersede.update({k: v for k, v in marks.items() if k not in supersede})
+        covered.extend(s.id for s in part)
+    return TopicResult(topic, produced, supersede, covered)
+
+
+def _link_conflicts(known: dict[str, Item], changed: list[str]) -> int:
+    """Conflicts are symmetric: the item a new one contradicts records it too (and is stored again). Returns how
+    many stored items that updated."""
+    updated = 0
+    for iid in list(changed):
+        item = known[iid]
+        live = [other for other in item.conflicts_with if other in known]
+        if live != item.conflicts_with:
+            known[iid] = item = item.model_copy(update={"conflicts_with": live})
+        for other in live:
+            peer = known[other]
+            if iid not in peer.conflicts_with:
+                known[other] = peer.model_copy(update={"conflicts_with": [*peer.conflicts_with, iid]})
+                if other not in changed:
+                    changed.append(other)
+                    updated += 1
+    return updated
 
 
 async def run_items(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
@@ -283,10 +411,19 @@ async def run_items(store: Store, space: str, run: StageRun, options: BuildOptio
     known = {it.id: it for it in all_items}
     next_seq = max((it.seq for it in all_items), default=-1) + 1
     changed: list[str] = []
+    repeats = DuplicateFilter(all_items)  # a fact another topic already holds, in other words (tmem.construct.dedup)
     for res in results:  # topic order: the first topic to produce a fact owns it
         for it in res.items:
             if it.id in known:
                 continue
+            repeated, replaced = repeats.admit(it)
+            if repeated is not None:
+                run.report.skipped += 1
+                continue
+            if replaced is not None:  # an item of this run that ``it`` states with more: it takes its place
+                del known[replaced.id]
+                changed.remove(replaced.id)
+                run.report.skipped += 1
             known[it.id] = it.model_copy(update={"seq": next_seq})
             next_seq += 1
             changed.append(it.id)
@@ -298,6 +435,7 @@ async def run_items(store: Store, space: str, run: StageRun, options: BuildOptio
                     changed.append(old_id)
                     run.report.updated += 1
         covered[res.topic.id] = sorted(set(covered.get(res.topic.id, [])) | set(res.covered))
+    run.report.updated += _link_conflicts(known, changed)
     fresh = [known[i] for i in changed]
     with store.transaction():
         store.put_items(space, fresh)

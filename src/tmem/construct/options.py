@@ -57,10 +57,33 @@ class BuildOptions(BaseModel):
         description="Items read per persona call; a speaker with more is folded chunk by chunk.",
     )
     concurrency: int = Field(default=8, ge=1, description="Concurrent LLM requests within a stage.")
+    few_rounds: bool | None = Field(
+        default=None,
+        description="Plan the build in few rounds (one per stage): sessions (cut into windows) are segmented in "
+        "parallel, topics are assigned to many scenes per request, a topic's item chunks and a persona's chunks are "
+        "read in parallel. None: on in batch mode (a Batch API round may take a day), off live (the sequential plan "
+        "lets scenes span session breaks and keeps incremental builds identical to full ones).",
+    )
+    topic_scenes_per_round_call: int = Field(
+        default=80,
+        ge=1,
+        description="Few-rounds plan: scenes assigned to topics per request (requests run in parallel; labels opened "
+        "by two requests with the same wording are one topic).",
+    )
+    fallback: bool = Field(
+        default=True,
+        description="A segmentation window whose replies stay invalid after the retries is segmented without the "
+        "model (split at session breaks and every max_scene_turns turns; marked in state build.fallback) instead of "
+        "being left for a rerun.",
+    )
     batch_out: Path | None = Field(
         default=None,
         description="Batch protocol: stop at the first stage with uncached requests and write them here (JSONL).",
     )
+
+    @property
+    def plan_few_rounds(self) -> bool:
+        return self.few_rounds if self.few_rounds is not None else self.batch_out is not None
 
     @model_validator(mode="after")
     def _window_holds_a_scene(self) -> BuildOptions:

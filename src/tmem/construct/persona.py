@@ -8,6 +8,7 @@ and returns the complete updated list, citing items (``I1`` ..) or earlier trait
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from functools import partial
 from typing import Literal
@@ -96,16 +97,34 @@ def speaker_items(items: Sequence[Item], speaker: str) -> list[Item]:
     return [it for it in items if it.superseded_by is None and it.speaker == speaker]
 
 
-async def _persona_of(run: StageRun, speaker: str, items: list[Item], options: BuildOptions) -> Persona:
-    traits: list[PersonaTrait] = []
-    summary = ""
-    for part in chunks(items, options.persona_items_per_call):
+async def _persona_of(run: StageRun, speaker: str, items: list[Item], options: BuildOptions) -> Persona | None:
+    """The speaker's persona; None when a call's replies stayed invalid (a failed unit: the stored persona stays as
+    it was until a rerun). Chunks are folded in order (sequential plan), or read in parallel and then folded by one
+    call over their traits (few-rounds plan: two rounds whatever the number of items)."""
+
+    async def fold(part: list[Item], traits: list[PersonaTrait]) -> tuple[list[PersonaTrait], str]:
         refs = {f"I{k + 1}": it for k, it in enumerate(part)}
         prior = {f"P{k + 1}": t for k, t in enumerate(traits)}
         result = await run.ask(messages_for(speaker, refs, prior), reply_model(refs, prior))
-        traits = check_reply(result.output, refs, prior)
-        summary = " ".join(result.output.summary.split())
-    return Persona(speaker=speaker, traits=traits, summary=summary)
+        return check_reply(result.output, refs, prior), " ".join(result.output.summary.split())
+
+    async def build() -> Persona:
+        parts = chunks(items, options.persona_items_per_call)
+        traits: list[PersonaTrait] = []
+        summary = ""
+        if options.plan_few_rounds and len(parts) > 1:
+            outcomes = await asyncio.gather(*(fold(p, []) for p in parts), return_exceptions=True)
+            errors = [o for o in outcomes if isinstance(o, BaseException)]
+            if errors:
+                raise errors[0]
+            merged = [t for o in outcomes if not isinstance(o, BaseException) for t in o[0]]
+            traits, summary = await fold([], merged)
+        else:
+            for part in parts:
+                traits, summary = await fold(part, traits)
+        return Persona(speaker=speaker, traits=traits, summary=summary)
+
+    return await run.attempt(f"persona:{speaker}", [speaker], build)
 
 
 async def run_persona(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
@@ -117,6 +136,8 @@ async def run_persona(store: Store, space: str, run: StageRun, options: BuildOpt
     personas = await run.gather([partial(_persona_of, run, s, its, options) for s, its in todo])
     with store.transaction():
         for persona in personas:
+            if persona is None:
+                continue
             store.put_persona(space, persona)
     run.report.updated += len(personas)
     run.close()

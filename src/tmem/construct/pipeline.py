@@ -25,7 +25,7 @@ from tmem.construct.items import run_items
 from tmem.construct.options import BuildOptions
 from tmem.construct.persona import STAGE as PERSONA_STAGE
 from tmem.construct.persona import run_persona
-from tmem.construct.report import STATE_MODE, STATE_SESSIONS, BuildReport
+from tmem.construct.report import STATE_FAILED, STATE_FALLBACK, STATE_MODE, STATE_SESSIONS, BuildReport
 from tmem.construct.revert import STATE_COVERED
 from tmem.construct.segment import STAGE as SEGMENT_STAGE
 from tmem.construct.segment import STATE_OPEN_TAIL, run_segment
@@ -43,6 +43,18 @@ from tmem.util.text import text_hash
 STATE_DIGEST = "build.digest"  # content digest of the memory after the last completed LLM build
 
 StageFn = Callable[[Store, str, StageRun, BuildOptions], Awaitable[None]]
+
+# What each stage reads that another stage writes (direct dependencies). In batch mode a stage runs in the same round
+# as an earlier one whose requests are pending when it does not depend on it, so a fresh build takes one round per
+# dependency level: segment | topics + triggers.scene | items | triggers.item + persona (| persona fold).
+DEPENDS: dict[str, tuple[str, ...]] = {
+    SEGMENT_STAGE: (),
+    TOPICS_STAGE: (SEGMENT_STAGE,),
+    ITEMS_STAGE: (TOPICS_STAGE,),
+    ITEM_STAGE: (ITEMS_STAGE,),
+    SCENE_STAGE: (SEGMENT_STAGE,),
+    PERSONA_STAGE: (ITEMS_STAGE,),
+}
 
 STAGES: tuple[tuple[str, StageFn], ...] = (
     (SEGMENT_STAGE, run_segment),
@@ -88,13 +100,17 @@ async def build_space(
         _enable_batch(llm)
     started = time.perf_counter()
     report = BuildReport(space=space, mode=BuildMode.LLM.value)
+    waiting: dict[str, BatchPending] = {}  # stages whose requests were queued for the batch protocol
     for name, stage in STAGES:
+        if any(dep in waiting for dep in _closure(name)):
+            continue  # it reads what a waiting stage has not written yet: next round
         run = StageRun(stage=name, llm=llm, space=space, concurrency=options.concurrency, progress=progress)
         t0 = time.perf_counter()
         try:
             await stage(store, space, run, options)
         except BatchPending as pending:
-            raise _export(store, space, name, options, pending) from None
+            waiting[name] = pending
+            continue
         except LLMError as exc:
             raise BuildError(
                 f"Space {space!r}, stage {name}: {exc} Finished work is kept and answered requests are cached: rerun "
@@ -103,7 +119,12 @@ async def build_space(
         finally:
             run.close()
             run.report.seconds = time.perf_counter() - t0
+            report.failed.extend(run.failed)
+            report.fallback.update(run.fallback)
         report.stages.append(run.report)
+    if waiting:
+        _save_failed(store, space, report)
+        raise _export(store, space, ", ".join(waiting), options, next(iter(waiting.values()))) from None
     # Embed every text the index will hold (node texts, trigger views) through the embedding cache now, so that the
     # first search embeds only its query; an incremental build embeds only what is new.
     records = load_space(store, space)
@@ -114,8 +135,27 @@ async def build_space(
         store.set_state(space, STATE_SESSIONS, str(len(store.sessions(space))))
         # Changes whenever a build changed the memory (readers such as the retriever's index cache watch state keys).
         store.set_state(space, STATE_DIGEST, digest_of(records))
+        _save_failed(store, space, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _save_failed(store: Store, space: str, report: BuildReport) -> None:
+    """The units this build could not complete (replaced at every build: a rerun that completes them clears it)."""
+    failed = json.dumps([u.model_dump() for u in report.failed]) if report.failed else None
+    store.set_state(space, STATE_FAILED, failed)
+
+
+def _closure(stage: str) -> set[str]:
+    """Every stage ``stage`` depends on, directly or not."""
+    out: set[str] = set()
+    todo = list(DEPENDS[stage])
+    while todo:
+        dep = todo.pop()
+        if dep not in out:
+            out.add(dep)
+            todo.extend(DEPENDS[dep])
+    return out
 
 
 def digest_of(records: SpaceRecords) -> str:
@@ -164,6 +204,8 @@ def reset_space(store: Store, space: str) -> None:
             if key.startswith(("build.", "segment.", "items.", "extractive.")) or key in (
                 STATE_OPEN_TAIL,
                 STATE_COVERED,
+                STATE_FAILED,
+                STATE_FALLBACK,
             ):
                 store.set_state(space, key, None)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tmem.construct.report import STATE_FALLBACK, load_fallback
 from tmem.models import Scene
 from tmem.store.base import Store
 
@@ -24,13 +25,19 @@ def save_covered(store: Store, space: str, covered: dict[str, list[str]]) -> Non
 
 def revert_scene(store: Store, space: str, scene: Scene) -> None:
     """Remove ``scene``, its topic links, topics only it belonged to, items citing it (with their triggers, and the
-    supersession marks they set on older items) and its scene triggers. The caller holds a transaction."""
+    supersession and conflict marks they set on older items) and its scene triggers. The caller holds a
+    transaction."""
     items = store.items(space)
     doomed = {it.id for it in items if scene.id in it.scene_ids}
     restored = [
-        it.model_copy(update={"superseded_by": None})
+        it.model_copy(
+            update={
+                "superseded_by": None if it.superseded_by in doomed else it.superseded_by,
+                "conflicts_with": [c for c in it.conflicts_with if c not in doomed],
+            }
+        )
         for it in items
-        if it.id not in doomed and it.superseded_by in doomed
+        if it.id not in doomed and (it.superseded_by in doomed or doomed & set(it.conflicts_with))
     ]
     if restored:
         store.put_items(space, restored)
@@ -50,3 +57,6 @@ def revert_scene(store: Store, space: str, scene: Scene) -> None:
         else:
             covered[topic_id] = [sid for sid in covered[topic_id] if sid != scene.id]
     save_covered(store, space, covered)
+    fallback = load_fallback(store.state_keys(space))
+    if fallback.pop(scene.id, None) is not None:
+        store.set_state(space, STATE_FALLBACK, json.dumps(fallback) if fallback else None)

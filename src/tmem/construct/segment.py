@@ -16,15 +16,18 @@ the same scenes as a build of all sessions at once.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from pydantic import BaseModel, Field
 
-from tmem.construct.common import StageRun, checked, fmt_turns, render, stable_id
+from tmem.construct.common import StageRun, checked, fmt_date, fmt_span, fmt_turns, render, stable_id
 from tmem.construct.options import BuildOptions
+from tmem.construct.report import STATE_FALLBACK, load_fallback
 from tmem.construct.revert import revert_scene
-from tmem.errors import BuildError
+from tmem.errors import LLMOutputError
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Scene, Turn
 from tmem.store.base import Store
@@ -171,25 +174,139 @@ def scene_from(out: SceneOut, turns: list[Turn], seq: int) -> Scene:
     )
 
 
+Closed = list[tuple[tuple[int, int], SceneOut]]
+
+
+def fallback_scenes(buffer: Buffer) -> Closed:
+    """Scenes for a window the model could not segment: split at session breaks, then into equal parts of at most
+    ``max_scene_turns`` turns; title, summary and narrative are taken from the turns themselves (extractive)."""
+    turns = buffer.turns
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(turns) + 1):
+        if i < len(turns) and turns[i].session_id == turns[start].session_id:
+            continue
+        n = i - start
+        size = -(-n // -(-n // buffer.max_scene_turns))  # ceil(n / ceil(n / max)): equal parts
+        spans.extend((j, min(j + size, i) - 1) for j in range(start, i, size))
+        start = i
+    return [(span, _extractive_out(turns[span[0] : span[1] + 1])) for span in spans]
+
+
+def _extractive_out(turns: list[Turn]) -> SceneOut:
+    who = " and ".join(dict.fromkeys(t.speaker for t in turns))
+    when = fmt_span(turns[0].time, turns[-1].time)
+    longest = sorted(turns, key=lambda t: (-len(t.text.split()), t.seq))[:2]
+    summary = " ".join(f"{t.speaker}: {_clip(t.text, 30)}" for t in sorted(longest, key=lambda t: t.seq))
+    said = " ".join(f"{t.speaker} said: {' '.join(t.text.split())}" for t in turns)
+    return SceneOut(
+        first_turn=turns[0].id,
+        last_turn=turns[-1].id,
+        title=f"{who}, {when}",
+        summary=summary or f"{who} talked.",
+        narrative=f"On {fmt_date(turns[0].time)}, {who} talked. {said}",
+    )
+
+
+def _clip(text: str, words: int) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
+
+
+async def _segment_window(
+    run: StageRun, buffer: Buffer, previous: Scene | None, options: BuildOptions
+) -> Closed | None:
+    """The scenes closed in one window; the extractive fallback (recorded in ``run.fallback``) or None (recorded as
+    a failed unit) when the model's replies stayed invalid after the retries."""
+    try:
+        result = await run.ask(messages_for(buffer, previous), reply_model(buffer))
+    except LLMOutputError as exc:
+        if not options.fallback:
+            run.fail(f"segment:{buffer.ids[0]}", buffer.ids, exc)
+            return None
+        closed = fallback_scenes(buffer)
+        for (start, end), _ in closed:
+            run.fallback[stable_id("s", *buffer.ids[start : end + 1])] = f"segment: {exc}"
+        return closed
+    return list(zip(check_reply(result.output, buffer), result.output.scenes, strict=True))
+
+
+def _parts(turns: list[Turn], window: int) -> list[list[Turn]]:
+    """Runs of consecutive turns of one session, cut into equal windows of at most ``window`` turns."""
+    runs: list[list[Turn]] = []
+    for turn in turns:
+        last = runs[-1][-1] if runs else None
+        if last is not None and last.session_id == turn.session_id and last.seq + 1 == turn.seq:
+            runs[-1].append(turn)
+        else:
+            runs.append([turn])
+    parts: list[list[Turn]] = []
+    for run_ in runs:
+        size = -(-len(run_) // -(-len(run_) // window))
+        parts.extend(run_[i : i + size] for i in range(0, len(run_), size))
+    return parts
+
+
 async def run_segment(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
-    """Segment every turn not yet in a scene (plus the provisional tail of the previous build)."""
+    """Segment every turn not yet in a scene (plus, in the sequential plan, the provisional tail of the previous
+    build). Turns left open by an earlier few-rounds build with failed windows are segmented in parallel as well."""
     turns = store.turns(space)
     scenes = store.scenes(space)
     covered = {tid for s in scenes for tid in s.turn_ids}
     first_open = next((i for i, t in enumerate(turns) if t.id not in covered), len(turns))
-    if any(t.id in covered for t in turns[first_open:]):
-        raise BuildError(
-            f"Space {space!r}: turns outside any scene are not a suffix of the conversation (sessions imported out "
-            "of order?). Rebuild the space from scratch: `tmem build SPACE --rebuild`."
-        )
-    tail_id = store.get_state(space, STATE_OPEN_TAIL)
-    provisional = next((s for s in scenes if s.id == tail_id), None) if tail_id else None
-    queue = turns[first_open:]
+    queue = [t for t in turns[first_open:] if t.id not in covered]
     if not queue:
         run.report.skipped += len(scenes)
         return
+    gaps = len(queue) != len(turns) - first_open
+    if options.plan_few_rounds or gaps:
+        await _segment_parallel(store, space, run, options, queue)
+    else:
+        await _segment_sequential(store, space, run, options, queue, scenes)
+    if run.fallback:
+        with store.transaction():
+            marks = load_fallback(store.state_keys(space))
+            marks.update(run.fallback)
+            store.set_state(space, STATE_FALLBACK, json.dumps(dict(sorted(marks.items()))))
+
+
+async def _segment_parallel(store: Store, space: str, run: StageRun, options: BuildOptions, queue: list[Turn]) -> None:
+    """Few-rounds plan: every open run of turns (a session, cut into windows) is segmented independently, all in one
+    round; a scene never spans a session break here. A provisional tail of an earlier build is kept as closed."""
+    parts = _parts(queue, options.segment_window)
+
+    async def one(turns: list[Turn]) -> list[tuple[list[Turn], SceneOut]] | None:
+        buffer = Buffer(turns=turns, input_ends=True, max_scene_turns=options.max_scene_turns)
+        closed = await _segment_window(run, buffer, None, options)
+        if closed is None:
+            return None
+        return [(turns[start : end + 1], out) for (start, end), out in closed]
+
+    run.start(total=len(parts))
+    results = await run.gather([partial(one, part) for part in parts])
+    closed = sorted((pair for res in results if res is not None for pair in res), key=lambda p: p[0][0].seq)
+    new = [scene_from(out, scene_turns, 0) for scene_turns, out in closed]
+    turn_seq = {t.id: t.seq for t in store.turns(space)}
+    existing = store.scenes(space)
+    before = {sc.id: sc.seq for sc in existing}
+    ordered = sorted([*existing, *new], key=lambda sc: turn_seq[sc.turn_ids[0]])
+    # seq is arrival order: scenes that fill a gap left by a failed window renumber the ones after them
+    changed = [sc.model_copy(update={"seq": n}) for n, sc in enumerate(ordered) if before.get(sc.id) != n]
+    with store.transaction():
+        store.set_state(space, STATE_OPEN_TAIL, None)
+        store.put_scenes(space, changed)
+    run.report.created += len(new)
+    run.close()
+
+
+async def _segment_sequential(
+    store: Store, space: str, run: StageRun, options: BuildOptions, queue: list[Turn], scenes: list[Scene]
+) -> None:
+    """Sequential plan: a sliding buffer from the first open turn; a scene may span a session break."""
+    tail_id = store.get_state(space, STATE_OPEN_TAIL)
+    provisional = next((s for s in scenes if s.id == tail_id), None) if tail_id else None
     if provisional is not None:
-        by_id = {t.id: t for t in turns}
+        by_id = {t.id: t for t in store.turns(space, provisional.turn_ids)}
         queue = [by_id[tid] for tid in provisional.turn_ids] + queue
         scenes = [s for s in scenes if s.id != provisional.id]
     previous = scenes[-1] if scenes else None
@@ -201,9 +318,10 @@ async def run_segment(store: Store, space: str, run: StageRun, options: BuildOpt
             input_ends=pos + options.segment_window >= len(queue),
             max_scene_turns=options.max_scene_turns,
         )
-        result = await run.ask(messages_for(buffer, previous), reply_model(buffer))
-        spans = check_reply(result.output, buffer)
-        closed = list(zip(spans, result.output.scenes, strict=True))
+        closed = await _segment_window(run, buffer, previous, options)
+        if closed is None:
+            break  # every later window starts where this one would have closed: they wait for the rerun
+        advanced = closed[-1][0][1] + 1
         with store.transaction():
             if provisional is not None:
                 (start, end), _ = closed[0]
@@ -227,7 +345,6 @@ async def run_segment(store: Store, space: str, run: StageRun, options: BuildOpt
                 store.set_state(space, STATE_OPEN_TAIL, scenes[-1].id)
         run.report.created += len(new)
         previous = scenes[-1]
-        advanced = spans[-1][1] + 1
         run.advance(advanced)
         pos += advanced
     run.close()

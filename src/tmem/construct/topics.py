@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import partial
 
 from pydantic import BaseModel, Field
 
@@ -97,21 +98,53 @@ def messages_for(scenes: Sequence[Scene], refs: Sequence[str], existing: Sequenc
 
 
 async def run_topics(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
-    """Admit every scene without a topic link, in arrival order."""
+    """Admit every scene without a topic link: in arrival order, one group after the other (sequential plan), or all
+    groups at once against the same existing labels (few-rounds plan)."""
     linked = {link.scene_id for link in store.topic_links(space)}
     scenes = store.scenes(space)
     todo = [s for s in scenes if s.id not in linked]
     run.report.skipped += len(scenes) - len(todo)
-    groups = chunks(todo, options.topic_scenes_per_call)
     run.start(total=len(todo))
-    for group in groups:
+    if options.plan_few_rounds:
         existing = store.topics(space)
-        refs = [f"S{n + 1}" for n in range(len(group))]
+        groups = chunks(todo, options.topic_scenes_per_round_call)
+        answers = await run.gather([partial(_assign, run, group, existing) for group in groups])
+        _store_choices(store, space, run, [a for a in answers if a is not None], existing)
+    else:
+        for group in chunks(todo, options.topic_scenes_per_call):
+            existing = store.topics(space)
+            answer = await _assign(run, group, existing)
+            if answer is not None:
+                _store_choices(store, space, run, [answer], existing)
+    run.close()
+
+
+Assignment = tuple[list[Scene], list[list[TopicChoice]]]
+
+
+async def _assign(run: StageRun, group: list[Scene], existing: list[Topic]) -> Assignment | None:
+    """One topic request for ``group``; None when its replies stayed invalid (recorded as a failed unit: the scenes
+    stay without topics and the next build asks again)."""
+    refs = [f"S{n + 1}" for n in range(len(group))]
+
+    async def ask() -> Assignment:
         result = await run.ask(messages_for(group, refs, existing), reply_model(refs, existing))
-        choices = check_reply(result.output, refs, existing)
-        by_key = {label_key(t.label): t for t in existing}
-        opened: list[Topic] = []
-        links: list[TopicSceneLink] = []
+        return group, check_reply(result.output, refs, existing)
+
+    answer = await run.attempt(f"topics:{group[0].turn_ids[0]}", [s.id for s in group], ask)
+    run.advance(len(group))
+    return answer
+
+
+def _store_choices(
+    store: Store, space: str, run: StageRun, answers: Sequence[Assignment], existing: Sequence[Topic]
+) -> None:
+    """Open the new labels (in answer order; a label opened twice is one topic, its first description kept) and link
+    the scenes, in one transaction."""
+    by_key = {label_key(t.label): t for t in existing}
+    opened: list[Topic] = []
+    links: list[TopicSceneLink] = []
+    for group, choices in answers:
         for scene, picks in zip(group, choices, strict=True):
             for choice in picks:
                 key = label_key(choice.label)
@@ -126,10 +159,8 @@ async def run_topics(store: Store, space: str, run: StageRun, options: BuildOpti
                     by_key[key] = topic
                     opened.append(topic)
                 links.append(TopicSceneLink(topic_id=topic.id, scene_id=scene.id))
-        with store.transaction():
-            store.put_topics(space, opened)
-            store.link_topics(space, links)
-        run.report.created += len(opened)
         run.report.updated += len(group)
-        run.advance(len(group))
-    run.close()
+    with store.transaction():
+        store.put_topics(space, opened)
+        store.link_topics(space, links)
+    run.report.created += len(opened)

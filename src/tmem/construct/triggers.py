@@ -19,6 +19,7 @@ from functools import partial
 from pydantic import BaseModel, Field
 
 from tmem.construct.common import StageRun, checked, chunks, fmt_span, render, stable_id
+from tmem.construct.names import with_names
 from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Scene, Trigger, TriggerFamily, TriggerView
@@ -78,7 +79,10 @@ def item_messages(items: Sequence[Item], refs: Sequence[str], n: int) -> list[Me
     )
 
 
-def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple]) -> list[Trigger]:
+def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple], speakers: Sequence[str] = ()) -> list[Trigger]:
+    """ENTITY and BRIDGE records of an item. The ``bridge`` view is the model's bridge followed by the item's proper
+    names it lacks (``fields`` keep the bridge as written): measured on the LLM-built dev memories, that view is found
+    by more cue probes and questions than the bare bridge (bench/bridge_names.py, docs/construction.md)."""
     out: list[Trigger] = []
     for g, tup in enumerate(tuples):
         concept, bridge, rationale = (" ".join(x.split()) for x in (tup.concept, tup.bridge, tup.rationale))
@@ -102,7 +106,7 @@ def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple]) -> list[Tri
                 group=g,
                 fields={"concept": concept, "bridge": bridge, "rationale": rationale},
                 views=[
-                    TriggerView(name="bridge", text=bridge),
+                    TriggerView(name="bridge", text=with_names(bridge, item.text, speakers)),
                     TriggerView(name="joint", text=f"{concept} | {bridge} | {rationale}"),
                 ],
             )
@@ -117,20 +121,26 @@ async def run_item_triggers(store: Store, space: str, run: StageRun, options: Bu
     todo = [it for it in items if it.id not in done and it.superseded_by is None]
     run.report.skipped += len(items) - len(todo)
     n = options.item_triggers_n
+    speakers = list(store.get_space(space).speakers)
 
-    async def call(group: list[Item]) -> list[Trigger]:
+    async def call(group: list[Item]) -> list[Trigger] | None:
         refs = [f"I{k + 1}" for k in range(len(group))]
-        result = await run.ask(item_messages(group, refs, n), item_reply_model(refs, n))
-        return [
-            tr
-            for it, entry in zip(group, result.output.items, strict=True)
-            for tr in item_trigger_records(it, entry.triggers)
-        ]
+
+        async def ask() -> list[Trigger]:
+            result = await run.ask(item_messages(group, refs, n), item_reply_model(refs, n))
+            return [
+                tr
+                for it, entry in zip(group, result.output.items, strict=True)
+                for tr in item_trigger_records(it, entry.triggers, speakers)
+            ]
+
+        # a failed batch leaves its items without triggers: the next build sends them again
+        return await run.attempt(f"triggers.item:{group[0].id}", [it.id for it in group], ask)
 
     groups = chunks(todo, options.items_per_trigger_call)
     run.start(total=len(groups))
     results = await run.gather([partial(call, g) for g in groups])
-    records = [tr for batch in results for tr in batch]
+    records = [tr for batch in results if batch is not None for tr in batch]
     store.put_triggers(space, records)
     run.report.created += len(records)
     run.close()
@@ -214,17 +224,23 @@ async def run_scene_triggers(store: Store, space: str, run: StageRun, options: B
     todo = [s for s in scenes if s.id not in done]
     run.report.skipped += len(scenes) - len(todo)
 
-    async def call(group: list[Scene]) -> list[Trigger]:
+    async def call(group: list[Scene]) -> list[Trigger] | None:
         refs = [f"S{k + 1}" for k in range(len(group))]
-        result = await run.ask(
-            scene_messages(group, refs, options.horizon_max), scene_reply_model(refs, options.horizon_max)
-        )
-        return [tr for s, out in zip(group, result.output.scenes, strict=True) for tr in scene_trigger_records(s, out)]
+
+        async def ask() -> list[Trigger]:
+            result = await run.ask(
+                scene_messages(group, refs, options.horizon_max), scene_reply_model(refs, options.horizon_max)
+            )
+            return [
+                tr for s, out in zip(group, result.output.scenes, strict=True) for tr in scene_trigger_records(s, out)
+            ]
+
+        return await run.attempt(f"triggers.scene:{group[0].turn_ids[0]}", [s.id for s in group], ask)
 
     groups = chunks(todo, options.scenes_per_trigger_call)
     run.start(total=len(groups))
     results = await run.gather([partial(call, g) for g in groups])
-    records = [tr for batch in results for tr in batch]
+    records = [tr for batch in results if batch is not None for tr in batch]
     store.put_triggers(space, records)
     run.report.created += len(records)
     run.close()

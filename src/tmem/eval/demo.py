@@ -125,7 +125,7 @@ async def run_demo(
     known = {t.id for s in conv.sessions for t in s.turns}
     retriever = Retriever(store, embedder)
     answerer = Answerer(retriever, llm) if llm is not None else None
-    when = QuestionTime(at=max(s.started_at for s in conv.sessions), relation="after")
+    when = QuestionTime.after_sessions(s.started_at for s in conv.sessions)
     out: list[DemoQuestion] = []
     for q in chosen:
         question = str(q["question"])

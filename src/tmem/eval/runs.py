@@ -156,7 +156,7 @@ async def eval_locomo(
     if opts.retrieval_only:
         return _coverage_run(store, retriever, memo, locomo_queries(questions), variants, folder, "locomo", opts)
     answer_llm, judge_llm = _require_qa(models)
-    last_dates = {s.name: max(x.started_at for x in s.sessions) for s in spaces}
+    asked = {s.name: QuestionTime.after_sessions(x.started_at for x in s.sessions) for s in spaces}
     known = {s.name: {t.id for x in s.sessions for t in x.turns} for s in spaces}
     tasks = []
     for q in questions:
@@ -167,7 +167,7 @@ async def eval_locomo(
                 space=q.space,
                 benchmark="locomo",
                 question=q.question,
-                when=QuestionTime(at=last_dates[q.space], relation="after"),
+                when=asked[q.space],
                 gold=q.answer,
                 category=q.category,
                 gold_turn_ids=evidence.turn_ids,

@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from tmem.construct.extractive.builder import turn_embedding_text
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.index.bm25 import BM25Index
@@ -93,6 +94,12 @@ def scene_text(scene: Scene) -> str:
     return f"{scene.title}. {scene.summary}".strip()
 
 
+def turn_search_text(turn: Turn) -> str:
+    """What BM25 sees of a raw turn: speaker, text and the caption of a shared image."""
+    line = f"{turn.speaker}: {turn.text}"
+    return f"{line} (shared an image: {turn.caption})" if turn.caption else line
+
+
 class SpaceIndex:
     """Node and trigger indices of one space. Build with :meth:`build`; search through the cascade."""
 
@@ -108,6 +115,18 @@ class SpaceIndex:
         self.item_pos = {i.id: n for n, i in enumerate(self.items)}
         self.turns = {t.id: t for t in records.turns}
         self.mode = records.mode
+        # Raw turns are indexed too (the turn route, docs/retrieval.md): BM25 over speaker + text + caption, dense over
+        # the text the extractive build already embeds (so its vectors come from the store's cache).
+        self.turn_list = sorted(records.turns, key=lambda t: t.seq)
+        self.turn_ids = [t.id for t in self.turn_list]
+        self.turn_bm25 = BM25Index.build(self.turn_ids, [turn_search_text(t) for t in self.turn_list])
+        turn_matrix = (
+            vectorize([turn_embedding_text(t) for t in self.turn_list])
+            if self.turn_list
+            else np.zeros((0, dim), dtype=np.float32)
+        )
+        self.turn_dense = DenseTable(self.turn_ids, turn_matrix)
+        self.turn_scene: dict[str, str] = {tid: s.id for s in records.scenes for tid in s.turn_ids}
 
         # topic -> scene rows, scene -> topic ids, scene -> item rows (non-superseded only)
         self.topic_scenes: list[list[int]] = [[] for _ in self.topics]
@@ -170,12 +189,13 @@ class SpaceIndex:
         # whatever the number of tables, and no vector is held twice.
         parts: list[tuple[DenseTable | ViewTable, Matrix]] = [(self.dense[k], self.dense[k].matrix) for k in NODE_TYPES]
         parts += [(self.views[f], self.views[f].matrix) for f in TriggerFamily]
+        parts.append((self.turn_dense, self.turn_dense.matrix))
         self.matrix: Matrix = np.concatenate([m for _, m in parts], axis=0) if parts else np.zeros((0, dim), np.float32)
         # Two maps: TriggerFamily.SCENE == "scene" as a str, so one dict would mix the scene table and scene views.
         self._node_slices: dict[str, slice] = {}
         self._view_slices: dict[TriggerFamily, slice] = {}
         at = 0
-        for (table, m), key in zip(parts, [*NODE_TYPES, *TriggerFamily], strict=True):
+        for (table, m), key in zip(parts, [*NODE_TYPES, *TriggerFamily, "turn"], strict=True):
             sl = slice(at, at + m.shape[0])
             table.share(self.matrix[sl])
             if isinstance(key, TriggerFamily):
@@ -205,7 +225,7 @@ class SpaceIndex:
         out: Scores = self.matrix @ query_vector(qvec, self.dim)
         return out
 
-    def part(self, cos: Scores, key: NodeType | TriggerFamily) -> Scores:
+    def part(self, cos: Scores, key: NodeType | TriggerFamily | Literal["turn"]) -> Scores:
         """The slice of :meth:`cosines` that belongs to one node type or trigger family."""
         if isinstance(key, TriggerFamily):
             return cos[self._view_slices[key]]
@@ -221,4 +241,5 @@ class SpaceIndex:
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {kind: len(self.dense[kind]) for kind in NODE_TYPES}
         out.update({f"views.{fam.value}": len(tab) for fam, tab in self.views.items()})
+        out["turn"] = len(self.turn_dense)
         return out

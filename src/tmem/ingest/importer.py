@@ -5,6 +5,7 @@
 * A session whose id is stored with different content is an InputError: sessions are never overwritten.
 * New sessions append: session and turn ``seq`` continue after the stored ones, in input order.
 * Turn ids are unique within a space; a turn without its own time gets the session's start.
+* A turn id that was forgotten (``Memory.forget``) is never stored again.
 * ``Space.speakers`` keeps the stored order, then the declared speakers, then any other speaker by first appearance.
 * Everything one call writes is inside one store transaction: on any error nothing is written.
 """
@@ -29,6 +30,7 @@ from tmem.ingest.reader import Format, read_file
 from tmem.ingest.types import ImportReport, SpaceImportReport, SpaceInput
 from tmem.models import Session, SessionInput, Turn
 from tmem.store.base import Store
+from tmem.util.state import STATE_TURN_SEQ
 from tmem.util.text import text_hash
 
 
@@ -127,7 +129,11 @@ def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportRe
     by_id = {s.id: s for s in stored_sessions}
     turn_owner = {t.id: t.session_id for t in stored_turns}
     next_session_seq = max((s.seq for s in stored_sessions), default=-1) + 1
-    next_turn_seq = max((t.seq for t in stored_turns), default=-1) + 1
+    # seq continues after the stored turns and after the last build's watermark (a forgotten last turn's seq is
+    # never reused); forgotten (tombstoned) turn ids are never stored again
+    watermark = int(store.get_state(space.name, STATE_TURN_SEQ) or -1)
+    next_turn_seq = max(max((t.seq for t in stored_turns), default=-1), watermark) + 1
+    forgotten = store.tombstoned(space.name, "turn", [t.id for s in space.sessions for t in s.turns])
 
     report = SpaceImportReport(space=space.name, created=created)
     speakers = list(stored_space.speakers)
@@ -149,6 +155,8 @@ def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportRe
             )
         turns: list[Turn] = []
         for turn in session.turns:
+            if turn.id in forgotten:
+                continue
             if turn.id in turn_owner:
                 raise InputError(
                     f"{source}: space {space.name!r}: turn id {turn.id!r} of session {session.id!r} is already used "
@@ -170,6 +178,9 @@ def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportRe
             next_turn_seq += 1
             if turn.speaker not in speakers:
                 speakers.append(turn.speaker)
+        if not turns:  # every turn of it was forgotten
+            report.sessions_skipped.append(session.id)
+            continue
         stored = Session(id=session.id, seq=next_session_seq, started_at=session.started_at, content_hash=content_hash)
         store.add_session(space.name, stored, turns)
         next_session_seq += 1

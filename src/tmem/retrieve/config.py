@@ -59,6 +59,12 @@ class RetrievalConfig(BaseModel):
         description="Stage 2 extension (not in the paper): also rank admitted scenes by their best item (BM25 + "
         "dense over every item) and fuse the top N. 0 = off (the paper).",
     )
+    turn_top: int = Field(
+        default=0,
+        ge=0,
+        description="Turn route (not in the paper): also rank every raw turn by BM25 + dense, fused, and return the "
+        "top N as turn hits. 0 = off.",
+    )
     admit_unlinked_scenes: bool = Field(
         default=True, description="Scenes linked to no topic pass the topic filter (else they are unreachable)."
     )

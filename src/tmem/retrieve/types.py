@@ -24,6 +24,21 @@ class Route(BaseModel):
     gate: float | None = Field(default=None, description="Gate threshold applied on this route, if any.")
 
 
+class GateMiss(BaseModel):
+    """A host that a gated trigger route reached within its top list but whose cosine fell under the gate, so it
+    was dropped from that route before fusion (it may still be a hit through another route)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    route: str = Field(description="The gated route, e.g. 'item.trigger' or 'scene.trigger.scene'.")
+    host_kind: Literal["item", "scene"]
+    host_id: str
+    rank: int = Field(ge=1, description="1-based rank in the route's list before the gate.")
+    score: float = Field(description="The best view cosine, under the gate.")
+    view: str | None = None
+    gate: float
+
+
 class SceneHit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -46,6 +61,18 @@ class ItemHit(BaseModel):
     routes: list[Route]
 
 
+class TurnHit(BaseModel):
+    """A raw turn reached by the turn route (BM25 + dense over every raw turn, fused)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["turn"] = "turn"
+    turn: Turn
+    scene_id: str | None = Field(default=None, description="The scene holding the turn (None before a build).")
+    score: float
+    routes: list[Route]
+
+
 class SearchResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -54,15 +81,24 @@ class SearchResult(BaseModel):
     preset: str
     scenes: list[SceneHit]
     items: list[ItemHit]
+    turns: list[TurnHit] = Field(default_factory=list, description="Raw turns of the turn route (when it is on).")
     personas: list[Persona] = Field(default_factory=list, description="Returned beside the evidence, off budget.")
     topics: list[tuple[str, float]] = Field(default_factory=list, description="Surviving topics (id, fused score).")
     disabled: list[str] = Field(default_factory=list, description="Ablation switches that were off.")
+    unbuilt_turns: int = Field(
+        default=0, description="Turns of the space that no scene holds yet (imported after the last build)."
+    )
     descriptive_only: bool = Field(
         default=False, description="True when the space was built without an LLM (no Bridge/Horizon/persona)."
     )
+    gated: list[GateMiss] = Field(
+        default_factory=list, description="Trigger-route candidates that fell under a gate (why they are missing)."
+    )
+    stale: bool = Field(default=False, description="True when turns were added since the last build (not searched).")
+    stale_turns: int = Field(default=0, ge=0, description="How many turns are not built yet (absent from the result).")
 
     def turn_ids(self) -> list[str]:
-        """Every turn id in the returned context, scenes first, without duplicates."""
+        """Every turn id of the hits (scenes, items' source turns, then raw turns), without duplicates."""
         seen: dict[str, None] = {}
         for sh in self.scenes:
             for t in sh.turns:
@@ -70,4 +106,6 @@ class SearchResult(BaseModel):
         for ih in self.items:
             for tid in ih.source_turn_ids:
                 seen.setdefault(tid, None)
+        for th in self.turns:
+            seen.setdefault(th.turn.id, None)
         return list(seen)

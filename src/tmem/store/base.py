@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from tmem.models import (
     Item,
+    ItemEdit,
     LLMCall,
     PendingRequest,
     Persona,
@@ -25,6 +26,7 @@ from tmem.models import (
     Session,
     Space,
     SpaceSummary,
+    TombstoneKind,
     Topic,
     TopicSceneLink,
     Trigger,
@@ -108,7 +110,10 @@ class Store(Protocol):
         ...
 
     # ------------------------------------------------------------------ items
-    def put_items(self, space: str, items: Sequence[Item]) -> None: ...
+    def put_items(self, space: str, items: Sequence[Item]) -> None:
+        """Upsert. Items whose id has an ``item`` tombstone (:meth:`add_tombstones`) are skipped silently: a forgotten
+        item never comes back, whichever build or rebuild writes it again."""
+        ...
 
     def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]:
         """In seq order, superseded items included (check ``superseded_by``)."""
@@ -175,6 +180,93 @@ class Store(Protocol):
 
     def delete_pending(self, request_hashes: Sequence[str], *, space: str | None = None) -> None:
         """Forget pending requests by hash: in every space (a batch result answers them all), or in ``space`` only."""
+        ...
+
+    # ------------------------------------------------------------------ agent operations (issue 9)
+    # Every method below is id-scoped: its cost depends on the ids or rows it names, never on the size of the space.
+
+    def last_turn(self, space: str) -> Turn | None:
+        """The turn with the highest seq (None for a space without turns)."""
+        ...
+
+    def last_session(self, space: str) -> Session | None:
+        """The session with the highest seq: the open session messages are appended to."""
+        ...
+
+    def find_turns(self, space: str, ids: Sequence[str]) -> list[Turn]:
+        """The stored turns among ``ids`` (unknown ids are left out, no error), in seq order."""
+        ...
+
+    def find_sessions(self, space: str, ids: Sequence[str]) -> list[Session]:
+        """The stored sessions among ``ids`` (unknown ids are left out), in seq order."""
+        ...
+
+    def add_turns(self, space: str, session_id: str, turns: Sequence[Turn]) -> None:
+        """Append turns to a stored session (each ``Turn.session_id`` must name it; ids and seqs must be new)."""
+        ...
+
+    def count_turns_after(self, space: str, seq: int) -> int:
+        """Number of turns whose seq is greater than ``seq`` (staleness: turns added since the last build)."""
+        ...
+
+    def count_turns_outside_scenes(self, space: str) -> int:
+        """Number of turns in no scene (staleness of a memory built before the build watermark existed)."""
+        ...
+
+    def delete_turns(self, space: str, ids: Sequence[str]) -> None:
+        """Delete turns and their scene membership rows (scenes themselves are left to the caller)."""
+        ...
+
+    def scenes_of_turns(self, space: str, turn_ids: Sequence[str]) -> list[Scene]:
+        """The scenes holding any of ``turn_ids``, in seq order."""
+        ...
+
+    def items_of_scenes(self, space: str, scene_ids: Sequence[str]) -> list[Item]:
+        """Items with any of ``scene_ids`` among their source scenes, in seq order."""
+        ...
+
+    def topic_links_of(
+        self, space: str, *, scene_ids: Sequence[str] = (), topic_ids: Sequence[str] = ()
+    ) -> list[TopicSceneLink]:
+        """Topic links touching any of the given scenes or topics."""
+        ...
+
+    def add_tombstones(self, space: str, kind: TombstoneKind, ids: Sequence[str]) -> None:
+        """Record forgotten turn or item ids (ids only: a tombstone holds no text). Idempotent."""
+        ...
+
+    def tombstoned(self, space: str, kind: TombstoneKind, ids: Sequence[str]) -> set[str]:
+        """The ids among ``ids`` that carry a tombstone of ``kind``."""
+        ...
+
+    def add_item_edit(self, space: str, edit: ItemEdit) -> None:
+        """Append one edit to an item's history (``edit.version`` must be new for the item)."""
+        ...
+
+    def item_edits(self, space: str, item_ids: Sequence[str] | None = None) -> list[ItemEdit]:
+        """Edits of the given items (or of every edited item), by item then version."""
+        ...
+
+    def delete_item_edits(self, space: str, item_ids: Sequence[str]) -> None:
+        """Remove the edit history of items (forgetting an item forgets its old texts too)."""
+        ...
+
+    def delete_embeddings(self, space: str, text_hashes: Sequence[str]) -> None:
+        """Drop cached vectors of these text hashes, for every model."""
+        ...
+
+    def delete_llm_responses(self, space: str, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()) -> int:
+        """Delete logged calls of ``space`` whose stored response contains any of ``containing`` (as written, or
+        JSON-escaped), and every call whose stage starts with one of ``stage_prefixes``. Returns the rows deleted."""
+        ...
+
+    def acquire_lease(self, space: str, name: str, holder: str, ttl_seconds: float, now: float) -> bool:
+        """Take the lease ``name`` of ``space`` for ``holder`` until ``now + ttl_seconds`` (wall-clock seconds), if it
+        is free, expired, or already held by ``holder`` (then it is extended). Atomic across processes."""
+        ...
+
+    def release_lease(self, space: str, name: str, holder: str) -> None:
+        """Give the lease back (only ``holder``'s own lease is removed)."""
         ...
 
 

@@ -180,8 +180,101 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
+def _m_service_control(db: sqlite3.Connection) -> None:
+    """The HTTP service's API keys (hashed) and persisted build jobs (tmem.store.control)."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS service_keys (
+            id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            key_hash TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        );
+        CREATE INDEX IF NOT EXISTS service_keys_tenant ON service_keys(tenant);
+        CREATE TABLE IF NOT EXISTS service_jobs (
+            id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            space TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            params TEXT NOT NULL DEFAULT '{}',
+            state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed')),
+            progress TEXT NOT NULL DEFAULT '{}',
+            error TEXT,
+            result TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            started_at TEXT,
+            finished_at TEXT
+        );
+        CREATE INDEX IF NOT EXISTS service_jobs_space ON service_jobs(tenant, space, state);
+        CREATE INDEX IF NOT EXISTS service_jobs_state ON service_jobs(state)
+        """,
+    )
+
+
+def _m_agent_items(db: sqlite3.Connection) -> None:
+    """Agent operations (issue 9): tombstones of forgotten turns and items, item edit history, build leases, and an
+    index for appending to a session. Self-contained and safe on any schema-v1 database (``IF NOT EXISTS``)."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS tombstones (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            kind TEXT NOT NULL CHECK (kind IN ('turn', 'item')),
+            id TEXT NOT NULL,
+            PRIMARY KEY (space, kind, id)
+        );
+        CREATE TABLE IF NOT EXISTS item_history (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            item_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            change TEXT NOT NULL CHECK (change IN ('edited')),
+            old_text TEXT NOT NULL,
+            new_text TEXT NOT NULL,
+            at TEXT NOT NULL,
+            PRIMARY KEY (space, item_id, version)
+        );
+        CREATE TABLE IF NOT EXISTS leases (
+            space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            holder TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (space, name)
+        );
+        CREATE INDEX IF NOT EXISTS turns_session ON turns(space, session_id, seq)
+        """,
+    )
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _m_item_date_precision(db: sqlite3.Connection) -> None:
+    """Items record what their date names (issue 10): ``date_precision`` (day, week, month, season, year, range) and
+    ``date_end`` (last day of the period). Dates stored before were full ISO days, so they become day precision."""
+    have = _columns(db, "items")
+    if "date_end" not in have:
+        db.execute("ALTER TABLE items ADD COLUMN date_end TEXT")
+    if "date_precision" not in have:
+        db.execute("ALTER TABLE items ADD COLUMN date_precision TEXT")
+    db.execute("UPDATE items SET date_precision = 'day' WHERE date IS NOT NULL AND date_precision IS NULL")
+
+
+def _m_item_conflicts(db: sqlite3.Connection) -> None:
+    """Items that disagree (issue 10): ``conflicts_with``, a JSON list of item ids, kept symmetric."""
+    if "conflicts_with" not in _columns(db, "items"):
+        db.execute("ALTER TABLE items ADD COLUMN conflicts_with TEXT NOT NULL DEFAULT '[]'")
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
+    ("service_control", _m_service_control),
+    ("agent_items", _m_agent_items),
+    ("002_item_date_precision", _m_item_date_precision),
+    ("003_item_conflicts", _m_item_conflicts),
 ]
 
 

@@ -36,6 +36,9 @@ from tmem.models import (
 )
 from tmem.store.base import Vector, iter_batches
 from tmem.store.migrations import migrate
+from tmem.store.rules import build_state, check_items, check_session_turns, check_space_name, not_utf8
+from tmem.store.sqlite_agent import AgentOps
+from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
 _CHUNK = 500  # ids per IN (...) clause, well under SQLite's parameter limit
 
@@ -48,11 +51,42 @@ def _dt(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
+def _verb(sql: str) -> str:
+    """The head of a statement for error messages (``INSERT INTO items``)."""
+    return " ".join(sql.split("(")[0].split()[:4])
+
+
 def _placeholders(n: int) -> str:
     return ",".join("?" * n)
 
 
-class SQLiteStore:
+def store_error(exc: sqlite3.Error, path: str, doing: str) -> StoreError:
+    """The :class:`StoreError` (or :class:`IntegrityError`) that says what to do about a SQLite failure."""
+    if isinstance(exc, sqlite3.IntegrityError):
+        return IntegrityError(
+            f"{exc} (while {doing} in {path}). Nothing of it was written; fix the records named and retry."
+        )
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreError(
+            f"The memory store {path} is locked by another process (while {doing}): {text}. Nothing of it was written. "
+            "Wait for the other tmem command (a build or import on the same --dir) to finish and rerun; for many "
+            "concurrent writers use PostgreSQL (TMEM_DATABASE_URL=postgresql://...)."
+        )
+    if "readonly" in text or "read-only" in text:
+        return StoreError(
+            f"The memory store {path} is read-only (while {doing}): {text}. Give this user write access to the file "
+            "and its directory, or point --dir/TMEM_HOME elsewhere."
+        )
+    if "disk" in text and ("full" in text or "I/O" in text):
+        return StoreError(f"Writing the memory store {path} failed (while {doing}): {text}. Free disk space and rerun.")
+    return StoreError(
+        f"The memory store {path} failed while {doing}: {text}. Rerun the command; if it persists, run "
+        "`tmem check` and restore the file from a backup."
+    )
+
+
+class SQLiteStore(AgentOps):
     """The default store. Open with :meth:`open`; ``":memory:"`` gives a private in-memory database (tests)."""
 
     def __init__(self, db: sqlite3.Connection, path: str) -> None:
@@ -63,7 +97,8 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def open(cls, path: str | Path) -> SQLiteStore:
+    def open(cls, path: str | Path, *, timeout_s: float = 30.0) -> SQLiteStore:
+        """Open (creating and migrating) the file; a writer waits up to ``timeout_s`` for another one's lock."""
         target = str(path)
         if target != ":memory:":
             file = Path(target)
@@ -74,14 +109,16 @@ class SQLiteStore:
                     f"Cannot create the memory directory {file.parent}: {exc}. Choose another with --dir or TMEM_HOME."
                 ) from exc
         try:
-            db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0)
+            db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout_s)
             db.execute("PRAGMA foreign_keys = ON")
-            db.execute("PRAGMA busy_timeout = 30000")
+            db.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
             db.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten, whatever the platform default
             if target != ":memory:":
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = NORMAL")
             migrate(db)
+        except sqlite3.OperationalError as exc:
+            raise store_error(exc, target, "opening and migrating it") from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"Cannot open the memory store {target}: {exc}. Check the file is a tmem database and not in use "
@@ -102,13 +139,16 @@ class SQLiteStore:
         with self._lock:
             outer = self._depth == 0
             if outer:
-                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise store_error(exc, self._path, "starting a write") from exc
             self._depth += 1
             try:
                 yield
             except BaseException:
                 self._depth -= 1
-                if outer:
+                if outer and self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
             self._depth -= 1
@@ -122,27 +162,33 @@ class SQLiteStore:
             # A failed COMMIT leaves the transaction open: roll it back, or every later write would fail too.
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-            raise StoreError(
-                f"Could not commit to the memory store {self._path}: {exc}. Nothing of it was written; rerun the "
-                "command (if another tmem process is writing to the same directory, wait for it to finish)."
-            ) from exc
+            raise store_error(exc, self._path, "committing") from exc
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            cur = self._db.execute(sql, params)
-            return list(cur.fetchall())
+            try:
+                cur = self._db.execute(sql, params)
+                return list(cur.fetchall())
+            except sqlite3.Error as exc:
+                raise store_error(exc, self._path, f"reading ({_verb(sql)})") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> None:
         try:
             self._db.execute(sql, params)
-        except sqlite3.IntegrityError as exc:
-            raise IntegrityError(f"{exc} (while running: {sql.split('(')[0].strip()})") from exc
+        except sqlite3.Error as exc:
+            raise store_error(exc, self._path, f"running {_verb(sql)}") from exc
+        except UnicodeEncodeError as exc:
+            raise not_utf8(exc) from exc
 
     def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         try:
             self._db.executemany(sql, rows)
-        except sqlite3.IntegrityError as exc:
-            raise IntegrityError(f"{exc} (while running: {sql.split('(')[0].strip()})") from exc
+        except sqlite3.Error as exc:
+            raise store_error(exc, self._path, f"running {_verb(sql)}") from exc
+        except UnicodeEncodeError as exc:
+            raise not_utf8(exc) from exc
 
     def _select_ids(self, table: str, space: str, ids: Sequence[str] | None, order: str) -> list[sqlite3.Row]:
         if ids is None:
@@ -155,10 +201,24 @@ class SQLiteStore:
             )
         return rows
 
+    def _links(
+        self, table: str, key: str, other: str, space: str, ids: Sequence[str] | None, found: list[str]
+    ) -> list[sqlite3.Row]:
+        """(key, other) link rows in position order: of the whole space, or of the ``found`` records only."""
+        if ids is None:
+            return self._rows(f"SELECT {key}, {other} FROM {table} WHERE space = ? ORDER BY {key}, position", (space,))
+        out: list[sqlite3.Row] = []
+        for chunk in iter_batches(found, _CHUNK):
+            out += self._rows(
+                f"SELECT {key}, {other} FROM {table} WHERE space = ? AND {key} IN ({_placeholders(len(chunk))}) "
+                f"ORDER BY {key}, position",
+                (space, *chunk),
+            )
+        return out
+
     # ------------------------------------------------------------------ spaces
     def ensure_space(self, name: str) -> Space:
-        if not name or not name.strip():
-            raise IntegrityError("A space needs a non-empty name.")
+        check_space_name(name)
         with self.transaction():
             self._exec("INSERT INTO spaces(name) VALUES (?) ON CONFLICT(name) DO NOTHING", (name,))
         return self.get_space(name)
@@ -187,16 +247,7 @@ class SQLiteStore:
                 "SELECT COUNT(*), MIN(time), MAX(time) FROM turns WHERE space = ?", (name,)
             )[0]
             state = self.state_keys(name, "build.")
-            mode = state.get("build.mode")
-            built = int(state.get("build.sessions", "0"))
-            if n_sessions == 0:
-                build_state = "empty"
-            elif mode is None:
-                build_state = "not built"
-            elif built < n_sessions:
-                build_state = "stale"
-            else:
-                build_state = "built"
+            appended = self.count_turns_after(name, int(state[STATE_TURN_SEQ])) if STATE_TURN_SEQ in state else 0
             out.append(
                 SpaceSummary(
                     name=name,
@@ -204,8 +255,8 @@ class SQLiteStore:
                     turns=n_turns,
                     first_date=_dt(first) if first else None,
                     last_date=_dt(last) if last else None,
-                    build_state=build_state,
-                    build_mode=mode,
+                    build_state=build_state(n_sessions, state, appended_turns=appended),
+                    build_mode=state.get(STATE_MODE),
                 )
             )
         return out
@@ -247,15 +298,13 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ sessions and turns
     def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None:
+        check_session_turns(session, turns)
         self.get_space(space)
         with self.transaction():
             self._exec(
                 "INSERT INTO sessions(space, id, seq, started_at, content_hash) VALUES (?, ?, ?, ?, ?)",
                 (space, session.id, session.seq, _ts(session.started_at), session.content_hash),
             )
-            for t in turns:
-                if t.session_id != session.id:
-                    raise IntegrityError(f"Turn {t.id} names session {t.session_id!r}, expected {session.id!r}.")
             self._many(
                 "INSERT INTO turns(space, id, session_id, seq, speaker, text, time, caption) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -312,6 +361,8 @@ class SQLiteStore:
                             "INSERT INTO scene_turns(space, scene_id, turn_id, position) VALUES (?, ?, ?, ?)",
                             (space, s.id, tid, pos),
                         )
+                    except sqlite3.OperationalError as exc:
+                        raise store_error(exc, self._path, "writing scene turns") from exc
                     except sqlite3.IntegrityError as exc:
                         owner = self._rows(
                             "SELECT scene_id FROM scene_turns WHERE space = ? AND turn_id = ?", (space, tid)
@@ -327,9 +378,7 @@ class SQLiteStore:
         if not rows:
             return []
         turn_map: dict[str, list[str]] = {}
-        for scene_id, turn_id in self._rows(
-            "SELECT scene_id, turn_id FROM scene_turns WHERE space = ? ORDER BY scene_id, position", (space,)
-        ):
+        for scene_id, turn_id in self._links("scene_turns", "scene_id", "turn_id", space, ids, [r[1] for r in rows]):
             turn_map.setdefault(scene_id, []).append(turn_id)
         out = [
             Scene(
@@ -398,17 +447,21 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ items
     def put_items(self, space: str, items: Sequence[Item]) -> None:
+        check_items(space, items)
         with self.transaction():
+            forgotten = self.tombstoned(space, "item", [it.id for it in items])
             for it in items:
-                if it.kind is ItemKind.ATOMIC and len(it.scene_ids) != 1:
-                    raise IntegrityError(f"Atomic item {it.id!r} must have exactly one source scene.")
+                if it.id in forgotten:
+                    continue  # a forgotten item never comes back (tombstone)
                 self._exec(
                     "INSERT INTO items(space, id, seq, text, kind, topic_id, speaker, date, supersedes, "
-                    "superseded_by, turn_ids, mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "superseded_by, turn_ids, mode, date_end, date_precision, conflicts_with) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT(space, id) DO UPDATE SET seq = excluded.seq, text = excluded.text, "
                     "kind = excluded.kind, topic_id = excluded.topic_id, speaker = excluded.speaker, "
                     "date = excluded.date, supersedes = excluded.supersedes, superseded_by = excluded.superseded_by, "
-                    "turn_ids = excluded.turn_ids, mode = excluded.mode",
+                    "turn_ids = excluded.turn_ids, mode = excluded.mode, date_end = excluded.date_end, "
+                    "date_precision = excluded.date_precision, conflicts_with = excluded.conflicts_with",
                     (
                         space,
                         it.id,
@@ -422,6 +475,9 @@ class SQLiteStore:
                         it.superseded_by,
                         json.dumps(it.turn_ids),
                         it.mode.value,
+                        it.date_end,
+                        it.date_precision,
+                        json.dumps(it.conflicts_with),
                     ),
                 )
                 self._exec("DELETE FROM item_scenes WHERE space = ? AND item_id = ?", (space, it.id))
@@ -435,10 +491,15 @@ class SQLiteStore:
         if not rows:
             return []
         links: dict[str, list[str]] = {}
-        for item_id, scene_id in self._rows(
-            "SELECT item_id, scene_id FROM item_scenes WHERE space = ? ORDER BY item_id, position", (space,)
-        ):
+        for item_id, scene_id in self._links("item_scenes", "item_id", "scene_id", space, ids, [r[1] for r in rows]):
             links.setdefault(item_id, []).append(scene_id)
+        # columns added by later migrations, read by name (their position depends on the migration order)
+        extra = {
+            r[0]: (r[1], r[2], r[3])
+            for r in self._rows(
+                "SELECT id, date_end, date_precision, conflicts_with FROM items WHERE space = ?", (space,)
+            )
+        }
         out = [
             Item(
                 id=r[1],
@@ -453,6 +514,9 @@ class SQLiteStore:
                 turn_ids=json.loads(r[10]),
                 mode=BuildMode(r[11]),
                 scene_ids=links.get(r[1], []),
+                date_end=extra[r[1]][0],
+                date_precision=extra[r[1]][1],
+                conflicts_with=json.loads(extra[r[1]][2]),
             )
             for r in rows
         ]

@@ -22,6 +22,7 @@ from tqdm import tqdm
 from tmem.construct.extractive.cluster import JOIN_THRESHOLD, OnlineTopics
 from tmem.construct.extractive.items import entity_triggers, is_substantive, item_from_turn
 from tmem.construct.extractive.keyphrases import extract_keyphrases
+from tmem.construct.extractive.reopen import grew_after_build, reopen_session
 from tmem.construct.extractive.scenes import make_scene, make_topic, scene_topic_text, topic_id
 from tmem.construct.extractive.segment import segment_session
 from tmem.construct.report import STATE_MODE, STATE_SESSIONS, BuildReport, StageReport
@@ -112,6 +113,9 @@ class _Run:
     def build_session(self, session: Session, cursor: int) -> None:
         t0 = time.perf_counter()
         turns = self.turns_by_session.get(session.id, [])
+        if not turns:  # every turn of the session was forgotten
+            self.store.set_state(self.space, STATE_CURSOR, str(cursor))
+            return
         vectors = _embed(self.store, self.space, self.embedder, [turn_embedding_text(t) for t in turns])
         ranges = segment_session(vectors)
         next_seq = max((s.seq for s in self.scenes), default=-1) + 1
@@ -215,11 +219,11 @@ async def build_extractive(
     if cursor:
         last = run.turns_by_session.get(sessions[cursor - 1].id, [])
         in_scenes = {tid for sc in run.scenes for tid in sc.turn_ids}
-        if any(t.id not in in_scenes for t in last):
-            raise BuildError(
-                f"Space {space!r} records {cursor} built sessions but session {sessions[cursor - 1].id} has turns in "
-                f"no scene; run `tmem check {space}`, then delete the space, import it again and rebuild."
-            )
+        if grew_after_build(last, in_scenes):  # messages were appended to the last built session: build it again
+            with store.transaction():
+                run.scenes = reopen_session(store, space, run.scenes, last, run.speakers)
+                cursor -= 1
+                store.set_state(space, STATE_CURSOR, str(cursor))
     run.c.scenes.skipped = cursor  # sessions found already built
     store.set_state(space, STATE_THRESHOLD, repr(threshold))
     run.restore_topics()

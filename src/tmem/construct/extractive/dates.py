@@ -3,7 +3,9 @@
 The anchor is always the date the utterance was made (the session or turn time from the conversation), never the
 machine's clock. The resolver is deliberately small and rule-based; every rule is listed in docs/extractive.md.
 
-Conventions (English usage is ambiguous; these are the documented choices):
+Conventions (English usage is ambiguous; these are the documented choices, the same that the item-extraction prompt
+gives the model: :data:`tmem.util.dates.DATE_CONVENTION`; seasons are in that convention but this resolver does not
+resolve them):
 
 - Weeks run Monday to Sunday. "last week" is the Monday-Sunday week before the anchor's week; "this week" the
   anchor's week; "next week" the one after.

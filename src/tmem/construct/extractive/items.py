@@ -16,14 +16,15 @@ Item text format (self-contained, so that it reads correctly out of context)::
 - an image caption, when present, follows as its own sentence.
 
 ``Item.date`` is the start of the first resolved expression (the date the fact refers to) or, when the turn holds no
-relative expression, the date it was said.
+relative expression, the date it was said; ``date_precision`` and ``date_end`` say what it names ("last week": week,
+its Monday to Sunday; "last weekend": a Saturday-Sunday range; "next month": month).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tmem.construct.extractive.dates import ResolvedDate, format_day, resolve_relative_dates
+from tmem.construct.extractive.dates import Granularity, ResolvedDate, format_day, resolve_relative_dates
 from tmem.construct.extractive.keyphrases import Keyphrase, content_words, extract_keyphrases
 from tmem.models import BuildMode, Item, ItemKind, Trigger, TriggerFamily, TriggerView, Turn
 from tmem.util.text import text_hash
@@ -80,9 +81,20 @@ def render_item_text(turn: Turn) -> tuple[str, list[ResolvedDate]]:
     return text, resolved
 
 
+# A weekend is a two-day range; the other granularities keep their names (tmem.util.dates.DATE_PRECISIONS).
+_PRECISION = {
+    Granularity.DAY: "day",
+    Granularity.WEEKEND: "range",
+    Granularity.WEEK: "week",
+    Granularity.MONTH: "month",
+    Granularity.YEAR: "year",
+}
+
+
 def item_from_turn(turn: Turn, scene_id: str) -> Item:
     text, resolved = render_item_text(turn)
     fact_date = resolved[0].start if resolved else turn.time.date()
+    precision = _PRECISION[resolved[0].granularity] if resolved else "day"
     return Item(
         id=item_id(turn.id),
         text=text,
@@ -91,6 +103,8 @@ def item_from_turn(turn: Turn, scene_id: str) -> Item:
         topic_id=None,
         speaker=turn.speaker,
         date=fact_date.isoformat(),
+        date_end=resolved[0].end.isoformat() if resolved and precision != "day" else None,
+        date_precision=precision,
         turn_ids=[turn.id],
         seq=turn.seq,
         mode=BuildMode.EXTRACTIVE,

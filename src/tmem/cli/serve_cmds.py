@@ -1,0 +1,79 @@
+"""``tmem serve`` (the HTTP service) and ``tmem mcp`` (the MCP server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tmem.cli.context import AppContext, pass_app
+from tmem.settings import Settings
+
+_DIR = click.option(
+    "--dir",
+    "home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Memory directory to serve (overrides the global --dir).",
+)
+
+
+def _settings(app: AppContext, home: Path | None) -> Settings:
+    if home is None:
+        return app.settings
+    return app.settings.model_copy(update={"home": home, "database_url": None})
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@_DIR
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Build worker threads.")
+@click.option(
+    "--max-body", default=1 << 20, show_default=True, type=click.IntRange(1024), help="Largest request body, bytes."
+)
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning"]))
+@pass_app
+def serve(
+    app: AppContext, host: str, port: int, home: Path | None, workers: int, max_body: int, log_level: str
+) -> None:
+    """Serve the memory over HTTP (every request needs 'Authorization: Bearer KEY'; see `tmem keys`)."""
+    import uvicorn
+
+    from tmem.service import create_app
+
+    settings = _settings(app, home)
+    click.echo(f"Serving {settings.store_url} on http://{host}:{port} (OpenAPI at /openapi.json)", err=True)
+    uvicorn.run(create_app(settings, workers=workers, max_body=max_body), host=host, port=port, log_level=log_level)
+
+
+@click.command("mcp")
+@click.option("--space", required=True, help="The one space the server's tools act on.")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio (the local user's space) or streamable HTTP at /mcp (the space of each API key's tenant).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (http).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (http).")
+@_DIR
+@pass_app
+def mcp(app: AppContext, space: str, transport: str, host: str, port: int, home: Path | None) -> None:
+    """Serve one space as an MCP server: tools remember, recall, ask and forget."""
+    import anyio
+
+    from tmem.mcp_server import serve_http, serve_stdio
+
+    settings = _settings(app, home)
+    if transport == "stdio":
+        anyio.run(serve_stdio, settings, space)
+        return
+    click.echo(f"MCP (streamable HTTP) for space {space!r} on http://{host}:{port}/mcp", err=True)
+    serve_http(settings, space, host, port)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(serve)
+    cli.add_command(mcp)

@@ -1,0 +1,161 @@
+"""What an LLM build of a space will cost, estimated before it starts (``tmem llm cost SPACE --estimate``).
+
+Requests follow from the build plan and the group sizes in :class:`BuildOptions` exactly as the stages form them;
+what the model will return (how many scenes, topics and items) is not known in advance, so the estimate uses rates
+measured on the two memories a capable model built through the batch protocol (``../shared/data/llm-built``, see
+docs/construction.md): scenes per turn, topic links per scene, items per scene and output tokens per node. Prompt
+tokens are the instruction text of each template (counted as the stub server counts them, words and punctuation)
+times the requests, plus the data each request shows. An estimate is an order of magnitude for planning a batch
+build, not a bill: docs/construction.md records how far it was from the measured builds.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from importlib import resources
+
+from pydantic import BaseModel, Field
+
+from tmem.construct.options import BuildOptions
+from tmem.store.base import Store
+from tmem.util.text import count_tokens
+
+
+class Rates(BaseModel):
+    """What the model returns per input, measured on the two LLM-built dev memories (d26-plus, d30-plus)."""
+
+    turns_per_scene: float = Field(default=5.3, description="d26: 121 turns / 27 scenes; d30: 146 / 23.")
+    links_per_scene: float = Field(default=1.7, description="Topic links per scene (41/27, 43/23).")
+    items_per_scene: float = Field(default=6.5, description="Items per scene (189/27, 140/23).")
+    turn_overhead: int = Field(default=12, description="Tokens of a turn line besides its text (id, date, speaker).")
+    scene_line: int = Field(default=60, description="Tokens of a scene's date, title and summary line.")
+    narrative: int = Field(default=100, description="Tokens of a scene narrative (89 and 109 measured).")
+    item_text: int = Field(default=30, description="Tokens of an item's text (28 and 31 measured).")
+    out_segment: int = Field(default=220, description="Output tokens per scene closed (209, 228).")
+    out_topics: int = Field(default=50, description="Output tokens per scene assigned (51, 51).")
+    out_items: int = Field(default=66, description="Output tokens per item extracted (65, 67).")
+    out_item_triggers: int = Field(default=128, description="Output tokens per item, N = 3 (125, 131).")
+    out_scene_triggers: int = Field(default=195, description="Output tokens per scene (200, 189).")
+    out_persona: int = Field(default=14, description="Output tokens per item read (12.7, 15).")
+
+
+class StageEstimate(BaseModel):
+    stage: str
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class BuildEstimate(BaseModel):
+    space: str
+    plan: str = Field(description="'few-rounds' or 'sequential'.")
+    open_turns: int = Field(description="Turns not yet in a scene (what the build will read).")
+    scenes: int = Field(description="Expected new scenes.")
+    items: int = Field(description="Expected new items.")
+    rounds: int = Field(description="Batch rounds the plan needs (one per dependency level).")
+    stages: list[StageEstimate] = Field(default_factory=list)
+    total: StageEstimate = Field(default_factory=lambda: StageEstimate(stage="total"))
+
+
+@cache
+def _instructions(name: str) -> int:
+    """Tokens of a prompt template without its data (the part every request of the stage repeats)."""
+    text = resources.files("tmem.construct").joinpath("prompts", name).read_text(encoding="utf-8")
+    return count_tokens(text)
+
+
+def estimate_build(
+    store: Store, space: str, options: BuildOptions | None = None, rates: Rates | None = None
+) -> BuildEstimate:
+    """Requests and tokens per stage that building the open turns of ``space`` is expected to take."""
+    options = options or BuildOptions()
+    r = rates or Rates()
+    covered = {tid for s in store.scenes(space) for tid in s.turn_ids}
+    turns = [t for t in store.turns(space) if t.id not in covered]
+    few = options.plan_few_rounds
+    speakers = max(1, len(store.get_space(space).speakers) or len({t.speaker for t in turns}))
+    turn_tokens = sum(count_tokens(t.text) + r.turn_overhead for t in turns)
+    sessions: dict[str, int] = {}
+    for t in turns:
+        sessions[t.session_id] = sessions.get(t.session_id, 0) + 1
+    # in the few-rounds plan a scene never spans a session break: at least one per session
+    per_session = [max(1.0, n / r.turns_per_scene) if few else n / r.turns_per_scene for n in sessions.values()]
+    scenes = sum(per_session)
+    links = scenes * r.links_per_scene
+    topics = min(0.6 * scenes, 4 * math.sqrt(scenes)) + len(store.topics(space))
+    items = scenes * r.items_per_scene
+    out: list[StageEstimate] = []
+
+    def add(stage: str, template: str, requests: float, data: float, output: float) -> None:
+        n = math.ceil(requests)
+        out.append(
+            StageEstimate(
+                stage=stage,
+                requests=n,
+                input_tokens=round(n * _instructions(template) + data),
+                output_tokens=round(output),
+            )
+        )
+
+    if few:
+        windows = sum(math.ceil(n / options.segment_window) for n in sessions.values())
+        add("segment", "segment.md", windows, turn_tokens, scenes * r.out_segment)
+        topic_requests = math.ceil(scenes / options.topic_scenes_per_round_call)
+    else:
+        advance = max(1.0, options.segment_window - r.turns_per_scene)  # the open tail is shown again
+        windows = math.ceil(len(turns) / advance)
+        add("segment", "segment.md", windows, turn_tokens * options.segment_window / advance, scenes * r.out_segment)
+        topic_requests = math.ceil(scenes / options.topic_scenes_per_call)
+    add(
+        "topics",
+        "topics.md",
+        topic_requests,
+        topic_requests * topics * 20 + scenes * r.scene_line,
+        scenes * r.out_topics,
+    )
+    per_topic = links / topics if topics else 0.0
+    item_requests = topics * math.ceil(per_topic / options.item_scenes_per_call) if topics else 0
+    scene_full = (turn_tokens / scenes if scenes else 0.0) + r.narrative
+    shown_items = min(options.item_existing_max, items / topics / 2 if topics else 0.0)
+    add(
+        "items",
+        "items.md",
+        item_requests,
+        links * scene_full + item_requests * (per_topic * r.scene_line / 2 + shown_items * r.item_text),
+        items * r.out_items,
+    )
+    add(
+        "triggers.item",
+        "item_triggers.md",
+        items / options.items_per_trigger_call,
+        items * r.item_text,
+        items * r.out_item_triggers * options.item_triggers_n / 3,
+    )
+    add(
+        "triggers.scene",
+        "scene_triggers.md",
+        scenes / options.scenes_per_trigger_call,
+        scenes * (r.narrative + 20),
+        scenes * r.out_scene_triggers,
+    )
+    chunks = math.ceil(items / speakers / options.persona_items_per_call) if items else 0
+    persona_requests = speakers * (chunks + (1 if few and chunks > 1 else 0))
+    add("persona", "persona.md", persona_requests, items * r.item_text, items * r.out_persona)
+    total = StageEstimate(
+        stage="total",
+        requests=sum(s.requests for s in out),
+        input_tokens=sum(s.input_tokens for s in out),
+        output_tokens=sum(s.output_tokens for s in out),
+    )
+    rounds = 4 + (1 if chunks > 1 else 0) if few else windows + topic_requests + 2 + max(chunks, 1)
+    return BuildEstimate(
+        space=space,
+        plan="few-rounds" if few else "sequential",
+        open_turns=len(turns),
+        scenes=round(scenes),
+        items=round(items),
+        rounds=rounds if turns else 0,
+        stages=out if turns else [],
+        total=total if turns else StageEstimate(stage="total"),
+    )

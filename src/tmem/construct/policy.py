@@ -1,0 +1,59 @@
+"""The build policy for services: when to build a space, and never two builds of one space at once.
+
+* **When**: a space is due once ``after_turns`` turns are not yet built, or once it has any unbuilt turn and no
+  message arrived for ``idle_seconds`` (``Settings.build_after_turns`` / ``build_idle_seconds``). The caller (a
+  service) says how long the space has been idle: only it knows when messages arrived.
+* **One at a time**: every build takes the space's lease, a row in the store (``Store.acquire_lease``) taken inside a
+  write transaction, so it excludes builds in other threads and processes sharing the store. A lease expires after
+  ``Settings.build_lease_seconds`` (a crashed builder cannot block the space for ever). Lease times are wall-clock
+  seconds (bookkeeping only, never a memory date).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tmem.errors import BuildBusy
+from tmem.store.base import Store
+
+BUILD_LEASE = "build"
+
+
+class BuildPolicy(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    after_turns: int = Field(ge=1)
+    idle_seconds: float = Field(ge=0)
+
+    def due(self, stale_turns: int, idle_seconds: float) -> bool:
+        """True when a build should start now (``idle_seconds``: time since the space's last message arrived)."""
+        if stale_turns <= 0:
+            return False
+        return stale_turns >= self.after_turns or idle_seconds >= self.idle_seconds
+
+
+def lease_holder() -> str:
+    """A name for this builder that no other process or call shares."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+@contextmanager
+def build_lease(store: Store, space: str, ttl_seconds: float) -> Iterator[str]:
+    """Hold the build lease of ``space`` for the block; raises BuildBusy when another build holds it."""
+    holder = lease_holder()
+    if not store.acquire_lease(space, BUILD_LEASE, holder, ttl_seconds, time.time()):
+        raise BuildBusy(
+            f"Another build of space {space!r} is running; wait for it to finish (a build that crashed frees the "
+            f"space after {ttl_seconds:g} s, TMEM_BUILD_LEASE_SECONDS)."
+        )
+    try:
+        yield holder
+    finally:
+        store.release_lease(space, BUILD_LEASE, holder)

@@ -1,0 +1,304 @@
+"""The one core under :class:`tmem.Memory` (sync) and :class:`tmem.AsyncMemory` (async).
+
+Every operation is written here once; the two facades only choose how to call it (a private event loop, or the
+caller's). The core owns what it opens - the store, the construction LLM, the answer LLM (created once, on first
+use), the embedder and the retriever - and closes them in :meth:`MemoryCore.aclose`. Rules that must agree across
+front ends live here and nowhere else:
+
+* retrieval configuration: :meth:`MemoryCore.resolve_config` (a preset name, or ``Settings.search_preset``, plus
+  ``Settings.reranker_model``);
+* the date of a question without one: :meth:`MemoryCore.question_time` (after the latest session start);
+* staleness: :meth:`MemoryCore.staleness` (turns added since the last build started).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tmem.answer import Answer, Answerer, QuestionTime, Variant
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, recall_context
+from tmem.construct.options import BuildOptions
+from tmem.construct.pipeline import build_space, reset_space
+from tmem.construct.policy import BuildPolicy, build_lease
+from tmem.construct.report import BuildReport
+from tmem.edit import ForgetReport, ItemHistory, forget, get_item, item_history, update_item
+from tmem.edit.items import reapply_edits
+from tmem.embed import make_embedder
+from tmem.embed.base import Embedder
+from tmem.embed.cached import CachedEmbedder
+from tmem.errors import BuildBusy, ConfigError, InputError
+from tmem.ingest.messages import MessageInput, MessagesReport, add_messages
+from tmem.llm.base import LLM, ClosableBackend
+from tmem.llm.service import StructuredLLM, make_llm
+from tmem.models import Item
+from tmem.retrieve.cascade import Retriever
+from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.types import SearchResult
+from tmem.settings import Settings
+from tmem.store.base import Store
+from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
+
+
+class Staleness(BaseModel):
+    """How far the built memory of a space lags behind its conversation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    space: str
+    built: bool = Field(description="A memory was built for the space.")
+    stale_turns: int = Field(ge=0, description="Turns added since the last build started (not in search results).")
+
+    @property
+    def stale(self) -> bool:
+        return self.stale_turns > 0
+
+
+class MemoryCore:
+    """Store, models and every operation of a memory directory (used through Memory / AsyncMemory)."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        *,
+        llm: LLM | None = None,
+        answer_llm: LLM | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self._llm = llm
+        self._llm_resolved = llm is not None
+        self._answer_llm = answer_llm
+        self._embedder = embedder
+        self._retriever: Retriever | None = None
+        self._owned: list[LLM] = []  # LLMs this core created (and so closes); passed-in ones belong to the caller
+
+    # ------------------------------------------------------------------ components
+    @property
+    def llm(self) -> LLM | None:
+        """The construction LLM from the settings (None in the extractive mode), unless one was passed in."""
+        if not self._llm_resolved:
+            self._llm = make_llm(self.settings, self.store)
+            if self._llm is not None:
+                self._owned.append(self._llm)
+            self._llm_resolved = True
+        return self._llm
+
+    @property
+    def answer_llm(self) -> LLM:
+        """The answer model: passed in, else ``Settings.answer_model`` (default the construction model), created once;
+        a construction LLM passed in answers too when the settings name no model."""
+        if self._answer_llm is None:
+            if self.settings.llm == "none" and self._llm is not None:
+                self._answer_llm = self._llm
+                return self._answer_llm
+            if self.settings.llm == "none" or not self.settings.llm_model:
+                raise ConfigError(
+                    "Answering needs an LLM to write the answer: set TMEM_LLM=openai, TMEM_LLM_MODEL (e.g. "
+                    "gpt-4.1-mini) and OPENAI_BASE_URL (plus OPENAI_API_KEY if the server needs one). Without an LLM, "
+                    "`tmem search SPACE QUERY --explain` (Memory.search) shows what memory recalls."
+                )
+            model = self.settings.answer_model or self.settings.llm_model
+            if self.llm is not None and self.llm.model == model:
+                self._answer_llm = self.llm
+            else:
+                created = make_llm(self.settings, self.store, model=model)
+                if created is None:  # unreachable: settings.llm != "none" was checked above
+                    raise ConfigError("Answering needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL.")
+                self._owned.append(created)
+                self._answer_llm = created
+        return self._answer_llm
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            self._retriever = Retriever(self.store, self.embedder)
+        return self._retriever
+
+    @property
+    def open_clients(self) -> int:
+        """LLM clients this core created and has not closed yet."""
+        return len(self._owned)
+
+    async def aclose(self) -> None:
+        """Close the LLM clients this core created, then the store."""
+        try:
+            for llm in self._owned:
+                if isinstance(llm, ClosableBackend):
+                    await llm.aclose()
+            self._owned.clear()
+        finally:
+            self.store.close()
+
+    def _invalidate(self, space: str) -> None:
+        if self._retriever is not None:
+            self._retriever.invalidate(space)
+
+    # ------------------------------------------------------------------ shared rules
+    def resolve_config(self, config: RetrievalConfig | str | None = None) -> RetrievalConfig:
+        """The retrieval configuration of a request: a config as given; a preset name, or None for
+        ``Settings.search_preset``, with ``Settings.reranker_model`` when one is set."""
+        if isinstance(config, RetrievalConfig):
+            return config
+        cfg = RetrievalConfig.preset(config or self.settings.search_preset)
+        if self.settings.reranker_model and cfg.reranker is None:
+            cfg = cfg.replace(reranker=self.settings.reranker_model)
+        return cfg
+
+    def question_time(self, space: str, asked: datetime | None = None) -> QuestionTime:
+        """When a question is asked: at ``asked`` when given, else after the latest session start of the space."""
+        if asked is not None:
+            return QuestionTime(at=asked, relation="at")
+        sessions = self.store.sessions(space)
+        if not sessions:
+            raise InputError(f"Space {space!r} has no sessions to date the question; add a conversation first.")
+        return QuestionTime.after_sessions(s.started_at for s in sessions)
+
+    def staleness(self, space: str) -> Staleness:
+        self.store.get_space(space)
+        built = self.store.get_state(space, STATE_MODE) is not None
+        watermark = self.store.get_state(space, STATE_TURN_SEQ)
+        if watermark is not None:
+            stale = self.store.count_turns_after(space, int(watermark))
+        elif not built:
+            stale = self.store.count_turns_after(space, -1)
+        else:  # built before the watermark existed (schema-v1 memories): turns outside scenes
+            stale = self.store.count_turns_outside_scenes(space)
+        return Staleness(space=space, built=built, stale_turns=stale)
+
+    # ------------------------------------------------------------------ conversations
+    def add_messages(
+        self, space: str, messages: Sequence[MessageInput | dict[str, object]], received_at: datetime | None = None
+    ) -> MessagesReport:
+        parsed: list[MessageInput] = []
+        for n, m in enumerate(messages):
+            try:
+                parsed.append(m if isinstance(m, MessageInput) else MessageInput.model_validate(m))
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
+                raise InputError(
+                    f"messages[{n}]: {problems}. A message is {{speaker, text, time?, id?, caption?}}; nothing of this "
+                    "call was stored."
+                ) from None
+        gap = timedelta(minutes=self.settings.session_gap_minutes)
+        return add_messages(self.store, space, parsed, gap=gap, received_at=received_at)
+
+    def delete_space(self, space: str) -> bool:
+        """Delete and erase; False when another connection's open read kept the erasure from completing."""
+        self.store.delete_space(space)
+        self._invalidate(space)
+        return self.store.scrub()
+
+    # ------------------------------------------------------------------ construction
+    async def abuild(
+        self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
+    ) -> BuildReport:
+        """Build or extend the memory of ``space`` under its build lease (BuildBusy when another build holds it)."""
+        self.store.get_space(space)
+        llm = self.llm
+        with build_lease(self.store, space, self.settings.build_lease_seconds):
+            last = self.store.last_turn(space)
+            if rebuild:
+                reset_space(self.store, space)
+            embedder = make_embedder(self.settings, store=self.store, space=space) if self._embedder is None else None
+            try:
+                report = await build_space(
+                    self.store, space, llm=llm, embedder=embedder or self.embedder, options=options, progress=progress
+                )
+            finally:
+                if isinstance(llm, StructuredLLM):
+                    llm.batch = False  # the batch protocol is per build; later calls are live again
+            await reapply_edits(self.store, space, llm=llm)
+            if last is not None:
+                old = int(self.store.get_state(space, STATE_TURN_SEQ) or -1)
+                self.store.set_state(space, STATE_TURN_SEQ, str(max(last.seq, old)))
+        self._invalidate(space)
+        return report
+
+    def build_policy(self) -> BuildPolicy:
+        return BuildPolicy(after_turns=self.settings.build_after_turns, idle_seconds=self.settings.build_idle_seconds)
+
+    async def abuild_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
+        """Build when the policy says so and no other build of the space runs; None otherwise."""
+        if not self.build_policy().due(self.staleness(space).stale_turns, idle_seconds):
+            return None
+        try:
+            return await self.abuild(space)
+        except BuildBusy:
+            return None
+
+    # ------------------------------------------------------------------ recall
+    def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
+        self.store.get_space(space)
+        result = self.retriever.search(space, query, self.resolve_config(config))
+        stale = self.staleness(space)
+        return result.model_copy(update={"stale": stale.stale, "stale_turns": stale.stale_turns})
+
+    def context(
+        self,
+        space: str,
+        query: str,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        config: RetrievalConfig | str | None = None,
+    ) -> Context:
+        """The text to hand a reader for ``query``, packed into at most ``max_tokens`` tokens (None: the whole search
+        result), with its hits and routes and how many turns are not built yet."""
+        self.store.get_space(space)
+        ctx = recall_context(self.retriever, space, query, max_tokens, self.resolve_config(config))
+        stale = self.staleness(space)
+        return ctx.model_copy(update={"unbuilt_turns": max(ctx.unbuilt_turns, stale.stale_turns)})
+
+    async def aask(
+        self,
+        space: str,
+        question: str,
+        when: QuestionTime | datetime | None = None,
+        *,
+        variant: Variant = "short",
+        config: RetrievalConfig | str | None = None,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+    ) -> Answer:
+        llm = self.answer_llm  # a missing model is reported before anything else
+        self.store.get_space(space)
+        asked = when if isinstance(when, QuestionTime) else self.question_time(space, when)
+        found = self.search(space, question, config)
+        return await Answerer(self.retriever, llm).answer(
+            space, question, asked, variant=variant, result=found, max_tokens=max_tokens
+        )
+
+    # ------------------------------------------------------------------ one memory at a time
+    def get_item(self, space: str, item_id: str) -> Item:
+        return get_item(self.store, space, item_id)
+
+    async def aupdate_item(self, space: str, item_id: str, text: str) -> Item:
+        updated = await update_item(self.store, space, item_id, text, llm=self.llm)
+        self._invalidate(space)
+        return updated
+
+    def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
+        if not turn_ids and not item_ids:
+            raise InputError("Name what to forget: turn_ids and/or item_ids.")
+        cached = CachedEmbedder(self.embedder, self.store, space)
+
+        def embed(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+            vectors: npt.NDArray[np.float32] = cached.embed(texts).vectors
+            return vectors
+
+        report = forget(self.store, space, turn_ids=turn_ids, item_ids=item_ids, embed=embed)
+        self._invalidate(space)
+        return report
+
+    def history(self, space: str, item_id: str) -> ItemHistory:
+        return item_history(self.store, space, item_id)

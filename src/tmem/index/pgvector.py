@@ -1,0 +1,263 @@
+"""The pgvector backend of :class:`tmem.index.backend.VectorIndex`: a space's vectors in PostgreSQL, searched by
+cosine distance with an HNSW index (approximate) or exactly, whichever fits the part's size.
+
+Table ``vector_index`` (created on first use, keyed by (tenant, space) like every store table, deleted with its
+space) holds one row per entry and embedder (``model_id``). pgvector's HNSW index needs a fixed dimension, and a filter on the part inside one shared graph
+costs both recall and time (measured: bench/results/scale.md), so there is one partial expression index per
+(dimension, part) in use: ``USING hnsw ((vec::vector(D)) vector_cosine_ops) WHERE dim = D AND part = 'P'``, created
+after the first rows of that part are written (a bulk build, not row-by-row insertion).
+
+Search plan: a part (or group of parts) with fewer than ``exact_below`` entries in the space is scanned exactly
+(the btree on the primary key narrows to the space; the ORDER BY expression deliberately does not match the HNSW
+index); a larger one goes through HNSW with ``hnsw.iterative_scan = relaxed_order`` so that the space filter cannot
+starve the result, and ``hnsw.ef_search`` = ``ef_search`` (the recall/latency knob): session settings the pool makes
+once per connection (:func:`tmem.store.pg_vector.configure_session`); another ``ef_search`` costs one ``SET LOCAL``.
+Run several searches inside ``store.transaction()`` to make them one round trip each, on one connection and one
+snapshot. Filtered top-k with an ``allowed`` id list is always
+exact (the list is short: scenes admitted by the topic prefilter, items of the kept scenes).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tmem.errors import StoreError
+from tmem.index.backend import Entry, Hit, HostHit, SyncReport, changes
+from tmem.index.dense import Matrix, normalise_rows, query_vector
+from tmem.store.pg_schema import statements
+from tmem.store.pg_vector import DEFAULT_EF_SEARCH
+from tmem.store.postgres import PostgresStore
+
+_LOCK_KEY = 7_460_135_002
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vector_index (
+    tenant TEXT NOT NULL,
+    space TEXT NOT NULL,
+    model_id TEXT NOT NULL,
+    part TEXT NOT NULL,
+    id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    view TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vec vector NOT NULL,
+    CHECK (tenant = (CASE WHEN strpos(space, '/') > 0 THEN split_part(space, '/', 1) ELSE '' END)),
+    PRIMARY KEY (tenant, space, model_id, part, id),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+)
+"""
+_SCOPE = "tenant = %s AND space = %s AND model_id = %s"
+_PART = re.compile(r"^[a-z][a-z_.]{0,40}$")  # parts are inlined into SQL (partial-index predicates): a fixed vocabulary
+
+
+def _part_sql(part: str) -> str:
+    if not _PART.match(part):
+        raise ValueError(f"Bad index part name {part!r}: lower-case letters, '.' and '_' only.")
+    return f"'{part}'"
+
+
+def _index_name(dim: int, part: str) -> str:
+    return f"vector_index_hnsw_{dim}_{part.replace('.', '_')}"
+
+
+class PgVectorIndex:
+    """One space's vectors for one embedder in PostgreSQL (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        space: str,
+        model_id: str,
+        dim: int,
+        *,
+        exact_below: int = 20_000,
+        ef_search: int = DEFAULT_EF_SEARCH,
+    ) -> None:
+        if not 0 < dim <= 2000:
+            raise StoreError(f"pgvector's HNSW index takes 1..2000 dimensions; this embedder has {dim}.")
+        self._store = store
+        self._space = space
+        self._model = model_id
+        self._dim = dim
+        self._exact_below = exact_below
+        self._ef_search = ef_search
+        self._key: tuple[str, ...] = (*store._key(space), model_id)
+        self._counts: dict[str, int] = {}
+        self.ensure_schema(store, dim)
+        self._refresh_counts()
+
+    @staticmethod
+    def ensure_schema(store: PostgresStore, dim: int) -> None:
+        """Create the table if missing (once, under an advisory lock)."""
+        if store._rows("SELECT 1 FROM pg_tables WHERE tablename = 'vector_index'"):
+            return
+        with store.transaction():
+            store._exec("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            for statement in statements(_SCHEMA):
+                store._exec(statement)
+
+    def _ensure_part_index(self, part: str) -> None:
+        """The HNSW index of (dim, part), built once for the whole table (every space shares it)."""
+        name = _index_name(self._dim, part)
+        store = self._store
+        if store._rows("SELECT 1 FROM pg_indexes WHERE indexname = %s", (name,)):
+            return
+        with store.transaction():
+            store._exec("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            store._exec(
+                f"CREATE INDEX IF NOT EXISTS {name} ON vector_index USING hnsw ((vec::vector({self._dim})) "
+                f"vector_cosine_ops) WHERE dim = {self._dim} AND part = {_part_sql(part)}"
+            )
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _refresh_counts(self) -> None:
+        rows = self._store._rows(f"SELECT part, COUNT(*) FROM vector_index WHERE {_SCOPE} GROUP BY part", self._key)
+        self._counts = {str(p): int(n) for p, n in rows}
+
+    def count(self, part: str) -> int:
+        return self._counts.get(part, 0)
+
+    def known(self) -> dict[tuple[str, str], str]:
+        rows = self._store._rows(f"SELECT part, id, text_hash FROM vector_index WHERE {_SCOPE}", self._key)
+        return {(str(p), str(i)): str(h) for p, i, h in rows}
+
+    # ------------------------------------------------------------------ writes
+    def sync(self, entries: Sequence[Entry], vectors: Matrix) -> SyncReport:
+        if vectors.shape != (len(entries), self._dim):
+            raise ValueError(f"sync got {len(entries)} entries but vectors of shape {vectors.shape}.")
+        write, remove, kept = changes(self.known(), entries)
+        for part in {e.part for e in entries}:
+            _part_sql(part)
+        unit = normalise_rows(vectors[write]) if write else np.zeros((0, self._dim), dtype=np.float32)
+        drop: dict[str, list[str]] = {}
+        for part, ident in [*remove, *((entries[n].part, entries[n].id) for n in write)]:
+            drop.setdefault(part, []).append(ident)
+        store = self._store
+        with store.transaction():
+            for part, ids in drop.items():
+                store._exec(
+                    f"DELETE FROM vector_index WHERE {_SCOPE} AND part = %s AND id = ANY(%s)", (*self._key, part, ids)
+                )
+            if write:
+                with (
+                    store._conn() as conn,
+                    conn.cursor() as cur,
+                    cur.copy(
+                        "COPY vector_index (tenant, space, model_id, part, id, host, view, text_hash, dim, vec) "
+                        "FROM STDIN (FORMAT BINARY)"
+                    ) as copy,
+                ):
+                    copy.set_types([*["text"] * 8, "int4", "vector"])
+                    for row, n in enumerate(write):
+                        e = entries[n]
+                        copy.write_row(
+                            (
+                                *self._key,
+                                e.part,
+                                e.id,
+                                e.host,
+                                e.view,
+                                e.text_hash,
+                                self._dim,
+                                unit[row],
+                            )
+                        )
+        for part in sorted({entries[n].part for n in write}):
+            self._ensure_part_index(part)
+        self._refresh_counts()
+        return SyncReport(written=len(write), removed=len(remove), kept=kept)
+
+    # ------------------------------------------------------------------ queries
+    def _search(self, sql: str, params: Sequence[Any], approximate: bool, limit: int) -> list[tuple[Any, ...]]:
+        store = self._store
+        if not approximate or self._ef_search == DEFAULT_EF_SEARCH:
+            return store._rows(sql, params)  # the pool set the session's HNSW settings when it opened the connection
+        with store.transaction():
+            store._exec("SELECT set_config('hnsw.ef_search', %s, true)", (str(self._ef_search),))
+            return store._rows(sql, params)
+
+    def top_k(
+        self, part: str, qvec: npt.NDArray[np.floating], k: int, allowed: Sequence[str] | None = None
+    ) -> list[Hit]:
+        if k <= 0 or self.count(part) == 0:
+            return []
+        q = query_vector(qvec, self._dim)
+        where = f"{_SCOPE} AND part = {_part_sql(part)} AND dim = {self._dim}"
+        params: list[Any] = [*self._key]
+        if allowed is not None:
+            where += " AND id = ANY(%s)"
+            params.append(list(allowed))
+        approximate = allowed is None and self.count(part) >= self._exact_below
+        dist = f"vec::vector({self._dim}) <=> %b::vector({self._dim})" if approximate else "vec <=> %b"
+        order = dist if approximate else f"{dist}, id"  # a tie-breaker would keep the planner off the HNSW index
+        rows = self._search(
+            f"SELECT id, 1 - ({dist}) AS score FROM vector_index WHERE {where} ORDER BY {order} LIMIT {int(k)}",
+            [q, *params, q],
+            approximate,
+            k,
+        )
+        return sorted((Hit(str(i), float(s)) for i, s in rows), key=lambda h: (-h.score, h.id))
+
+    def top_hosts(
+        self, parts: Sequence[str], qvec: npt.NDArray[np.floating], k: int, allowed: Sequence[str] | None = None
+    ) -> list[HostHit]:
+        size = sum(self.count(p) for p in parts)
+        if k <= 0 or size == 0:
+            return []
+        q = query_vector(qvec, self._dim)
+        if allowed is not None or size < self._exact_below:
+            where = f"{_SCOPE} AND part IN ({', '.join(_part_sql(p) for p in parts)}) AND dim = {self._dim}"
+            params: list[Any] = [*self._key]
+            if allowed is not None:
+                where += " AND host = ANY(%s)"
+                params.append(list(allowed))
+            rows = self._search(
+                "SELECT host, part, view, score FROM (SELECT DISTINCT ON (host) host, part, view, "
+                f"1 - (vec <=> %b) AS score FROM vector_index WHERE {where} "
+                "ORDER BY host, vec <=> %b, part, id) best ORDER BY score DESC, host LIMIT %s",
+                [q, *params, q, k],
+                False,
+                k,
+            )
+            return [HostHit(str(h), float(s), str(p), str(v)) for h, p, v, s in rows]
+        # Approximate, one part at a time (each has its own HNSW graph): a host in the overall top k is in the top k
+        # of the part that gave its max, so merging the per-part top k by host is exact up to the index's recall.
+        best: dict[str, HostHit] = {}
+        for part in parts:
+            for hit in self._part_hosts(part, q, k):
+                if hit.host not in best or hit.score > best[hit.host].score:
+                    best[hit.host] = hit
+        return sorted(best.values(), key=lambda x: (-x.score, x.host))[:k]
+
+    def _part_hosts(self, part: str, q: npt.NDArray[np.float32], k: int) -> list[HostHit]:
+        """The k best hosts of one part through its HNSW index: nearest views, grouped by host, widened until k
+        distinct hosts are found."""
+        size = self.count(part)
+        if size == 0:
+            return []
+        dist = f"vec::vector({self._dim}) <=> %b::vector({self._dim})"
+        where = f"{_SCOPE} AND part = {_part_sql(part)} AND dim = {self._dim}"
+        limit = max(2 * k, 32)
+        while True:
+            rows = self._search(
+                f"SELECT host, view, 1 - ({dist}) AS score FROM vector_index WHERE {where} "
+                f"ORDER BY {dist} LIMIT {limit}",
+                [q, *self._key, q],
+                True,
+                limit,
+            )
+            best: dict[str, HostHit] = {}
+            for h, v, s in rows:
+                if str(h) not in best or float(s) > best[str(h)].score:
+                    best[str(h)] = HostHit(str(h), float(s), part, str(v))
+            if len(best) >= k or len(rows) < limit or limit >= size:
+                return sorted(best.values(), key=lambda x: (-x.score, x.host))[:k]
+            limit *= 2

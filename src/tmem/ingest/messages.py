@@ -1,0 +1,185 @@
+"""Messages as they arrive: ``Memory.add_messages(space, messages)`` (docs/agents.md).
+
+* A message is appended to the space's open session (the last one, by seq), or starts a new session when it comes
+  more than the idle gap (``Settings.session_gap_minutes``) after the previous message.
+* Idempotent: a message is keyed by its ``id``, or, without one, by a hash of its content (speaker, text, time as
+  given, caption, and its occurrence number among identical messages of the same call). A key already stored is
+  skipped; a key that was forgotten (tombstoned) is not stored again.
+* Dates come from the conversation: a message without ``time`` takes ``received_at`` when the caller passes it (a
+  live agent's arrival time, e.g. the service's receive time), otherwise the previous message's time. The first
+  message of a space with neither is refused. tmem itself never reads the machine clock here.
+* Cost: a handful of indexed reads (last turn, last session, the call's own ids, their tombstones) and the inserts;
+  nothing reads the space's other sessions or turns, so adding one message costs the same in any size of space.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tmem.errors import InputError
+from tmem.ingest.timestamps import parse_timestamp
+from tmem.models import Session, Turn
+from tmem.store.base import Store
+from tmem.util.state import STATE_TURN_SEQ
+from tmem.util.text import text_hash
+
+LIVE_SESSION_PREFIX = "live-"
+
+
+class MessageInput(BaseModel):
+    """One message of a conversation as an agent writes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: str = Field(description="Who said it (a name, or e.g. 'user' / 'assistant').")
+    text: str = Field(description="What was said.")
+    time: datetime | None = Field(
+        default=None, description="When it was said (ISO 8601; a zone is converted to UTC). Optional."
+    )
+    id: str | None = Field(default=None, description="The caller's stable id; makes retries idempotent.")
+    caption: str | None = Field(default=None, description="Caption of an image shared with the message.")
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _parse_time(cls, value: object) -> object:
+        if isinstance(value, str):
+            return parse_timestamp(value)
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            return value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
+
+class MessagesReport(BaseModel):
+    """What one ``add_messages`` call did, message by message (ids in input order)."""
+
+    space: str
+    added: list[str] = Field(default_factory=list, description="Turn ids stored by this call.")
+    skipped: list[str] = Field(default_factory=list, description="Already stored (same id or content): unchanged.")
+    forgotten: list[str] = Field(default_factory=list, description="Forgotten earlier: not stored again.")
+    sessions_created: list[str] = Field(default_factory=list)
+    session_id: str | None = Field(default=None, description="The open session after this call.")
+
+
+def message_key(message: MessageInput, occurrence: int = 0) -> str:
+    """The turn id of a message: its own id, or ``m-`` + a hash of its content (see the module docstring)."""
+    if message.id is not None:
+        return message.id
+    canonical = [
+        message.speaker,
+        message.text,
+        None if message.time is None else message.time.isoformat(),
+        message.caption,
+        occurrence,
+    ]
+    return "m-" + text_hash(json.dumps(canonical, ensure_ascii=False, separators=(",", ":")))[:24]
+
+
+def _check(messages: Sequence[MessageInput]) -> None:
+    for n, m in enumerate(messages):
+        where = f"messages[{n}]"
+        if not m.speaker.strip():
+            raise InputError(f"{where}: speaker is empty; name who said the message.")
+        if not m.text.strip() and not (m.caption or "").strip():
+            raise InputError(f"{where}: text is empty; send what was said (or a caption for an image).")
+        if m.id is not None and not m.id.strip():
+            raise InputError(f"{where}: id is empty; leave it out to key the message by its content.")
+
+
+def _keys(messages: Sequence[MessageInput]) -> list[str]:
+    seen: dict[tuple[str, str, str | None, str | None], int] = {}
+    keys: list[str] = []
+    for m in messages:
+        content = (m.speaker, m.text, None if m.time is None else m.time.isoformat(), m.caption)
+        occurrence = seen.get(content, 0)
+        seen[content] = occurrence + 1
+        keys.append(message_key(m, occurrence))
+    return keys
+
+
+def add_messages(
+    store: Store,
+    space: str,
+    messages: Sequence[MessageInput],
+    *,
+    gap: timedelta,
+    received_at: datetime | None = None,
+) -> MessagesReport:
+    """Store ``messages`` in ``space`` (created if new) in one transaction; see the module docstring."""
+    if not space.strip():
+        raise InputError("The space name is empty; name the space.")
+    _check(messages)
+    if received_at is not None and received_at.tzinfo is not None:
+        received_at = received_at.astimezone(UTC).replace(tzinfo=None)
+    report = MessagesReport(space=space)
+    keys = _keys(messages)
+    with store.transaction():
+        stored_space = store.ensure_space(space)
+        last = store.last_turn(space)
+        session = store.last_session(space)
+        known = {t.id: t for t in store.find_turns(space, keys)}
+        forgotten = store.tombstoned(space, "turn", keys)
+        watermark = int(store.get_state(space, STATE_TURN_SEQ) or -1)
+        next_seq = max(last.seq if last is not None else -1, watermark) + 1
+        prev_time = last.time if last is not None else None
+        speakers = list(stored_space.speakers)
+        new_sessions: dict[str, Session] = {}
+        appended: dict[str, list[Turn]] = {}
+        for n, (key, m) in enumerate(zip(keys, messages, strict=True)):
+            if key in forgotten:
+                report.forgotten.append(key)
+                continue
+            if key in known:
+                old = known[key]
+                if (old.speaker, old.text) != (m.speaker, m.text):
+                    raise InputError(
+                        f"messages[{n}]: id {key!r} is already stored for another message ({old.speaker}: "
+                        f"{old.text[:60]!r}); give each message its own id. Nothing of this call was stored."
+                    )
+                report.skipped.append(key)
+                continue
+            when = m.time or received_at or prev_time
+            if when is None:
+                raise InputError(
+                    f"messages[{n}]: the first message of space {space!r} has no time; send its ISO 8601 time "
+                    "(later messages without one take the previous message's time)."
+                )
+            if session is None or prev_time is None or when - prev_time > gap:
+                session = _new_session(store, space, key, when, session)
+                new_sessions[session.id] = session
+                report.sessions_created.append(session.id)
+            turn = Turn(
+                id=key, session_id=session.id, seq=next_seq, speaker=m.speaker, text=m.text, time=when,
+                caption=m.caption,
+            )  # fmt: skip
+            known[key] = turn
+            appended.setdefault(session.id, []).append(turn)
+            report.added.append(key)
+            next_seq += 1
+            prev_time = when
+            if m.speaker not in speakers:
+                speakers.append(m.speaker)
+        for session_id, turns in appended.items():
+            if session_id in new_sessions:
+                store.add_session(space, new_sessions[session_id], turns)
+            else:
+                store.add_turns(space, session_id, turns)
+        if speakers != list(stored_space.speakers):
+            store.set_speakers(space, speakers)
+    report.session_id = session.id if session is not None else None
+    return report
+
+
+def _new_session(store: Store, space: str, first_key: str, when: datetime, previous: Session | None) -> Session:
+    seq = previous.seq + 1 if previous is not None else 0
+    base = f"{LIVE_SESSION_PREFIX}{seq + 1}"
+    candidate, n = base, 1
+    while store.find_sessions(space, [candidate]):
+        n += 1
+        candidate = f"{base}-{n}"
+    # The hash of a live session names its first message: it never equals an imported session's content hash, and it
+    # stays fixed while messages are appended (re-importing a file never collides with a session that grew).
+    return Session(id=candidate, seq=seq, started_at=when, content_hash=text_hash(f"live\x1f{space}\x1f{first_key}"))

@@ -1,0 +1,155 @@
+"""The HTTP service: FastAPI over one :class:`AsyncMemory` (the composition root) plus the control store (keys, jobs).
+
+Every request carries ``Authorization: Bearer KEY``; the key's tenant T sees its space S as the store space ``T/S``,
+so another tenant's space is unreachable and answers 404 exactly as a missing one. Builds run as persisted jobs in
+:mod:`tmem.service.worker`. Recall and item routes live in :mod:`tmem.service.routes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Path, Response
+
+from tmem.errors import NotFoundError
+from tmem.memory import AsyncMemory, Memory
+from tmem.service import problems
+from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
+from tmem.service.limits import BodyLimit
+from tmem.service.problems import ServiceProblem
+from tmem.service.routes import register as register_routes
+from tmem.service.schemas import BuildIn, Deleted, JobRef, MessagesIn, Problem, SpacesOut
+from tmem.service.worker import BuildWorkers
+from tmem.settings import Settings
+from tmem.store.control import Job, open_control, store_space
+
+log = logging.getLogger("tmem.service")
+
+DEFAULT_MAX_BODY = 1 << 20  # 1 MiB
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem, "content": {problems.PROBLEM_JSON: {}}, "description": desc}
+    for code, desc in [
+        (400, "Invalid configuration in the request"),
+        (401, "Missing or invalid API key"),
+        (404, "No such space, item or job for this key"),
+        (409, "Conflicts with the space's state"),
+        (413, "Request body too large"),
+        (422, "Invalid request"),
+    ]
+}
+
+
+def _job_view(job: Job) -> dict[str, Any]:
+    data: dict[str, Any] = shown(job.model_dump(mode="json"), store_space(job.tenant, job.space), job.space)
+    if data.get("error"):
+        data["error"] = str(data["error"]).replace(f"{job.tenant}/", "")
+    return data
+
+
+def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+    """The ASGI app serving the memory directory (or database) of ``settings``."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        memory = AsyncMemory.open(settings=settings)
+        control = open_control(memory.core.store)
+        requeued, failed = control.recover()
+        if requeued or failed:
+            log.warning("Jobs left running by a stopped server: %d re-queued, %d failed", requeued, failed)
+        pool = BuildWorkers(control, lambda: Memory.open(settings=settings), workers=workers)
+        app.state.tmem = ServiceState(settings, memory, control, pool)
+        pool.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(pool.stop)
+            control.close()
+            await memory.aclose()
+
+    app = FastAPI(
+        title="tmem",
+        version="1",
+        summary="Long-term conversational memory for LLM agents (T-Mem), per tenant and space.",
+        lifespan=lifespan,
+        responses=_ERRORS,
+    )
+    app.add_middleware(BodyLimit, max_bytes=max_body)
+    problems.install(app)
+
+    @app.get("/v1/spaces", response_model=SpacesOut, tags=["spaces"])
+    async def list_spaces(tenant: Tenant, state: State) -> SpacesOut:
+        prefix = f"{tenant}/"
+        mine = [s for s in await state.memory.spaces() if s.name.startswith(prefix)]
+        return SpacesOut(spaces=[s.model_copy(update={"name": s.name[len(prefix) :]}) for s in mine])
+
+    @app.post("/v1/spaces/{space}/messages", tags=["conversation"])
+    async def add_messages(space: SpaceName, body: MessagesIn, tenant: Tenant, state: State) -> dict[str, Any]:
+        """Append messages (the space is created by its first message). A message without ``time`` is dated when
+        the server receives it. Idempotent by ``id``, else by content. The memory is built by a job: POST .../build,
+        or automatically by the build policy (TMEM_BUILD_AFTER_TURNS / TMEM_BUILD_IDLE_SECONDS)."""
+        key = store_space(tenant, space)
+        received = datetime.now(UTC).replace(tzinfo=None)
+        messages = [m.model_dump(exclude_none=True) for m in body.messages]
+        report = await state.memory.add_messages(key, messages, received_at=received)
+        if report.added:
+            state.workers.note_arrival(tenant, space)
+        return dict(shown(report.model_dump(mode="json"), key, space))
+
+    @app.post("/v1/spaces/{space}/build", response_model=JobRef, status_code=202, tags=["jobs"])
+    async def build(space: SpaceName, tenant: Tenant, state: State, body: BuildIn | None = None) -> JobRef:
+        await require_space(state, tenant, space)
+        job = state.control.create_job(tenant, space, {"rebuild": bool(body and body.rebuild)})
+        state.workers.wake()
+        return JobRef(job=job.id)
+
+    @app.get("/v1/spaces/{space}/jobs", tags=["jobs"])
+    async def space_jobs(space: SpaceName, tenant: Tenant, state: State) -> list[dict[str, Any]]:
+        """The space's build jobs, oldest first (those the build policy started too)."""
+        await require_space(state, tenant, space)
+        return [_job_view(j) for j in state.control.jobs(tenant, space)]
+
+    @app.get("/v1/jobs/{job_id}", tags=["jobs"])
+    async def get_job(
+        job_id: Annotated[str, Path(max_length=64, pattern=r"^[A-Za-z0-9_]+$")], tenant: Tenant, state: State
+    ) -> dict[str, Any]:
+        """A job's state (queued, running, succeeded, failed), progress, error or build report."""
+        try:
+            job: Job | None = state.control.get_job(job_id)
+        except NotFoundError:
+            job = None
+        if job is None or job.tenant != tenant:
+            raise ServiceProblem(404, "not-found", f"No job {job_id!r} for this key.")
+        return _job_view(job)
+
+    @app.get("/v1/spaces/{space}/export", tags=["spaces"])
+    async def export(space: SpaceName, tenant: Tenant, state: State) -> dict[str, Any]:
+        """Every record of the space (format tmem-space-export/1), a complete backup."""
+        key = await require_space(state, tenant, space)
+        data = await state.memory.export(key)
+        return dict(shown(data.model_dump(mode="json"), key, space))
+
+    @app.delete("/v1/spaces/{space}", response_model=Deleted, tags=["spaces"])
+    async def delete_space(space: SpaceName, tenant: Tenant, state: State) -> Deleted:
+        """Delete the space and every trace of it (erased from the database files)."""
+        key = await require_space(state, tenant, space)
+        if state.control.has_running(tenant, space):
+            raise ServiceProblem(
+                409, "build-running", f"A build of {space!r} is running; wait for its job to end, then delete."
+            )
+        failed = state.control.fail_queued(tenant, space, "The space was deleted before this build started.")
+        await state.memory.delete_space(key)
+        return Deleted(deleted=space, failed_jobs=failed)
+
+    register_routes(app)
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> Response:
+        return Response("ok", media_type="text/plain")
+
+    return app

@@ -1,0 +1,89 @@
+"""What every route shares: the service state, the bearer-key tenant, the space check and the 4xx helpers."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import ValidationError
+
+from tmem.errors import ConfigError
+from tmem.memory import AsyncMemory
+from tmem.retrieve.config import RetrievalConfig
+from tmem.service.problems import ServiceProblem
+from tmem.service.schemas import ID_PATTERN
+from tmem.service.worker import BuildWorkers
+from tmem.settings import Settings
+from tmem.store.control import NAME_PATTERN, ControlStore, store_space
+
+
+@dataclass
+class ServiceState:
+    settings: Settings
+    memory: AsyncMemory
+    control: ControlStore
+    workers: BuildWorkers
+
+
+SpaceName = Annotated[
+    str, Path(pattern=NAME_PATTERN, max_length=64, description="The space (letters, digits, '.', '_', '-').")
+]
+ItemId = Annotated[str, Path(pattern=ID_PATTERN, max_length=200, description="An item id (from search or export).")]
+_bearer = HTTPBearer(auto_error=False, description="An API key from `tmem keys create TENANT`.")
+
+
+def _state(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.tmem
+    return state
+
+
+def _tenant(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if credentials is None:
+        raise ServiceProblem(
+            401,
+            "unauthorized",
+            "Send 'Authorization: Bearer KEY' (create a key with `tmem keys create TENANT`).",
+            challenge,
+        )
+    tenant = _state(request).control.authenticate(credentials.credentials)
+    if tenant is None:
+        raise ServiceProblem(401, "unauthorized", "The API key is unknown or revoked; ask for a new one.", challenge)
+    request.state.tenant = tenant
+    return tenant
+
+
+Tenant = Annotated[str, Depends(_tenant)]
+State = Annotated[ServiceState, Depends(_state)]
+
+
+async def require_space(state: ServiceState, tenant: str, space: str) -> str:
+    """The store key of the tenant's existing space, else a 404 that looks the same for any missing space."""
+    key = store_space(tenant, space)
+    if not await asyncio.to_thread(state.memory.core.store.has_space, key):
+        raise ServiceProblem(404, "not-found", f"No space {space!r} for this key; GET /v1/spaces lists yours.")
+    return key
+
+
+def retrieval_config(value: str | dict[str, Any] | None) -> RetrievalConfig | str | None:
+    """A preset name passes through; a dict of RetrievalConfig fields is validated here (400 naming the field)."""
+    if not isinstance(value, dict):
+        return value
+    try:
+        return RetrievalConfig.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "config"
+        raise ConfigError(f"Invalid retrieval config field {where}: {first['msg']} (see docs/retrieval.md).") from exc
+
+
+def shown(data: Any, key: str, space: str) -> Any:
+    """A response body with the store key ``T/S`` (wherever a value equals it) shown as the tenant's name ``S``."""
+    if isinstance(data, dict):
+        return {k: shown(v, key, space) for k, v in data.items()}
+    if isinstance(data, list):
+        return [shown(v, key, space) for v in data]
+    return space if data == key else data

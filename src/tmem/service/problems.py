@@ -1,0 +1,159 @@
+"""Errors as RFC 9457 problem details: tmem's exception tree, request validation and HTTP errors all answer
+``application/problem+json`` with a ``detail`` that says what to fix. Nothing reaches the client as a bare 500."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tmem.errors import (
+    BuildError,
+    ConfigError,
+    EmbeddingError,
+    InputError,
+    IntegrityError,
+    LLMError,
+    LLMTransientError,
+    NotFoundError,
+    StoreError,
+    TmemError,
+)
+from tmem.service.schemas import Problem
+
+log = logging.getLogger("tmem.service")
+
+PROBLEM_JSON = "application/problem+json"
+_TYPE = "urn:tmem:problem:"
+
+# Most specific first: the first class an error is an instance of decides its status.
+_STATUS: list[tuple[type[TmemError], int, str]] = [
+    (NotFoundError, 404, "not-found"),
+    (InputError, 422, "invalid-input"),
+    (ConfigError, 400, "invalid-config"),
+    (BuildError, 409, "build-conflict"),
+    (LLMTransientError, 503, "llm-unavailable"),
+    (LLMError, 502, "llm-failed"),
+    (EmbeddingError, 503, "embedder-unavailable"),
+    (IntegrityError, 500, "integrity"),
+    (StoreError, 503, "store-unavailable"),
+]
+
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+class ServiceProblem(Exception):
+    """An error the service raises itself (auth, conflicts), answered as a problem with this status."""
+
+    def __init__(self, status: int, kind: str, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.kind = kind
+        self.detail = detail
+        self.headers = headers
+
+
+def problem(
+    request: Request,
+    status: int,
+    kind: str,
+    detail: str,
+    *,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    tenant = getattr(request.state, "tenant", None)
+    if tenant:  # store keys never leave the service: a tenant sees its own space names
+        detail = detail.replace(f"'{tenant}/", "'").replace(f"{tenant}/", "")
+    body = Problem(
+        type=f"{_TYPE}{kind}" if kind != "about:blank" else kind,
+        title=_TITLES.get(status, "Error"),
+        status=status,
+        detail=detail,
+        instance=request.url.path,
+        errors=errors,
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM_JSON, headers=headers
+    )
+
+
+def _scrub_not_found(message: str) -> str:
+    # The store names the known spaces in its NotFoundError; those may belong to other tenants.
+    for marker in (" Known spaces:", " No space exists yet"):
+        if marker in message:
+            message = message.split(marker)[0]
+    return message
+
+
+def _field(loc: Any) -> str:
+    return ".".join(str(part) for part in loc if part != "body") or "body"
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+
+    @app.exception_handler(TmemError)
+    async def _tmem_error(request: Request, exc: TmemError) -> JSONResponse:
+        message = str(exc)
+        for cls, status, kind in _STATUS:
+            if isinstance(exc, cls):
+                if status >= 500:
+                    log.error("%s on %s: %s", type(exc).__name__, request.url.path, message)
+                if isinstance(exc, NotFoundError):
+                    message = _scrub_not_found(message)
+                headers = {"Retry-After": "5"} if status == 503 else None
+                return problem(request, status, kind, message, headers=headers)
+        log.error("Unmapped %s on %s: %s", type(exc).__name__, request.url.path, message)
+        return problem(request, 500, "internal", message)
+
+    @app.exception_handler(ServiceProblem)
+    async def _service_problem(request: Request, exc: ServiceProblem) -> JSONResponse:
+        return problem(request, exc.status, exc.kind, exc.detail, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"field": _field(e.get("loc", ())), "message": str(e.get("msg", ""))} for e in exc.errors()]
+        shown = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        return problem(
+            request, 422, "invalid-request", f"Fix these fields of the request: {shown}{more}.", errors=errors
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = str(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"No endpoint {request.url.path}; GET /openapi.json lists the endpoints."
+        elif exc.status_code == 413:
+            detail = "The request body is too large for this server; send fewer or shorter messages per request."
+        elif exc.status_code == 405:
+            detail = f"{request.method} is not allowed on {request.url.path}; GET /openapi.json lists the methods."
+        return problem(request, exc.status_code, "about:blank", detail, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("Unexpected error on %s", request.url.path)
+        return problem(
+            request,
+            500,
+            "internal",
+            f"The server failed unexpectedly ({type(exc).__name__}); this is a bug in tmem: please report it with "
+            "the server's log.",
+        )

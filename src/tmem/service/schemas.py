@@ -1,0 +1,105 @@
+"""Request and response bodies of the HTTP service (``/v1``). Limits are part of the contract (docs/service.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tmem.models import SpaceSummary
+
+MAX_MESSAGES = 500
+MAX_TEXT = 20_000
+MAX_QUERY = 2_000
+MAX_TOKENS = 32_000
+MAX_IDS = 1_000
+ID_PATTERN = r"^[^\x00-\x1f/]{1,200}$"
+Id = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem detail (``application/problem+json``)."""
+
+    type: str = Field(description="URI naming the kind of problem.")
+    title: str
+    status: int
+    detail: str = Field(description="What went wrong and what to do about it.")
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = Field(default=None, description="Each invalid field of the request.")
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: str = Field(min_length=1, max_length=200, description="Who said it.")
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    time: datetime | None = Field(default=None, description="ISO 8601; a time with a zone is stored in UTC.")
+    id: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=ID_PATTERN, description="Makes the add idempotent."
+    )
+    caption: str | None = Field(default=None, max_length=MAX_TEXT, description="Caption of a shared image.")
+
+
+class MessagesIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
+
+
+class BuildIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rebuild: bool = Field(default=False, description="Drop the memory (not the conversation) and build it again.")
+
+
+class JobRef(BaseModel):
+    job: str
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    q: str = Field(min_length=1, max_length=MAX_QUERY, description="The query.")
+    config: str | dict[str, Any] | None = Field(
+        default=None,
+        description="A preset name (docs/retrieval.md) or RetrievalConfig fields, e.g. {'kS': 3, 'disabled': ['HT']}.",
+    )
+    explain: bool = Field(default=False, description="Keep each hit's routes (which lists reached it and how).")
+
+
+class AskIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=MAX_QUERY)
+    at: datetime | None = Field(default=None, description="When the question is asked (default: after the last one).")
+    variant: Literal["short", "cot"] = "short"
+    config: str | dict[str, Any] | None = None
+
+
+class ItemPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_TEXT, description="The item's new text.")
+
+
+class ForgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turn_ids: list[Id] = Field(default_factory=list, max_length=MAX_IDS, description="Turns to forget.")
+    item_ids: list[Id] = Field(default_factory=list, max_length=MAX_IDS, description="Items to forget.")
+
+    @model_validator(mode="after")
+    def _something(self) -> ForgetIn:
+        if not self.turn_ids and not self.item_ids:
+            raise ValueError("name at least one id in turn_ids or item_ids")
+        return self
+
+
+class SpacesOut(BaseModel):
+    spaces: list[SpaceSummary]
+
+
+class Deleted(BaseModel):
+    deleted: str
+    failed_jobs: int = Field(default=0, description="Queued builds of the space that were failed.")

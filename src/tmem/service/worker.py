@@ -1,0 +1,131 @@
+"""Build jobs run by background worker threads inside the server.
+
+A job is a row of the control store (persisted). Workers claim queued jobs atomically in the database, so the service
+never starts two builds of one space at once, even with several workers or server processes on one database; the
+build itself also holds the space's lease (:mod:`tmem.construct.policy`), which excludes builds started elsewhere (the
+CLI): a job that meets a held lease goes back to the queue and is retried. Each worker owns its own sync
+:class:`Memory` (its own store connection and event loop), so a build's writes never hold up the API's reads.
+
+Builds are incremental and checkpointed: a job left ``running`` by a server that stopped is re-queued at the next
+start and resumes; after MAX_ATTEMPTS interrupted starts it is failed with the reason (docs/service.md).
+
+The build policy (``TMEM_BUILD_AFTER_TURNS`` / ``TMEM_BUILD_IDLE_SECONDS``): after messages arrive, a space whose
+unbuilt turns reach the threshold, or that has been quiet long enough, gets a job (``params.auto``) unless one is
+queued or running. Arrival times are kept in memory: after a restart, the next message re-arms the policy.
+
+Worker threads are daemons: stopping the server waits a few seconds for a build, then leaves it (re-queued at the
+next start).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from tmem.construct.policy import BuildPolicy
+from tmem.errors import BuildBusy, TmemError
+from tmem.memory import Memory
+from tmem.store.control import ControlStore, Job, store_space
+
+log = logging.getLogger("tmem.service")
+
+
+class BuildWorkers:
+    def __init__(
+        self,
+        control: ControlStore,
+        open_memory: Callable[[], Memory],
+        *,
+        workers: int = 1,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self._control = control
+        self._open_memory = open_memory
+        self._count = workers
+        self._poll = poll_seconds
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._arrivals: dict[tuple[str, str], float] = {}  # (tenant, space) -> monotonic time of the last message
+        self._arrivals_lock = threading.Lock()
+
+    def start(self) -> None:
+        for n in range(self._count):
+            thread = threading.Thread(target=self._loop, args=(n,), name=f"tmem-build-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def note_arrival(self, tenant: str, space: str) -> None:
+        """Messages were stored in the space: arm the build policy for it."""
+        with self._arrivals_lock:
+            self._arrivals[(tenant, space)] = time.monotonic()
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask the workers to stop after their current build; wait at most ``timeout`` seconds for them."""
+        self._stop.set()
+        self._wake.set()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _loop(self, n: int) -> None:
+        memory = self._open_memory()
+        try:
+            while not self._stop.is_set():
+                if n == 0:
+                    self._apply_policy(memory)
+                job = self._control.claim_job()
+                if job is None or not self.run(memory, job):
+                    self._wake.wait(self._poll)
+                    self._wake.clear()
+                    continue
+                self._wake.set()  # another worker may now take a job of this space
+        finally:
+            memory.close()
+
+    def _apply_policy(self, memory: Memory) -> None:
+        with self._arrivals_lock:
+            pending = dict(self._arrivals)
+        if not pending:
+            return
+        settings = memory.settings
+        policy = BuildPolicy(after_turns=settings.build_after_turns, idle_seconds=settings.build_idle_seconds)
+        now = time.monotonic()
+        for (tenant, space), arrived in pending.items():
+            try:
+                stale = memory.staleness(store_space(tenant, space)).stale_turns
+            except TmemError:  # the space was deleted meanwhile
+                stale = 0
+            if stale and not policy.due(stale, now - arrived):
+                continue
+            with self._arrivals_lock:
+                if self._arrivals.get((tenant, space)) == arrived:
+                    del self._arrivals[(tenant, space)]
+            if stale and not any(j.state in ("queued", "running") for j in self._control.jobs(tenant, space)):
+                self._control.create_job(tenant, space, {"rebuild": False, "auto": True})
+
+    def run(self, memory: Memory, job: Job) -> bool:
+        """Run one claimed job to its end state; False when it went back to the queue (the space's lease is held)."""
+        try:
+            report = memory.build(store_space(job.tenant, job.space), rebuild=bool(job.params.get("rebuild")))
+        except BuildBusy:
+            self._control.requeue(job.id, "waiting: another build of this space holds its lease")
+            return False
+        except TmemError as exc:
+            self._control.finish_job(job.id, "failed", error=f"{type(exc).__name__}: {exc}")
+            return True
+        except Exception as exc:  # a worker must survive any build failure and record it
+            log.exception("Build job %s failed unexpectedly", job.id)
+            self._control.finish_job(
+                job.id, "failed", error=f"Unexpected {type(exc).__name__}: {exc}. This is a bug; see the server log."
+            )
+            return True
+        result = report.model_dump(mode="json")
+        result["space"] = job.space
+        self._control.finish_job(job.id, "succeeded", result=result)
+        return True

@@ -1,0 +1,201 @@
+"""Connections, transactions and errors of the PostgreSQL store (the record methods live in the subclasses).
+
+A store holds a psycopg connection pool. Outside a transaction each call borrows a connection for one statement
+group and commits; :meth:`PgBase.transaction` pins one connection to the calling thread until the outermost block
+ends, and nested calls (and every store call the thread makes inside the block) join it. Threads never share a
+pinned connection, so one store object serves a multi-threaded API worker.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from tmem.errors import IntegrityError, StoreError
+from tmem.store.pg_schema import migrate
+from tmem.store.pg_vector import configure_session, ensure_registered
+from tmem.store.rules import not_utf8, tenant_of
+
+
+def redact(url: str) -> str:
+    """The URL without its password (for messages)."""
+    head, at, tail = url.partition("@")
+    if not at or "://" not in head:
+        return url
+    scheme, _, userinfo = head.partition("://")
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}@{tail}"
+
+
+def pg_store_error(exc: psycopg.Error, where: str, doing: str) -> StoreError:
+    """The :class:`StoreError` that says what to do about a PostgreSQL failure."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "NUL" in text or "0x00" in text:
+        return StoreError(
+            f"PostgreSQL cannot store text containing a NUL character (while {doing} in {where}). Nothing of it was "
+            "written; remove it (\\x00) from the input and retry."
+        )
+    if isinstance(exc, pg_errors.IntegrityError):
+        return IntegrityError(f"{text} (while {doing} in {where}). Nothing of it was written; fix the records named.")
+    if isinstance(exc, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.LockNotAvailable)):
+        return StoreError(
+            f"A concurrent write to the same space in {where} conflicted with this one (while {doing}): {text}. "
+            "Nothing of it was written; rerun the command."
+        )
+    if isinstance(exc, pg_errors.InsufficientPrivilege):
+        return StoreError(
+            f"The database user may not do this in {where} (while {doing}): {text}. Grant it CREATE and USAGE on "
+            "the schema (and CREATE EXTENSION vector once, as a superuser), or connect as another user."
+        )
+    if isinstance(exc, pg_errors.UndefinedFile) or ("vector" in text and "extension" in text):
+        return StoreError(
+            f"PostgreSQL at {where} lacks the pgvector extension ({text}). Install pgvector on the server "
+            "(https://github.com/pgvector/pgvector) and rerun."
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreError(
+            f"Cannot reach PostgreSQL at {where} (while {doing}): {text}. Check that the server runs and that "
+            "TMEM_DATABASE_URL / --database-url names the right host, port, database, user and password."
+        )
+    return StoreError(
+        f"PostgreSQL at {where} failed while {doing}: {text}. Rerun the command; if it persists, run `tmem check`."
+    )
+
+
+class PgBase:
+    """Pool, pinned transactions and statement helpers shared by the PostgreSQL store's parts."""
+
+    def __init__(self, pool: ConnectionPool[Any], url: str) -> None:
+        self._pool = pool
+        self._where = redact(url)
+        self._local = threading.local()
+
+    @classmethod
+    def connect(cls, url: str, *, max_size: int = 8, timeout_s: float = 30.0) -> ConnectionPool[Any]:
+        """Open a pool on ``url`` and migrate the schema (StoreError naming the fix when that fails)."""
+        conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        where = redact(url)
+        try:
+            pool: ConnectionPool[Any] = ConnectionPool(
+                conninfo,
+                min_size=1,
+                max_size=max_size,
+                timeout=timeout_s,
+                open=False,
+                configure=configure_session,
+                name="tmem",  # no check on every borrow (a round trip each): a broken connection is an error once
+            )
+            pool.open(wait=True, timeout=timeout_s)
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise StoreError(
+                f"Cannot connect to PostgreSQL at {where}: {exc}. Check that the server runs and that "
+                "TMEM_DATABASE_URL / --database-url names the right host, port, database, user and password."
+            ) from exc
+        try:
+            with pool.connection() as conn:
+                conn.autocommit = True
+                try:
+                    migrate(conn)
+                finally:
+                    conn.autocommit = False
+        except psycopg.Error as exc:
+            pool.close()
+            raise pg_store_error(exc, where, "creating or migrating the schema") from exc
+        return pool
+
+    @property
+    def where(self) -> str:
+        return self._where
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # ------------------------------------------------------------------ connections and transactions
+    def _pinned(self) -> psycopg.Connection[Any] | None:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All store calls of this thread inside the block run on one connection and commit together."""
+        if self._pinned() is not None:
+            yield
+            return
+        try:
+            with self._pool.connection() as conn:  # commits at the end, rolls back on an exception
+                self._pin(conn)
+                try:
+                    yield
+                finally:
+                    self._local.conn = None
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"No free connection to PostgreSQL at {self._where} within the pool timeout: every connection is "
+                "busy. Raise the pool size or the server's max_connections, or run fewer workers."
+            ) from exc
+        except psycopg.Error as exc:
+            raise pg_store_error(exc, self._where, "committing") from exc
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        pinned = self._pinned()
+        if pinned is not None:
+            yield pinned
+            return
+        with self.transaction():
+            conn = self._pinned()
+            assert conn is not None
+            yield conn
+
+    def _pin(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            ensure_registered(conn)
+        except psycopg.Error as exc:
+            raise pg_store_error(exc, self._where, "loading the vector type") from exc
+        self._local.conn = conn
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._conn() as conn:
+            try:
+                return list(conn.execute(sql, params).fetchall())
+            except psycopg.Error as exc:
+                raise pg_store_error(exc, self._where, f"reading ({_verb(sql)})") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the number of rows it touched."""
+        with self._conn() as conn:
+            try:
+                return conn.execute(sql, params).rowcount
+            except psycopg.Error as exc:
+                raise pg_store_error(exc, self._where, f"running {_verb(sql)}") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
+
+    def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        with self._conn() as conn:
+            try:
+                with conn.cursor() as cur:
+                    cur.executemany(sql, rows)
+            except psycopg.Error as exc:
+                raise pg_store_error(exc, self._where, f"running {_verb(sql)}") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
+
+    @staticmethod
+    def _key(space: str) -> tuple[str, str]:
+        """(tenant, space): the leading key of every row and every statement."""
+        return tenant_of(space), space
+
+
+def _verb(sql: str) -> str:
+    return " ".join(sql.split("(")[0].split()[:4])

@@ -1,0 +1,230 @@
+"""Schema migrations of the PostgreSQL store: the same ordered list as :mod:`tmem.store.migrations` (same names,
+same versions), written as PostgreSQL DDL.
+
+Every table is keyed by ``(tenant, space, ...)``. ``tenant`` is an ordinary column the store writes from the space
+key (``T/S`` -> ``T``; a plain local name -> ``''``), held equal to it by a CHECK constraint. It leads every primary
+key, unique index and foreign key, so that the schema can be distributed by tenant on a sharded PostgreSQL (Citus:
+``SELECT create_distributed_table(t, 'tenant')`` for each table) without change: every statement the store runs
+names its tenant, and each space's rows live on one shard. docs/scaling.md says why it is a stored column and not a
+generated one.
+
+Never edit a released migration; append one with the same name as its SQLite counterpart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# tenant is the part of the space key before its one '/', or '' for a plain (local) space name.
+_TENANT_OF_SPACE = "CASE WHEN strpos(space, '/') > 0 THEN split_part(space, '/', 1) ELSE '' END"
+
+
+def _keyed(space_col: str = "space") -> str:
+    """The tenant/space column pair every table starts with, and the CHECK that ties them."""
+    expr = _TENANT_OF_SPACE.replace("space", space_col)
+    return f"tenant TEXT NOT NULL, {space_col} TEXT NOT NULL, CHECK (tenant = ({expr}))"
+
+
+_M001 = f"""
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE spaces (
+    {_keyed("name")},
+    speakers TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (tenant, name)
+);
+CREATE TABLE sessions (
+    {_keyed()},
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, id),
+    UNIQUE (tenant, space, seq),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE TABLE turns (
+    {_keyed()},
+    id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    speaker TEXT NOT NULL,
+    text TEXT NOT NULL,
+    time TEXT NOT NULL,
+    caption TEXT,
+    PRIMARY KEY (tenant, space, id),
+    UNIQUE (tenant, space, seq),
+    FOREIGN KEY (tenant, space, session_id) REFERENCES sessions(tenant, space, id) ON DELETE CASCADE
+);
+CREATE TABLE scenes (
+    {_keyed()},
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    narrative TEXT NOT NULL,
+    start TEXT NOT NULL,
+    "end" TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, id),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE TABLE scene_turns (
+    {_keyed()},
+    scene_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    PRIMARY KEY (tenant, space, turn_id),
+    FOREIGN KEY (tenant, space, scene_id) REFERENCES scenes(tenant, space, id) ON DELETE CASCADE,
+    FOREIGN KEY (tenant, space, turn_id) REFERENCES turns(tenant, space, id) ON DELETE CASCADE
+);
+CREATE INDEX scene_turns_scene ON scene_turns(tenant, space, scene_id);
+CREATE TABLE topics (
+    {_keyed()},
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    label TEXT NOT NULL,
+    description TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, id),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE TABLE topic_scenes (
+    {_keyed()},
+    topic_id TEXT NOT NULL,
+    scene_id TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, topic_id, scene_id),
+    FOREIGN KEY (tenant, space, topic_id) REFERENCES topics(tenant, space, id) ON DELETE CASCADE,
+    FOREIGN KEY (tenant, space, scene_id) REFERENCES scenes(tenant, space, id) ON DELETE CASCADE
+);
+CREATE INDEX topic_scenes_scene ON topic_scenes(tenant, space, scene_id);
+CREATE TABLE items (
+    {_keyed()},
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('atomic', 'connected')),
+    topic_id TEXT,
+    speaker TEXT,
+    date TEXT,
+    supersedes TEXT,
+    superseded_by TEXT,
+    turn_ids TEXT NOT NULL DEFAULT '[]',
+    mode TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, id),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE TABLE item_scenes (
+    {_keyed()},
+    item_id TEXT NOT NULL,
+    scene_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    PRIMARY KEY (tenant, space, item_id, scene_id),
+    FOREIGN KEY (tenant, space, item_id) REFERENCES items(tenant, space, id) ON DELETE CASCADE,
+    FOREIGN KEY (tenant, space, scene_id) REFERENCES scenes(tenant, space, id) ON DELETE CASCADE
+);
+CREATE INDEX item_scenes_scene ON item_scenes(tenant, space, scene_id);
+CREATE TABLE triggers (
+    {_keyed()},
+    id TEXT NOT NULL,
+    family TEXT NOT NULL CHECK (family IN ('entity', 'bridge', 'scene', 'horizon')),
+    host_kind TEXT NOT NULL CHECK (host_kind IN ('item', 'scene')),
+    host_id TEXT NOT NULL,
+    grp INTEGER NOT NULL,
+    fields TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, id),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE INDEX triggers_host ON triggers(tenant, space, host_id);
+CREATE TABLE trigger_views (
+    {_keyed()},
+    trigger_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, trigger_id, position),
+    FOREIGN KEY (tenant, space, trigger_id) REFERENCES triggers(tenant, space, id) ON DELETE CASCADE
+);
+CREATE TABLE personas (
+    {_keyed()},
+    speaker TEXT NOT NULL,
+    traits TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, speaker),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE TABLE build_state (
+    {_keyed()},
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, key),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE TABLE embeddings (
+    {_keyed()},
+    model_id TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector vector NOT NULL,
+    PRIMARY KEY (tenant, space, model_id, text_hash),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE TABLE llm_calls (
+    id BIGINT GENERATED ALWAYS AS IDENTITY,
+    {_keyed()},
+    stage TEXT NOT NULL,
+    model TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    tokens_in INTEGER NOT NULL,
+    tokens_out INTEGER NOT NULL,
+    latency_ms DOUBLE PRECISION NOT NULL,
+    attempts INTEGER NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'error', 'cached', 'batch')),
+    created_at TEXT NOT NULL,
+    response TEXT,
+    error TEXT,
+    PRIMARY KEY (tenant, id),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+CREATE INDEX llm_calls_hash ON llm_calls(tenant, space, request_hash);
+CREATE TABLE pending_requests (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    {_keyed()},
+    request_hash TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (tenant, space, request_hash),
+    FOREIGN KEY (tenant, space) REFERENCES spaces(tenant, name) ON DELETE CASCADE
+);
+"""
+
+# (name, DDL): the names and order of tmem.store.migrations.MIGRATIONS.
+MIGRATIONS: list[tuple[str, str]] = [
+    ("001_initial", _M001),
+]
+
+_LOCK_KEY = 7_460_135_001  # pg_advisory_xact_lock key: one process migrates at a time
+
+
+def statements(script: str) -> list[str]:
+    """The statements of a DDL script (no statement here contains a ';' inside a literal)."""
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def migrate(conn: Any) -> list[str]:
+    """Apply every migration not yet recorded, each in its own transaction, under an advisory lock so that workers
+    starting together migrate once. ``conn`` is a psycopg connection outside a transaction. Returns names applied."""
+    applied: list[str] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT)"
+        )
+        done = {row[0] for row in conn.execute("SELECT version FROM migrations").fetchall()}
+        for version, (name, script) in enumerate(MIGRATIONS, start=1):
+            if version in done:
+                continue
+            with conn.transaction():  # a savepoint: one migration is all-or-nothing
+                for statement in statements(script):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO migrations(version, name) VALUES (%s, %s)", (version, name))
+            applied.append(name)
+    return applied

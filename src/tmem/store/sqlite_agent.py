@@ -1,0 +1,270 @@
+"""The SQLite side of the agent operations (issue 9): id-scoped reads and writes for ``Memory.add_messages``, item
+edits, forgetting (tombstones, targeted deletes, erasure) and the per-space build lease.
+
+Mixed into :class:`tmem.store.sqlite.SQLiteStore`; each method is documented in :class:`tmem.store.base.Store`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from tmem.errors import IntegrityError
+from tmem.models import (
+    BuildMode,
+    Item,
+    ItemEdit,
+    ItemKind,
+    Scene,
+    Session,
+    TombstoneKind,
+    TopicSceneLink,
+    Turn,
+)
+from tmem.store.base import iter_batches
+
+_CHUNK = 500
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def turn_from_row(r: Sequence[Any]) -> Turn:
+    """A Turn from ``SELECT space, id, session_id, seq, speaker, text, time, caption``."""
+    return Turn(
+        id=r[1],
+        session_id=r[2],
+        seq=r[3],
+        speaker=r[4],
+        text=r[5],
+        time=datetime.fromisoformat(r[6]),
+        caption=r[7],
+    )
+
+
+def _session(r: Sequence[Any]) -> Session:
+    return Session(id=r[0], seq=r[1], started_at=datetime.fromisoformat(r[2]), content_hash=r[3])
+
+
+class AgentOps:
+    """Id-scoped store methods; every query names its space and is served by a primary key or an index."""
+
+    if TYPE_CHECKING:
+        _db: sqlite3.Connection
+        _lock: threading.RLock
+        _depth: int
+
+        def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]: ...
+
+        def _exec(self, sql: str, params: Sequence[Any] = ()) -> None: ...
+
+        def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+        def transaction(self) -> AbstractContextManager[None]: ...
+
+        def scenes(self, space: str, ids: Sequence[str] | None = None) -> list[Scene]: ...
+
+        def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]: ...
+
+        def get_space(self, name: str) -> Any: ...
+
+    def _chunked(self, sql: str, space: str, ids: Sequence[str], *extra: Any) -> Iterator[sqlite3.Row]:
+        """Run ``sql`` (with one ``{marks}`` placeholder list) over ``ids`` in chunks."""
+        for chunk in iter_batches(list(dict.fromkeys(ids)), _CHUNK):
+            yield from self._rows(sql.format(marks=_marks(len(chunk))), (space, *extra, *chunk))
+
+    # ------------------------------------------------------------------ messages
+    def last_turn(self, space: str) -> Turn | None:
+        rows = self._rows(
+            "SELECT space, id, session_id, seq, speaker, text, time, caption FROM turns WHERE space = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (space,),
+        )
+        return turn_from_row(rows[0]) if rows else None
+
+    def last_session(self, space: str) -> Session | None:
+        rows = self._rows(
+            "SELECT id, seq, started_at, content_hash FROM sessions WHERE space = ? ORDER BY seq DESC LIMIT 1",
+            (space,),
+        )
+        return _session(rows[0]) if rows else None
+
+    def find_turns(self, space: str, ids: Sequence[str]) -> list[Turn]:
+        sql = (
+            "SELECT space, id, session_id, seq, speaker, text, time, caption FROM turns "
+            "WHERE space = ? AND id IN ({marks})"
+        )
+        return sorted((turn_from_row(r) for r in self._chunked(sql, space, ids)), key=lambda t: t.seq)
+
+    def find_sessions(self, space: str, ids: Sequence[str]) -> list[Session]:
+        sql = "SELECT id, seq, started_at, content_hash FROM sessions WHERE space = ? AND id IN ({marks})"
+        return sorted((_session(r) for r in self._chunked(sql, space, ids)), key=lambda s: s.seq)
+
+    def add_turns(self, space: str, session_id: str, turns: Sequence[Turn]) -> None:
+        if not self._rows("SELECT 1 FROM sessions WHERE space = ? AND id = ?", (space, session_id)):
+            raise IntegrityError(f"Space {space!r} has no session {session_id!r} to append turns to.")
+        for t in turns:
+            if t.session_id != session_id:
+                raise IntegrityError(f"Turn {t.id} names session {t.session_id!r}, expected {session_id!r}.")
+        with self.transaction():
+            self._many(
+                "INSERT INTO turns(space, id, session_id, seq, speaker, text, time, caption) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(space, t.id, t.session_id, t.seq, t.speaker, t.text, t.time.isoformat(), t.caption) for t in turns],
+            )
+
+    def count_turns_after(self, space: str, seq: int) -> int:
+        return int(self._rows("SELECT COUNT(*) FROM turns WHERE space = ? AND seq > ?", (space, seq))[0][0])
+
+    def count_turns_outside_scenes(self, space: str) -> int:
+        return int(
+            self._rows(
+                "SELECT COUNT(*) FROM turns t WHERE t.space = ? AND NOT EXISTS "
+                "(SELECT 1 FROM scene_turns st WHERE st.space = t.space AND st.turn_id = t.id)",
+                (space,),
+            )[0][0]
+        )
+
+    # ------------------------------------------------------------------ forgetting
+    def delete_turns(self, space: str, ids: Sequence[str]) -> None:
+        with self.transaction():
+            for chunk in iter_batches(list(dict.fromkeys(ids)), _CHUNK):
+                marks = _marks(len(chunk))
+                self._exec(f"DELETE FROM scene_turns WHERE space = ? AND turn_id IN ({marks})", (space, *chunk))
+                self._exec(f"DELETE FROM turns WHERE space = ? AND id IN ({marks})", (space, *chunk))
+
+    def scenes_of_turns(self, space: str, turn_ids: Sequence[str]) -> list[Scene]:
+        sql = "SELECT DISTINCT scene_id FROM scene_turns WHERE space = ? AND turn_id IN ({marks})"
+        scene_ids = sorted({r[0] for r in self._chunked(sql, space, turn_ids)})
+        return self.scenes(space, scene_ids) if scene_ids else []
+
+    def items_of_scenes(self, space: str, scene_ids: Sequence[str]) -> list[Item]:
+        sql = "SELECT DISTINCT item_id FROM item_scenes WHERE space = ? AND scene_id IN ({marks})"
+        item_ids = sorted({r[0] for r in self._chunked(sql, space, scene_ids)})
+        if not item_ids:
+            return []
+        rows = list(self._chunked("SELECT * FROM items WHERE space = ? AND id IN ({marks})", space, item_ids))
+        links: dict[str, list[str]] = {}
+        for item_id, scene_id in self._chunked(
+            "SELECT item_id, scene_id FROM item_scenes WHERE space = ? AND item_id IN ({marks}) ORDER BY item_id, "
+            "position",
+            space,
+            item_ids,
+        ):
+            links.setdefault(item_id, []).append(scene_id)
+        out = [
+            Item(
+                id=r[1],
+                seq=r[2],
+                text=r[3],
+                kind=ItemKind(r[4]),
+                topic_id=r[5],
+                speaker=r[6],
+                date=r[7],
+                supersedes=r[8],
+                superseded_by=r[9],
+                turn_ids=json.loads(r[10]),
+                mode=BuildMode(r[11]),
+                scene_ids=links.get(r[1], []),
+            )
+            for r in rows
+        ]
+        return sorted(out, key=lambda i: (i.seq, i.id))
+
+    def topic_links_of(
+        self, space: str, *, scene_ids: Sequence[str] = (), topic_ids: Sequence[str] = ()
+    ) -> list[TopicSceneLink]:
+        found: set[tuple[str, str]] = set()
+        for column, ids in (("scene_id", scene_ids), ("topic_id", topic_ids)):
+            sql = f"SELECT topic_id, scene_id FROM topic_scenes WHERE space = ? AND {column} IN ({{marks}})"
+            found |= {(r[0], r[1]) for r in self._chunked(sql, space, ids)}
+        return [TopicSceneLink(topic_id=t, scene_id=s) for t, s in sorted(found)]
+
+    def add_tombstones(self, space: str, kind: TombstoneKind, ids: Sequence[str]) -> None:
+        with self.transaction():
+            self._many(
+                "INSERT INTO tombstones(space, kind, id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                [(space, kind, i) for i in dict.fromkeys(ids)],
+            )
+
+    def tombstoned(self, space: str, kind: TombstoneKind, ids: Sequence[str]) -> set[str]:
+        sql = "SELECT id FROM tombstones WHERE space = ? AND kind = ? AND id IN ({marks})"
+        return {r[0] for r in self._chunked(sql, space, ids, kind)}
+
+    # ------------------------------------------------------------------ item history
+    def add_item_edit(self, space: str, edit: ItemEdit) -> None:
+        with self.transaction():
+            self._exec(
+                "INSERT INTO item_history(space, item_id, version, change, old_text, new_text, at) "
+                "VALUES (?, ?, ?, 'edited', ?, ?, ?)",
+                (space, edit.item_id, edit.version, edit.old_text, edit.new_text, edit.at.isoformat()),
+            )
+
+    def item_edits(self, space: str, item_ids: Sequence[str] | None = None) -> list[ItemEdit]:
+        cols = "SELECT item_id, version, old_text, new_text, at FROM item_history WHERE space = ?"
+        if item_ids is None:
+            rows: list[sqlite3.Row] = self._rows(cols, (space,))
+        else:
+            rows = list(self._chunked(cols + " AND item_id IN ({marks})", space, item_ids))
+        edits = [
+            ItemEdit(item_id=r[0], version=r[1], old_text=r[2], new_text=r[3], at=datetime.fromisoformat(r[4]))
+            for r in rows
+        ]
+        return sorted(edits, key=lambda e: (e.item_id, e.version))
+
+    def delete_item_edits(self, space: str, item_ids: Sequence[str]) -> None:
+        with self.transaction():
+            for chunk in iter_batches(list(dict.fromkeys(item_ids)), _CHUNK):
+                self._exec(
+                    f"DELETE FROM item_history WHERE space = ? AND item_id IN ({_marks(len(chunk))})", (space, *chunk)
+                )
+
+    # ------------------------------------------------------------------ caches
+    def delete_embeddings(self, space: str, text_hashes: Sequence[str]) -> None:
+        with self.transaction():
+            for chunk in iter_batches(list(dict.fromkeys(text_hashes)), _CHUNK):
+                self._exec(
+                    f"DELETE FROM embeddings WHERE space = ? AND text_hash IN ({_marks(len(chunk))})", (space, *chunk)
+                )
+
+    def delete_llm_responses(self, space: str, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()) -> int:
+        needles: set[str] = set()
+        for text in containing:
+            if text.strip():
+                needles.add(text)
+                needles.add(json.dumps(text)[1:-1])
+                needles.add(json.dumps(text, ensure_ascii=False)[1:-1])
+        before = self._db.total_changes
+        with self.transaction():
+            for needle in sorted(needles):
+                self._exec(
+                    "DELETE FROM llm_calls WHERE space = ? AND response IS NOT NULL AND instr(response, ?) > 0",
+                    (space, needle),
+                )
+            for prefix in stage_prefixes:
+                escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                self._exec("DELETE FROM llm_calls WHERE space = ? AND stage LIKE ? ESCAPE '\\'", (space, escaped + "%"))
+        return self._db.total_changes - before
+
+    # ------------------------------------------------------------------ build lease
+    def acquire_lease(self, space: str, name: str, holder: str, ttl_seconds: float, now: float) -> bool:
+        with self.transaction():  # BEGIN IMMEDIATE: one writer at a time across processes
+            rows = self._rows("SELECT holder, expires_at FROM leases WHERE space = ? AND name = ?", (space, name))
+            if rows and rows[0][0] != holder and float(rows[0][1]) > now:
+                return False
+            self._exec(
+                "INSERT INTO leases(space, name, holder, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT(space, name) "
+                "DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at",
+                (space, name, holder, now + ttl_seconds),
+            )
+            return True
+
+    def release_lease(self, space: str, name: str, holder: str) -> None:
+        with self.transaction():
+            self._exec("DELETE FROM leases WHERE space = ? AND name = ? AND holder = ?", (space, name, holder))

@@ -1,0 +1,157 @@
+"""Messages as they arrive (Memory.add_messages): sessions by idle gap, idempotence, dates from the conversation,
+staleness, extending a built session, and the build lease."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tmem import BuildBusy, InputError, Memory, MessageInput, Settings
+from tmem.construct.check import check_space
+from tmem.construct.policy import BUILD_LEASE
+from tmem.embed import HashEmbedder
+from tmem.store import open_store
+
+T0 = datetime(2024, 3, 1, 9, 0)
+
+
+def _mem(tmp_path: Path | None = None) -> Memory:
+    settings = Settings(home=tmp_path or Path("/nonexistent"), llm="none", session_gap_minutes=30)
+    store = open_store(":memory:" if tmp_path is None else tmp_path / "tmem.db")
+    return Memory(store, settings, embedder=HashEmbedder())
+
+
+def _msgs(n: int, start: int = 0, minutes: int = 1) -> list[MessageInput]:
+    return [
+        MessageInput(
+            speaker="alice" if k % 2 else "bot",
+            text=f"message number {k} about hiking trips near Grenoble and the weather",
+            time=T0 + timedelta(minutes=minutes * k),
+        )
+        for k in range(start, start + n)
+    ]
+
+
+def test_open_session_and_idle_gap() -> None:
+    with _mem() as mem:
+        first = mem.add_messages("u", _msgs(3))
+        assert first.sessions_created == ["live-1"] and len(first.added) == 3
+        late = MessageInput(speaker="alice", text="back after lunch", time=T0 + timedelta(hours=3))
+        soon = MessageInput(speaker="bot", text="welcome back")  # no time: the previous message's time
+        second = mem.add_messages("u", [late, soon])
+        assert second.sessions_created == ["live-2"]
+        sessions = mem.store.sessions("u")
+        assert [s.id for s in sessions] == ["live-1", "live-2"]
+        assert sessions[1].started_at == T0 + timedelta(hours=3)
+        turns = mem.store.turns("u")
+        assert [t.session_id for t in turns] == ["live-1"] * 3 + ["live-2"] * 2
+        assert turns[-1].time == turns[-2].time
+        assert mem.store.get_space("u").speakers == ["bot", "alice"]
+
+
+def test_idempotent_by_id_and_by_content() -> None:
+    with _mem() as mem:
+        batch = [*_msgs(2), MessageInput(id="x-1", speaker="alice", text="with an id", time=T0)]
+        mem.add_messages("u", batch)
+        again = mem.add_messages("u", batch)
+        assert again.added == [] and len(again.skipped) == 3
+        assert len(mem.store.turns("u")) == 3
+        with pytest.raises(InputError, match="already stored for another message"):
+            mem.add_messages("u", [MessageInput(id="x-1", speaker="alice", text="other text")])
+
+
+def test_repeated_identical_messages_in_one_call_are_kept_apart() -> None:
+    with _mem() as mem:
+        ok = MessageInput(speaker="alice", text="ok", time=T0)
+        report = mem.add_messages("u", [ok, ok])
+        assert len(report.added) == 2 and len(set(report.added)) == 2
+
+
+def test_first_message_needs_a_time_or_an_arrival_time() -> None:
+    with _mem() as mem:
+        with pytest.raises(InputError, match="has no time"):
+            mem.add_messages("u", [{"speaker": "alice", "text": "hello there"}])
+        assert not mem.store.has_space("u") or not mem.store.turns("u")  # nothing written
+        arrived = datetime(2025, 1, 2, 8, 30)
+        mem.add_messages("u", [{"speaker": "alice", "text": "hello there"}], received_at=arrived)
+        assert mem.store.turns("u")[0].time == arrived
+
+
+def test_bad_input_says_what_to_fix() -> None:
+    with _mem() as mem:
+        with pytest.raises(InputError, match="speaker is empty"):
+            mem.add_messages("u", [{"speaker": " ", "text": "x", "time": "2024-01-01"}])
+        with pytest.raises(InputError, match="Cannot read the date"):
+            mem.add_messages("u", [{"speaker": "a", "text": "x", "time": "yesterday"}])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gaps=st.lists(st.sampled_from([0, 1, 5, 45, 600]), min_size=1, max_size=14),
+    cuts=st.lists(st.integers(min_value=0, max_value=14), max_size=5),
+    retry=st.booleans(),
+)
+def test_any_chunking_gives_the_same_turns(gaps: list[int], cuts: list[int], retry: bool) -> None:
+    """Incremental == full: messages sent in any chunks (and chunks sent twice) give the same sessions and turns."""
+    messages: list[MessageInput] = []
+    when = T0
+    for k, gap in enumerate(gaps):
+        when += timedelta(minutes=gap)
+        timed = k % 3 != 2  # every third message carries no time
+        messages.append(MessageInput(speaker=f"s{k % 2}", text=f"m{k % 4}", time=when if timed or k == 0 else None))
+    bounds = sorted({0, len(messages), *(c for c in cuts if c <= len(messages))})
+    with _mem() as full, _mem() as parts:
+        full.add_messages("u", messages)
+        for a, b in itertools.pairwise(bounds):
+            parts.add_messages("u", messages[a:b])
+            if retry:
+                assert parts.add_messages("u", messages[a:b]).added == []
+        assert parts.store.turns("u") == full.store.turns("u")
+        assert parts.store.sessions("u") == full.store.sessions("u")
+
+
+def test_staleness_and_extending_a_built_session(tmp_path: Path) -> None:
+    with _mem(tmp_path) as mem:
+        mem.add_messages("u", _msgs(6))
+        assert mem.staleness("u").stale_turns == 6
+        mem.build("u")
+        assert mem.staleness("u").stale_turns == 0
+        assert not mem.search("u", "hiking Grenoble").stale
+        mem.add_messages("u", _msgs(3, start=6))  # same open session
+        assert len(mem.store.sessions("u")) == 1
+        result = mem.search("u", "hiking Grenoble")
+        assert result.stale and result.stale_turns == 3
+        assert mem.spaces()[0].build_state == "stale"
+        assert check_space(mem.store, "u").violations == []  # appended turns are stale, not unassigned
+        mem.build("u")
+        assert mem.staleness("u").stale_turns == 0
+        scened = {tid for s in mem.store.scenes("u") for tid in s.turn_ids}
+        assert scened == {t.id for t in mem.store.turns("u")}
+    # the grown session is built as if it had arrived whole
+    with _mem(tmp_path / "whole") as whole:
+        whole.add_messages("u", _msgs(9))
+        whole.build("u")
+        with _mem(tmp_path) as mem:
+            assert [s.turn_ids for s in mem.store.scenes("u")] == [s.turn_ids for s in whole.store.scenes("u")]
+            assert [i.text for i in mem.store.items("u")] == [i.text for i in whole.store.items("u")]
+            assert [(t.label, t.description) for t in mem.store.topics("u")] == [
+                (t.label, t.description) for t in whole.store.topics("u")
+            ]
+
+
+def test_one_build_per_space_at_a_time(tmp_path: Path) -> None:
+    with _mem(tmp_path) as mem, _mem(tmp_path) as other:
+        mem.add_messages("u", _msgs(4))
+        assert other.store.acquire_lease("u", BUILD_LEASE, "someone-else", 600.0, 1e12)
+        with pytest.raises(BuildBusy, match="Another build"):
+            mem.build("u")
+        assert mem.build_if_due("u", idle_seconds=10_000) is None  # busy: skipped, not an error
+        other.store.release_lease("u", BUILD_LEASE, "someone-else")
+        assert mem.build_if_due("u", idle_seconds=0) is None  # 4 turns < 20 and not idle long enough
+        assert mem.build_if_due("u", idle_seconds=10_000) is not None
+        assert mem.staleness("u").stale_turns == 0

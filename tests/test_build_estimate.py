@@ -1,0 +1,67 @@
+"""The cost estimate shown before a build: request counts that follow from the plan match a build's, and the CLI
+shows it (`tmem llm cost SPACE --estimate`, and `tmem build --batch-out` before a fresh build)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tests.support.stage_replies import dev_space, scripted_reply
+from tmem.cli.main import cli
+from tmem.construct.estimate import estimate_build
+from tmem.construct.options import BuildOptions
+from tmem.construct.pipeline import build_space
+from tmem.embed.hashing import HashEmbedder
+from tmem.ingest.importer import import_spaces
+from tmem.llm.scripted import scripted_llm
+from tmem.store.sqlite import SQLiteStore
+
+SPACE = "conv-26"
+
+
+async def test_the_estimate_counts_the_requests_the_plan_fixes() -> None:
+    store = SQLiteStore.open(":memory:")
+    import_spaces(store, [dev_space(SPACE, slice(0, 6))], source="dev")
+    options = BuildOptions(few_rounds=True)
+    planned = estimate_build(store, SPACE, options)
+    assert planned.open_turns == len(store.turns(SPACE)) and planned.rounds == 4
+    assert [s.stage for s in planned.stages] == [
+        "segment",
+        "topics",
+        "items",
+        "triggers.item",
+        "triggers.scene",
+        "persona",
+    ]
+    assert planned.total.requests == sum(s.requests for s in planned.stages)
+    assert all(s.input_tokens > 0 and s.output_tokens > 0 for s in planned.stages)
+    llm = scripted_llm(store, fn=scripted_reply)
+    await build_space(store, SPACE, llm=llm, embedder=HashEmbedder(), options=options)
+    asked = Counter(c.stage for c in store.llm_calls(SPACE) if c.outcome == "ok")
+    by_stage = {s.stage: s.requests for s in planned.stages}
+    # windows and topic requests follow from the turns and the options alone
+    assert by_stage["segment"] == asked["segment"] and by_stage["topics"] == asked["topics"]
+    assert by_stage["persona"] == asked["persona"] == 2
+    assert estimate_build(store, SPACE, options).open_turns == 0  # built: nothing left to estimate
+
+
+def test_cli_shows_the_estimate_before_a_batch_build(tmp_path: Path) -> None:
+    store = SQLiteStore.open(tmp_path / "tmem.db")
+    import_spaces(store, [dev_space(SPACE, slice(0, 2))], source="dev")
+    store.close()
+    env = {"TMEM_HOME": str(tmp_path), "TMEM_EMBED_BACKEND": "hash"}
+    shown = CliRunner().invoke(cli, ["llm", "cost", SPACE, "--estimate", "--json"], env=env)
+    assert shown.exit_code == 0, shown.output
+    payload = json.loads(shown.output)
+    assert payload["plan"] == "few-rounds" and payload["rounds"] == 4 and payload["total"]["requests"] > 0
+    text = CliRunner().invoke(cli, ["llm", "cost", SPACE, "--estimate", "--sequential"], env=env)
+    assert "sequential plan" in text.output and "triggers.item" in text.output
+    env |= {"TMEM_LLM": "openai", "TMEM_LLM_MODEL": "m", "OPENAI_BASE_URL": "http://127.0.0.1:9", "OPENAI_API_KEY": "x"}
+    batch = CliRunner().invoke(
+        cli, ["build", SPACE, "--batch-out", str(tmp_path / "b.jsonl"), "--no-progress"], env=env
+    )
+    assert batch.exit_code == 3, batch.output
+    assert "Estimated cost of building conv-26 (few-rounds plan, 4 batch round(s))" in batch.stderr

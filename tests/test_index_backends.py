@@ -1,0 +1,165 @@
+"""The vector index backends (in-process and pgvector) answer the protocol's two queries identically to a brute-force
+reference, update incrementally, and keep spaces apart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from tmem.index.backend import Entry, MemoryVectorIndex, VectorIndex, view_part
+from tmem.store.base import Store
+
+DIM = 16
+ENTITY, BRIDGE = view_part("entity"), view_part("bridge")
+
+
+def _corpus(seed: int, n_items: int = 60) -> tuple[list[Entry], npt.NDArray[np.float32]]:
+    rng = np.random.default_rng(seed)
+    entries: list[Entry] = []
+    for n in range(n_items):
+        entries.append(Entry("item", f"i{n:03d}", f"i{n:03d}", "", f"h-item-{n}"))
+        for v, part in enumerate((ENTITY, ENTITY, BRIDGE)):
+            if (n + v) % 5:  # some items lack some views
+                entries.append(Entry(part, f"t{n:03d}:{v}", f"i{n:03d}", f"view{v}", f"h-{n}-{v}"))
+    vectors = rng.normal(size=(len(entries), DIM)).astype(np.float32)
+    return entries, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _exact_hosts(
+    entries: list[Entry], vectors: npt.NDArray[np.float32], parts: set[str], q: npt.NDArray[np.float32], k: int
+) -> list[tuple[str, float]]:
+    best: dict[str, float] = {}
+    for e, v in zip(entries, vectors, strict=True):
+        if e.part in parts:
+            best[e.host] = max(best.get(e.host, -2.0), float(v @ q))
+    return sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k]
+
+
+@pytest.fixture(params=["memory", pytest.param("pgvector", marks=pytest.mark.postgres)])
+def make_index(request: pytest.FixtureRequest) -> Iterator[tuple[str, object]]:
+    if request.param == "memory":
+        yield "memory", None
+        return
+    from tmem.store.postgres import PostgresStore
+
+    store = PostgresStore.open(request.getfixturevalue("pg_url"))
+    yield "pgvector", store
+    store.close()
+
+
+def _index(kind: tuple[str, object], space: str, exact_below: int = 20_000) -> VectorIndex:
+    name, store = kind
+    if name == "memory":
+        return MemoryVectorIndex(DIM)
+    from tmem.index.pgvector import PgVectorIndex
+    from tmem.store.postgres import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    store.ensure_space(space)
+    return PgVectorIndex(store, space, "test-model", DIM, exact_below=exact_below)
+
+
+def test_queries_match_brute_force(make_index: tuple[str, object]) -> None:
+    entries, vectors = _corpus(1)
+    index = _index(make_index, "a")
+    report = index.sync(entries, vectors)
+    assert (report.written, report.removed, report.kept) == (len(entries), 0, 0)
+    q = vectors[5] + 0.1 * vectors[40]
+    q = q / np.linalg.norm(q)
+    items = [(e, v) for e, v in zip(entries, vectors, strict=True) if e.part == "item"]
+    exact = sorted(((e.id, float(v @ q)) for e, v in items), key=lambda x: (-x[1], x[0]))
+    got = index.top_k("item", q, 10)
+    assert [h.id for h in got] == [i for i, _ in exact[:10]]
+    assert np.allclose([h.score for h in got], [s for _, s in exact[:10]], atol=1e-5)
+    allowed = [e.id for e, _ in items[::3]]
+    got = index.top_k("item", q, 5, allowed)
+    assert [h.id for h in got] == [i for i, _ in exact if i in set(allowed)][:5]
+    hosts = index.top_hosts([ENTITY, BRIDGE], q, 7)
+    ref = _exact_hosts(entries, vectors, {ENTITY, BRIDGE}, q, 7)
+    assert [h.host for h in hosts] == [h for h, _ in ref]
+    assert np.allclose([h.score for h in hosts], [s for _, s in ref], atol=1e-5)
+    for h in hosts:  # the part and view named are the ones that gave the max
+        (e,) = [e for e in entries if e.host == h.host and e.part == h.part and e.view == h.view]
+        assert abs(float(vectors[entries.index(e)] @ q) - h.score) < 1e-5
+    only = {ref[3][0], ref[5][0]}
+    assert {h.host for h in index.top_hosts([ENTITY, BRIDGE], q, 7, sorted(only))} == only
+    assert index.top_k("scene", q, 5) == [] and index.top_hosts([view_part("horizon")], q, 5) == []
+
+
+def test_sync_is_incremental(make_index: tuple[str, object]) -> None:
+    entries, vectors = _corpus(2)
+    index = _index(make_index, "a")
+    index.sync(entries, vectors)
+    changed = Entry(entries[0].part, entries[0].id, entries[0].host, "", "new-hash")
+    new = Entry("item", "i999", "i999", "", "h-new")
+    rest = entries[2:]  # entries[1] is gone
+    fresh = np.full(DIM, 0.25, dtype=np.float32)  # unit length, unlike any random corpus vector
+    moved = np.vstack([vectors[1], vectors[2:], fresh]).astype(np.float32)
+    report = index.sync([changed, *rest, new], moved)
+    assert (report.written, report.removed, report.kept) == (2, 1, len(rest))
+    assert index.known()[("item", "i999")] == "h-new" and (entries[1].part, entries[1].id) not in index.known()
+    assert index.top_k("item", fresh, 1)[0].id == "i999"
+    assert index.top_k("item", vectors[1], 1)[0].id == entries[0].id  # re-embedded with entries[1]'s vector
+    assert index.count("item") == sum(1 for e in [changed, *rest, new] if e.part == "item")
+
+
+def test_pgvector_keeps_spaces_apart_and_goes_with_its_space(pg_url: str) -> None:
+    from tmem.index.pgvector import PgVectorIndex
+    from tmem.store.postgres import PostgresStore
+
+    store = PostgresStore.open(pg_url)
+    entries, vectors = _corpus(3, n_items=10)
+    for space in ("acme/a", "b"):
+        store.ensure_space(space)
+        PgVectorIndex(store, space, "m", DIM).sync(entries, vectors)
+    a = PgVectorIndex(store, "acme/a", "m", DIM)
+    a.sync(entries[:5], vectors[:5])
+    assert a.count("item") < PgVectorIndex(store, "b", "m", DIM).count("item")
+    assert PgVectorIndex(store, "acme/a", "other-model", DIM).count("item") == 0  # per embedder
+    store.delete_space("b")
+    assert store._rows("SELECT COUNT(*) FROM vector_index WHERE space = 'b'") == [(0,)]
+    store.close()
+
+
+@pytest.mark.postgres
+def test_pgvector_hnsw_recall_against_exact(pg_url: str) -> None:
+    """The approximate path (HNSW, forced by exact_below=0) finds what the exact path finds."""
+    from tmem.index.pgvector import PgVectorIndex
+    from tmem.store.postgres import PostgresStore
+
+    store = PostgresStore.open(pg_url)
+    store.ensure_space("a")
+    entries, vectors = _corpus(4, n_items=600)
+    approx = PgVectorIndex(store, "a", "m", DIM, exact_below=0)
+    approx.sync(entries, vectors)
+    exact = MemoryVectorIndex(DIM)
+    exact.sync(entries, vectors)
+    rng = np.random.default_rng(9)
+    found = total = 0
+    for _ in range(20):
+        q = rng.normal(size=DIM).astype(np.float32)
+        want = {h.host for h in exact.top_hosts([ENTITY, BRIDGE], q, 10)}
+        found += len(want & {h.host for h in approx.top_hosts([ENTITY, BRIDGE], q, 10)})
+        want_items = {h.id for h in exact.top_k("item", q, 10)}
+        found += len(want_items & {h.id for h in approx.top_k("item", q, 10)})
+        total += len(want) + len(want_items)
+    assert found / total >= 0.95
+    store.close()
+
+
+def test_the_store_protocol_is_enough_to_build_an_index(store_url: str) -> None:
+    """Vectors for either backend come through the store's embedding cache (one text embedded once)."""
+    from tmem.store import open_store
+
+    store: Store = open_store(store_url)
+    store.ensure_space("a")
+    entries, vectors = _corpus(5, n_items=5)
+    store.put_embeddings("a", "m", {e.text_hash: v for e, v in zip(entries, vectors, strict=True)})
+    cached = store.get_embeddings("a", "m", [e.text_hash for e in entries])
+    index = MemoryVectorIndex(DIM)
+    index.sync(entries, np.stack([cached[e.text_hash] for e in entries]))
+    assert index.top_k("item", vectors[0], 1)[0].id == entries[0].id
+    store.close()

@@ -1,0 +1,162 @@
+"""Contract of the id-scoped store methods behind messages, item edits, forgetting and the build lease.
+
+Written against the ``store`` fixture only (no backend internals), so the same tests run on every backend: add a
+parameter to the fixture (e.g. PostgreSQL) and they apply unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tmem.errors import IntegrityError
+from tmem.models import (
+    Item,
+    ItemEdit,
+    ItemKind,
+    LLMCall,
+    Scene,
+    Session,
+    Topic,
+    TopicSceneLink,
+    Turn,
+)
+from tmem.store import open_store
+from tmem.store.base import Store
+
+T0 = datetime(2024, 1, 1, 9, 0)
+
+
+@pytest.fixture(params=["memory", "file"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s = open_store(":memory:" if request.param == "memory" else tmp_path / "tmem.db")
+    yield s
+    s.close()
+
+
+def _turn(n: int, session: str = "s1") -> Turn:
+    return Turn(id=f"t{n}", session_id=session, seq=n, speaker="A", text=f"text {n}", time=T0 + timedelta(minutes=n))
+
+
+def _seed(store: Store, space: str = "a") -> None:
+    store.ensure_space(space)
+    store.add_session(space, Session(id="s1", seq=0, started_at=T0, content_hash="h1"), [_turn(0), _turn(1)])
+    store.add_session(space, Session(id="s2", seq=1, started_at=T0, content_hash="h2"), [_turn(2, "s2")])
+
+
+def test_last_turn_and_session_and_find(store: Store) -> None:
+    store.ensure_space("a")
+    assert store.last_turn("a") is None and store.last_session("a") is None
+    _seed(store)
+    _seed(store, "b")
+    last = store.last_turn("a")
+    assert last is not None and last.id == "t2"
+    session = store.last_session("a")
+    assert session is not None and session.id == "s2"
+    assert [t.id for t in store.find_turns("a", ["t2", "nope", "t0"])] == ["t0", "t2"]
+    assert [s.id for s in store.find_sessions("a", ["s2", "x"])] == ["s2"]
+
+
+def test_add_turns_appends_to_a_session(store: Store) -> None:
+    _seed(store)
+    store.add_turns("a", "s2", [_turn(3, "s2"), _turn(4, "s2")])
+    assert [t.id for t in store.turns("a") if t.session_id == "s2"] == ["t2", "t3", "t4"]
+    with pytest.raises(IntegrityError):
+        store.add_turns("a", "missing", [_turn(5, "missing")])
+    with pytest.raises(IntegrityError):
+        store.add_turns("a", "s2", [_turn(6, "s1")])
+    assert store.count_turns_after("a", 2) == 2
+    assert store.count_turns_after("a", -1) == 5
+
+
+def test_scene_and_item_lookups_and_delete_turns(store: Store) -> None:
+    _seed(store)
+    store.put_scenes("a", [Scene(id="sc1", seq=0, title="t", summary="s", narrative="", turn_ids=["t0", "t1"],
+                                 start=T0, end=T0)])  # fmt: skip
+    store.put_topics("a", [Topic(id="tp", seq=0, label="l")])
+    store.link_topics("a", [TopicSceneLink(topic_id="tp", scene_id="sc1")])
+    store.put_items("a", [Item(id="i1", text="x", kind=ItemKind.ATOMIC, scene_ids=["sc1"], turn_ids=["t1"])])
+    assert store.count_turns_outside_scenes("a") == 1
+    assert [s.id for s in store.scenes_of_turns("a", ["t1", "t2"])] == ["sc1"]
+    assert [i.id for i in store.items_of_scenes("a", ["sc1"])] == ["i1"]
+    assert store.items_of_scenes("a", ["sc1"])[0].scene_ids == ["sc1"]
+    assert store.topic_links_of("a", scene_ids=["sc1"]) == [TopicSceneLink(topic_id="tp", scene_id="sc1")]
+    assert store.topic_links_of("a", topic_ids=["tp"]) == store.topic_links_of("a", scene_ids=["sc1"])
+    store.delete_turns("a", ["t1"])
+    assert [t.id for t in store.turns("a")] == ["t0", "t2"]
+    assert store.scenes("a")[0].turn_ids == ["t0"]
+
+
+def test_tombstones_stop_items_from_coming_back(store: Store) -> None:
+    _seed(store)
+    store.put_scenes("a", [Scene(id="sc1", seq=0, title="t", summary="s", narrative="", turn_ids=["t0"], start=T0,
+                                 end=T0)])  # fmt: skip
+    store.add_tombstones("a", "item", ["i1"])
+    store.add_tombstones("a", "item", ["i1"])  # idempotent
+    store.add_tombstones("a", "turn", ["t9"])
+    assert store.tombstoned("a", "item", ["i1", "i2"]) == {"i1"}
+    assert store.tombstoned("a", "turn", ["i1", "t9"]) == {"t9"}
+    store.put_items("a", [Item(id=i, text=i, kind=ItemKind.ATOMIC, scene_ids=["sc1"]) for i in ("i1", "i2")])
+    assert [i.id for i in store.items("a")] == ["i2"]
+
+
+def test_item_edits(store: Store) -> None:
+    store.ensure_space("a")
+    store.add_item_edit("a", ItemEdit(item_id="i1", version=1, old_text="a", new_text="b", at=T0))
+    store.add_item_edit("a", ItemEdit(item_id="i1", version=2, old_text="b", new_text="c", at=T0))
+    store.add_item_edit("a", ItemEdit(item_id="i2", version=1, old_text="x", new_text="y", at=T0))
+    assert [(e.item_id, e.version) for e in store.item_edits("a")] == [("i1", 1), ("i1", 2), ("i2", 1)]
+    assert [e.new_text for e in store.item_edits("a", ["i1"])] == ["b", "c"]
+    with pytest.raises(IntegrityError):
+        store.add_item_edit("a", ItemEdit(item_id="i1", version=2, old_text="c", new_text="d", at=T0))
+    store.delete_item_edits("a", ["i1"])
+    assert [e.item_id for e in store.item_edits("a")] == ["i2"]
+
+
+def _call(space: str, n: int, stage: str, response: str) -> LLMCall:
+    return LLMCall(space=space, stage=stage, model="m", request_hash=f"h{n}", tokens_in=1, tokens_out=1,
+                   latency_ms=1.0, attempts=1, outcome="ok", created_at=T0, response=response)  # fmt: skip
+
+
+def test_delete_llm_responses_by_content_and_stage(store: Store) -> None:
+    store.ensure_space("a")
+    store.log_llm_call(_call("a", 1, "segment", '{"summary": "Ann said \\"hi\\" at the caf\\u00e9"}'))
+    store.log_llm_call(_call("a", 2, "items", '{"text": "unrelated"}'))
+    store.log_llm_call(_call("a", 3, "answer", '{"answer": "x"}'))
+    store.log_llm_call(_call("b", 4, "segment", '{"summary": "Ann said \\"hi\\" at the caf\\u00e9"}'))
+    deleted = store.delete_llm_responses("a", containing=['Ann said "hi" at the café'], stage_prefixes=["answer"])
+    assert deleted == 2
+    assert [c.request_hash for c in store.llm_calls("a")] == ["h2"]
+    assert [c.request_hash for c in store.llm_calls("b")] == ["h4"]  # other spaces untouched
+
+
+def test_delete_embeddings(store: Store) -> None:
+    import numpy as np
+
+    store.ensure_space("a")
+    store.put_embeddings("a", "m", {"x": np.ones(3, np.float32), "y": np.ones(3, np.float32)})
+    store.delete_embeddings("a", ["x"])
+    assert set(store.get_embeddings("a", "m", ["x", "y"])) == {"y"}
+
+
+def test_lease_is_exclusive_until_released_or_expired(store: Store) -> None:
+    store.ensure_space("a")
+    assert store.acquire_lease("a", "build", "p1", 60.0, now=1000.0)
+    assert not store.acquire_lease("a", "build", "p2", 60.0, now=1010.0)
+    assert store.acquire_lease("a", "build", "p1", 60.0, now=1010.0)  # the holder extends it
+    assert store.acquire_lease("a", "other", "p2", 60.0, now=1010.0)  # leases are per name
+    store.release_lease("a", "build", "p2")  # not p2's lease: no effect
+    assert not store.acquire_lease("a", "build", "p2", 60.0, now=1020.0)
+    assert store.acquire_lease("a", "build", "p2", 60.0, now=1071.0)  # expired
+    store.release_lease("a", "build", "p2")
+    assert store.acquire_lease("a", "build", "p3", 60.0, now=1072.0)
+
+
+def test_scrub_runs_outside_a_transaction(store: Store) -> None:
+    _seed(store)
+    store.delete_space("a")
+    store.scrub()
+    assert not store.has_space("a")
