@@ -259,6 +259,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         family: str = "",
         live: str = "",
         page: Annotated[int, Query(ge=1)] = 1,
+        done: str = "",
     ) -> Response:
         records = pages.Records(scope.memory.export(scope.key(space)))
         flt = pages.ItemFilter(q=q.strip(), kind=kind, speaker=speaker, family=family, superseded=not live)
@@ -284,6 +285,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             pager=pager,
             page_links=links,
             speakers=pages.speakers(records),
+            done=done,
         )
 
     @router.get("/s/{space}/items/{item_id}", name="viewer.item")
@@ -303,6 +305,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             history=edits.history(scope.memory, key, item_id),
             edits_available=edits.AVAILABLE,
             edits_note=edits.NOTE,
+            max_text=edits.MAX_TEXT,
             done=done,
         )
 
@@ -320,9 +323,13 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         if action not in edits.ACTIONS:
             raise NotFoundError(f"No edit {action!r}; use one of {', '.join(edits.ACTIONS)}.")
         key = scope.key(space)
-        message = edits.apply(scope.memory, key, item_id, action, text)
-        target = url(request, "viewer.item", space=space, item_id=item_id).include_query_params(done=message)
-        return RedirectResponse(str(target), status_code=303)
+        message, kept = edits.apply(scope.memory, key, item_id, action, text)
+        target = (
+            url(request, "viewer.item", space=space, item_id=item_id)
+            if kept
+            else url(request, "viewer.items", space=space)
+        )
+        return RedirectResponse(str(target.include_query_params(done=message)), status_code=303)
 
     @router.get("/s/{space}/persona", name="viewer.persona")
     def persona_page(request: Request, scope: Scope, space: str) -> Response:
