@@ -8,6 +8,7 @@ Content-Security-Policy that allows nothing from elsewhere.
 import hashlib
 import hmac
 import secrets
+import threading
 from collections.abc import Callable, Coroutine
 from datetime import date, datetime
 from importlib import resources
@@ -97,6 +98,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
     ``key_login``, else refuse); ``secret`` signs the forms' anti-forgery tokens (random per process by default)."""
     templates = Jinja2Templates(env=_environment())
     signing = secret or secrets.token_bytes(32)
+    edit_lock = threading.Lock()
     static = {file: resources.files("tmem.viewer").joinpath("static", file).read_bytes() for file in STATIC}
 
     def csrf_token(request: Request) -> str:
@@ -323,7 +325,8 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         if action not in edits.ACTIONS:
             raise NotFoundError(f"No edit {action!r}; use one of {', '.join(edits.ACTIONS)}.")
         key = scope.key(space)
-        message, kept = edits.apply(scope.memory, key, item_id, action, text)
+        with edit_lock:  # one edit at a time: Memory runs update_item on its own event loop
+            message, kept = edits.apply(scope.memory, key, item_id, action, text)
         target = (
             url(request, "viewer.item", space=space, item_id=item_id)
             if kept
