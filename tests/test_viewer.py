@@ -93,7 +93,7 @@ def test_items_page_filters_and_pages(client: TestClient, llm_memory: Memory) ->
     assert "speaker=Caroline&amp;page=2" in caroline.text  # page links keep the filters
 
 
-def test_item_page_shows_triggers_by_family_and_disabled_edits(client: TestClient, llm_memory: Memory) -> None:
+def test_item_page_shows_triggers_by_family_history_and_edit_forms(client: TestClient, llm_memory: Memory) -> None:
     export = llm_memory.export(SPACE)
     item = next(i for i in export.items if i.kind.value == "connected")
     html = client.get(f"/ui/s/{SPACE}/items/{item.id}").text
@@ -101,22 +101,50 @@ def test_item_page_shows_triggers_by_family_and_disabled_edits(client: TestClien
     bridge = next(t for t in export.triggers if t.host_id == item.id and t.family.value == "bridge")
     assert bridge.views[0].text.replace("'", "&#39;") in html
     assert all(f">{tid}</a>" in html for tid in item.turn_ids)  # source turns
-    assert html.count("<fieldset disabled") == 3 and "Editing is not available" in html
+    assert "<fieldset disabled" not in html and html.count('name="csrf"') == 3
+    assert "at the build" in html  # version 0 of the history: the extracted text
     missing = client.get(f"/ui/s/{SPACE}/items/i_nope")
     assert missing.status_code == 404 and "No item" in missing.text
 
 
-def test_edit_posts_are_refused_without_token_and_while_unavailable(client: TestClient, llm_memory: Memory) -> None:
-    export = llm_memory.export(SPACE)
-    item = export.items[0]
-    forged = client.post(f"/ui/s/{SPACE}/items/{item.id}/delete", data={"csrf": "forged"})
+@pytest.fixture
+def editable(tmp_path: Path) -> Iterator[tuple[TestClient, Memory]]:
+    shutil.copy(LLM_BUILT, tmp_path / "tmem.db")
+    mem = Memory.open(tmp_path, Settings(llm="none", embed_backend="hash"), embedder=HashEmbedder())
+    with TestClient(create_local_app(mem), base_url="http://127.0.0.1") as c:
+        yield c, mem
+    mem.close()
+
+
+def _token(client: TestClient, path: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get(path).text)
+    assert found is not None
+    return found.group(1)
+
+
+def test_correct_delete_and_forget_through_the_forms(editable: tuple[TestClient, Memory]) -> None:
+    client, mem = editable
+    items = mem.export(SPACE).items
+    first, second, third = items[0], items[1], next(i for i in items[2:] if i.turn_ids)
+    page = f"/ui/s/{SPACE}/items/{first.id}"
+    forged = client.post(f"{page}/delete", data={"csrf": "forged"})
     assert forged.status_code == 400 and "came from another site" in forged.text
-    page = client.get(f"/ui/s/{SPACE}/items/{item.id}").text
-    token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
-    assert token is not None
-    refused = client.post(f"/ui/s/{SPACE}/items/{item.id}/delete", data={"csrf": token.group(1)})
-    assert refused.status_code == 400 and "Editing is not available" in refused.text
-    assert len(llm_memory.export(SPACE).items) == len(export.items)  # nothing changed
+    assert mem.get_item(SPACE, first.id).text == first.text  # nothing changed
+    empty = client.post(f"{page}/correct", data={"csrf": _token(client, page), "text": "  "})
+    assert empty.status_code == 400 and "empty" in empty.text
+    fixed = client.post(f"{page}/correct", data={"csrf": _token(client, page), "text": "Caroline never had a dog."})
+    assert fixed.status_code == 200 and fixed.url.path == page and "Corrected" in fixed.text
+    assert mem.get_item(SPACE, first.id).text == "Caroline never had a dog."
+    history = _text(fixed.text)
+    assert first.text in history and "Caroline never had a dog." in history and "edited" in history
+    gone = client.post(f"/ui/s/{SPACE}/items/{second.id}/delete", data={"csrf": _token(client, page)})
+    assert gone.status_code == 200 and gone.url.path == f"/ui/s/{SPACE}/items" and "Deleted item" in gone.text
+    assert client.get(f"/ui/s/{SPACE}/items/{second.id}").status_code == 404
+    turns = set(third.turn_ids)
+    forgot = client.post(f"/ui/s/{SPACE}/items/{third.id}/forget", data={"csrf": _token(client, page)})
+    assert forgot.status_code == 200 and "Forgotten" in forgot.text
+    assert turns.isdisjoint(t.id for t in mem.export(SPACE).turns)  # its source turns are gone too
+    assert third.id not in {i.id for i in mem.export(SPACE).items}
 
 
 def test_search_page_shows_cascade_gate_and_context(client: TestClient) -> None:

@@ -149,9 +149,16 @@ def test_timeline_items_and_persona_of_the_llm_built_space(base_url: str, page: 
     card.locator("details.triggers summary").click()
     assert card.locator(".family.fam-entity").is_visible() and card.locator(".family.fam-bridge").is_visible()
     assert card.locator(".chip.kind-connected").is_visible()
-    card.locator(".item-text a").click()
+    p.locator("article.item").last.locator(".item-text a").click()  # an item the search test does not need
     assert p.get_by_role("heading", name="History").is_visible()
-    assert p.locator("fieldset[disabled]").count() == 3 and p.locator("#edit-note").is_visible()
+    assert p.locator("fieldset[disabled]").count() == 0
+    p.get_by_label("Corrected text").fill("Melanie and Caroline both value honest talk (corrected by hand).")
+    p.get_by_role("button", name="Save correction").press("Enter")
+    p.wait_for_selector("p.note[role=status]")
+    assert "Corrected" in p.locator("p.note[role=status]").inner_text()
+    history = p.locator("section:has(#h-history) tbody tr")
+    assert history.count() == 2 and "edited" in history.nth(1).inner_text()
+    assert "(corrected by hand)" in p.locator("article.item .item-text").inner_text()
     p.screenshot(path=shots / "item.png", full_page=True)
     page.goto(f"{base_url}/ui/s/{LLM_SPACE}/persona")
     cites = p.locator("ul.traits details").first

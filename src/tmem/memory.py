@@ -134,6 +134,15 @@ class Memory:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
+    def over(cls, core: MemoryCore) -> Memory:
+        """A synchronous facade over an existing core (an AsyncMemory's), sharing its store, models and index cache:
+        the viewer mounted in the service reads through it. Closing the core stays with its owner."""
+        memory = cls.__new__(cls)
+        memory.core = core
+        memory._loop = None
+        return memory
+
+    @classmethod
     def open(
         cls,
         home: str | Path | None = None,

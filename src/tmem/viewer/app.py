@@ -8,6 +8,7 @@ Content-Security-Policy that allows nothing from elsewhere.
 import hashlib
 import hmac
 import secrets
+import threading
 from collections.abc import Callable, Coroutine
 from datetime import date, datetime
 from importlib import resources
@@ -97,6 +98,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
     ``key_login``, else refuse); ``secret`` signs the forms' anti-forgery tokens (random per process by default)."""
     templates = Jinja2Templates(env=_environment())
     signing = secret or secrets.token_bytes(32)
+    edit_lock = threading.Lock()
     static = {file: resources.files("tmem.viewer").joinpath("static", file).read_bytes() for file in STATIC}
 
     def csrf_token(request: Request) -> str:
@@ -259,6 +261,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         family: str = "",
         live: str = "",
         page: Annotated[int, Query(ge=1)] = 1,
+        done: str = "",
     ) -> Response:
         records = pages.Records(scope.memory.export(scope.key(space)))
         flt = pages.ItemFilter(q=q.strip(), kind=kind, speaker=speaker, family=family, superseded=not live)
@@ -284,6 +287,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             pager=pager,
             page_links=links,
             speakers=pages.speakers(records),
+            done=done,
         )
 
     @router.get("/s/{space}/items/{item_id}", name="viewer.item")
@@ -303,6 +307,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             history=edits.history(scope.memory, key, item_id),
             edits_available=edits.AVAILABLE,
             edits_note=edits.NOTE,
+            max_text=edits.MAX_TEXT,
             done=done,
         )
 
@@ -320,9 +325,14 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         if action not in edits.ACTIONS:
             raise NotFoundError(f"No edit {action!r}; use one of {', '.join(edits.ACTIONS)}.")
         key = scope.key(space)
-        message = edits.apply(scope.memory, key, item_id, action, text)
-        target = url(request, "viewer.item", space=space, item_id=item_id).include_query_params(done=message)
-        return RedirectResponse(str(target), status_code=303)
+        with edit_lock:  # one edit at a time: Memory runs update_item on its own event loop
+            message, kept = edits.apply(scope.memory, key, item_id, action, text)
+        target = (
+            url(request, "viewer.item", space=space, item_id=item_id)
+            if kept
+            else url(request, "viewer.items", space=space)
+        )
+        return RedirectResponse(str(target.include_query_params(done=message)), status_code=303)
 
     @router.get("/s/{space}/persona", name="viewer.persona")
     def persona_page(request: Request, scope: Scope, space: str) -> Response:
