@@ -215,9 +215,14 @@ def run_cascade(
             }
         if cfg.enabled("ET+BT"):
             families = tuple(f for f in ITEM_FAMILIES if f in cfg.item_trigger_families)
-            item_lists["item.trigger"] = _trigger_route(
-                index, families, cos, cfg.item_trigger_top, cfg.gate, "item.trigger", misses
-            )
+            if cfg.split_item_triggers:
+                for fam in families:
+                    name = f"item.trigger.{fam.value}"
+                    item_lists[name] = _trigger_route(index, (fam,), cos, cfg.item_trigger_top, cfg.gate, name, misses)
+            else:
+                item_lists["item.trigger"] = _trigger_route(
+                    index, families, cos, cfg.item_trigger_top, cfg.gate, "item.trigger", misses
+                )
 
         def item_text_of(iid: str) -> str:
             return index.items[index.item_pos[iid]].text
