@@ -9,8 +9,13 @@ Spaces:
   * synthetic spaces of N indexed trigger views (random unit vectors, synthetic texts): items carry 3 views
     (concept, bridge, joint) and scenes 8 (4 Scene + 4 Horizon), half the views each; topics = scenes / 10.
 
+The floor always encodes the query on one torch thread; the search runs with the library's default settings
+(``Settings.embed_threads``, TMEM_EMBED_THREADS) unless --embed-threads is given. --busy N adds N busy-loop
+processes for the duration of the timing (a loaded machine).
+
 Run (from the repository root):
     python bench/latency.py --sizes 10000,100000,1000000 --queries 50 --out bench/results/latency.md
+    python bench/latency.py --sizes "" --busy 1 --db-dir /tmp/lat --out bench/results/latency.md   # under load
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +57,7 @@ from tmem.models import (
 )
 from tmem.retrieve.cascade import Retriever, run_cascade
 from tmem.retrieve.config import RetrievalConfig
+from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
@@ -102,7 +109,9 @@ def row(name: str, n_views: int, n_vectors: int, build_s: float, s: list[float],
 # ------------------------------------------------------------------ LoCoMo-size space
 
 
-def bench_locomo(conv: str, embedder: Embedder, n_queries: int, db_dir: Path) -> dict[str, object]:
+def bench_locomo(
+    conv: str, embedder: Embedder, n_queries: int, db_dir: Path, floor_embedder: Embedder
+) -> dict[str, object]:
     store = SQLiteStore.open(db_dir / "tmem.db")
     try:
         if not store.has_space(conv):
@@ -121,7 +130,7 @@ def bench_locomo(conv: str, embedder: Embedder, n_queries: int, db_dir: Path) ->
         cfg = RetrievalConfig.preset("auto")  # the default: resolves to `extractive` on this space
 
         def floor(q: str) -> object:
-            return matrix @ embedder.embed([q]).vectors[0]
+            return matrix @ floor_embedder.embed([q]).vectors[0]
 
         s, f = measure(queries, lambda q: retriever.search(conv, q, cfg), floor)
         n_views = sum(len(v) for v in index.views.values())
@@ -212,7 +221,9 @@ def synthetic_records(n_views: int, rng: np.random.Generator, vocab: list[str]) 
     )
 
 
-def bench_synthetic(n_views: int, embedder: Embedder, queries: Sequence[str], seed: int) -> dict[str, object]:
+def bench_synthetic(
+    n_views: int, embedder: Embedder, queries: Sequence[str], seed: int, floor_embedder: Embedder
+) -> dict[str, object]:
     rng = np.random.default_rng(seed)
     vocab = [f"w{i}" for i in range(5000)] + ["dinner", "restaurant", "career", "dance", "store", "allergy"]
     t = time.perf_counter()
@@ -232,7 +243,7 @@ def bench_synthetic(n_views: int, embedder: Embedder, queries: Sequence[str], se
     cfg = RetrievalConfig.preset("paper").replace(gate=None)  # random vectors never reach 0.85
 
     def floor(q: str) -> object:
-        return matrix @ embedder.embed([q]).vectors[0]
+        return matrix @ floor_embedder.embed([q]).vectors[0]
 
     def search(q: str) -> object:
         return run_cascade(index, q, embedder.embed([q]).vectors[0], cfg)
@@ -304,7 +315,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="Append the Markdown table here.")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument(
-        "--torch-threads", type=int, default=1, help="Threads for the query encoder (1 is steadiest on a shared box)."
+        "--embed-threads",
+        type=int,
+        default=None,
+        help="Query-encoder threads (default: the library's setting, TMEM_EMBED_THREADS / Settings.embed_threads; "
+        "0: torch's default, every core).",
+    )
+    ap.add_argument(
+        "--busy", type=int, default=0, metavar="N", help="Run N busy-loop processes during the timing (load)."
     )
     ap.add_argument(
         "--gate-calibration",
@@ -314,7 +332,7 @@ def main() -> None:
         help="Instead of timing, print where the item-trigger gate falls on N questions (needs --db-dir of a run).",
     )
     args = ap.parse_args()
-    torch.set_num_threads(args.torch_threads)
+    threads = Settings().embed_threads if args.embed_threads is None else args.embed_threads
     if args.gate_calibration:
         text = gate_calibration(args.conv, SentenceTransformerEmbedder(), args.gate_calibration, args.db_dir)
         print(text)
@@ -323,26 +341,22 @@ def main() -> None:
                 fh.write(f"\n## Gate calibration\n\nCommand: `python {' '.join(sys.argv)}`\n\n{text}\n")
         return
 
-    embedder = SentenceTransformerEmbedder()
+    embedder = SentenceTransformerEmbedder(query_threads=threads)
     embedder.embed(["load the model before any timing"])
-    rows: list[dict[str, object]] = []
-    if args.conv:
-        if args.db_dir is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                rows.append(bench_locomo(args.conv, embedder, args.queries, Path(tmp)))
-        else:
-            args.db_dir.mkdir(parents=True, exist_ok=True)
-            rows.append(bench_locomo(args.conv, embedder, args.queries, args.db_dir))
-        print(json.dumps(rows[-1]), file=sys.stderr)
-    conv_questions = [q["question"] for c in json.loads(DATA.read_text()) for q in c["qa"]]
-    for size in [int(x) for x in args.sizes.split(",") if x]:
-        rows.append(bench_synthetic(size, embedder, conv_questions[: args.queries], args.seed))
-        gc.collect()  # the previous space's index is garbage now: free it before building the next
-        print(json.dumps(rows[-1]), file=sys.stderr)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        rows = _timed_rows(args, embedder)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
     env = {
         "python": platform.python_version(),
         "cpus": str(os.cpu_count()),
-        "torch threads": str(torch.get_num_threads()),
+        "query-encoder threads": f"{threads or 'torch default'} ({'--embed-threads' if args.embed_threads is not None else 'library default'})",
+        "torch default threads": str(torch.get_num_threads()),
+        "busy-loop processes": str(args.busy),
+        "load average at end": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         "embedder": embedder.model_id,
         "queries": str(args.queries),
     }
@@ -352,6 +366,27 @@ def main() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as fh:
             fh.write(f"\n## Run of {datetime.now():%Y-%m-%d %H:%M} (bookkeeping date, not a memory date)\n\n{text}")
+
+
+def _timed_rows(args: argparse.Namespace, embedder: SentenceTransformerEmbedder) -> list[dict[str, object]]:
+    # The floor always encodes on one thread: the fastest query encoding measured on this box, whatever the setting
+    # under test (so that a slow setting shows as a high ratio, not as a slow floor).
+    floor_embedder = SentenceTransformerEmbedder(query_threads=1)
+    rows: list[dict[str, object]] = []
+    if args.conv:
+        if args.db_dir is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                rows.append(bench_locomo(args.conv, embedder, args.queries, Path(tmp), floor_embedder))
+        else:
+            args.db_dir.mkdir(parents=True, exist_ok=True)
+            rows.append(bench_locomo(args.conv, embedder, args.queries, args.db_dir, floor_embedder))
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    conv_questions = [q["question"] for c in json.loads(DATA.read_text()) for q in c["qa"]]
+    for size in [int(x) for x in args.sizes.split(",") if x]:
+        rows.append(bench_synthetic(size, embedder, conv_questions[: args.queries], args.seed, floor_embedder))
+        gc.collect()  # the previous space's index is garbage now: free it before building the next
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    return rows
 
 
 if __name__ == "__main__":

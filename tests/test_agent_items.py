@@ -104,7 +104,7 @@ def test_forget_turn_leaves_no_copy_on_disk(tmp_path: Path) -> None:
         assert mem.search(space, CANARY).scenes
         assert not canary_free(_raw(home), CANARY)
         report = mem.forget(space, turn_ids=[turn_id])
-        assert report.turns_forgotten == [turn_id] and report.items_forgotten
+        assert report.turns_forgotten == [turn_id] and report.items_forgotten and report.erased
         assert report.llm_calls_deleted == 1
         assert mem.store.cached_response(space, "h1") == '{"x": 1}'
         result = mem.search(space, CANARY)

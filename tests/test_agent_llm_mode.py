@@ -69,3 +69,37 @@ def test_llm_mode_item_edit_and_forget(tmp_path: Path) -> None:
             mem.store.scenes("conv-x")
         )
     assert canary_free(_raw(home), CANARY)
+
+
+def test_llm_build_between_messages_equals_one_build() -> None:
+    """Messages appended to the open session after an LLM build: the segmenter re-reads the provisional last scene
+    with them, so builds between messages end with the memory of one build (scripted replies are local by design)."""
+    from datetime import datetime, timedelta
+
+    from tests.support.stage_replies import memory_snapshot
+
+    words = ["garden", "tomatoes", "hiking", "Grenoble", "weather", "museum", "pottery", "kitten", "river", "bakery"]
+    messages: list[dict[str, object]] = []
+    when = datetime(2024, 3, 1, 9, 0)
+    for session in (1, 2):
+        for n in range(1, 15):
+            when += timedelta(minutes=1)
+            text = f"we talked about {words[n % 10]} and {words[n * 3 % 10]} on day {session}"
+            messages.append({"id": f"D{session}:{n}", "speaker": ("ann", "bo")[n % 2], "text": text, "time": when})
+        when += timedelta(days=3)
+
+    def memory() -> Memory:
+        store = open_store(":memory:")
+        return Memory(store, Settings(llm="none"), llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder())
+
+    with memory() as once, memory() as steps:
+        once.add_messages("u", messages)
+        once.build("u")
+        start = 0
+        for cut in (5, 11, 20, len(messages)):
+            steps.add_messages("u", messages[start:cut])
+            steps.build("u")
+            start = cut
+        assert len(steps.store.sessions("u")) == 2
+        assert memory_snapshot(steps.store, "u", with_seq=False) == memory_snapshot(once.store, "u", with_seq=False)
+        assert steps.staleness("u").stale_turns == 0

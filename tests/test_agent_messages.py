@@ -155,3 +155,37 @@ def test_one_build_per_space_at_a_time(tmp_path: Path) -> None:
         assert mem.build_if_due("u", idle_seconds=0) is None  # 4 turns < 20 and not idle long enough
         assert mem.build_if_due("u", idle_seconds=10_000) is not None
         assert mem.staleness("u").stale_turns == 0
+
+
+WORDS = ["garden", "tomatoes", "hiking", "Grenoble", "weather", "museum", "pottery", "kitten", "river", "bakery"]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gaps=st.lists(st.sampled_from([1, 2, 90]), min_size=4, max_size=12),
+    build_after=st.sets(st.integers(min_value=1, max_value=11), max_size=3),
+)
+def test_building_between_messages_gives_the_memory_of_one_build(gaps: list[int], build_after: set[int]) -> None:
+    """Incremental == full for the built memory: builds at any points between messages (sessions that grow after a
+    build are reopened) end with the same scenes, topics, items and triggers as one build at the end."""
+    messages = []
+    when = T0
+    for k, gap in enumerate(gaps):
+        when += timedelta(minutes=gap)
+        text = f"we talked about the {WORDS[k % len(WORDS)]} and the {WORDS[(k * 3 + 1) % len(WORDS)]} again today"
+        messages.append(MessageInput(speaker=("ann", "bo")[k % 2], text=text, time=when))
+    with _mem() as once, _mem() as steps:
+        once.add_messages("u", messages)
+        once.build("u")
+        for k, m in enumerate(messages):
+            steps.add_messages("u", [m])
+            if k + 1 in build_after:
+                steps.build("u")
+        steps.build("u")
+
+        def snapshot(mem: Memory) -> tuple[object, ...]:
+            s = mem.store
+            return (s.scenes("u"), s.topics("u"), s.topic_links("u"), s.items("u"), s.triggers("u"))
+
+        assert snapshot(steps) == snapshot(once)
+        assert steps.staleness("u").stale_turns == 0

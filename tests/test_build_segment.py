@@ -157,3 +157,14 @@ async def test_a_window_the_model_never_segments_is_a_failed_unit_or_falls_back(
     assert report.fallback == {scene.id: f"segment: {unit.reason}"}
     assert {u.stage for u in report.failed} == {"topics", "triggers.scene"}  # it fails every later request
     assert scene.turn_ids == ["D1:1", "D1:2", "D1:3", "D1:4"] and scene.narrative.startswith("On ")
+
+
+def test_a_part_segmented_on_its_own_is_told_so() -> None:
+    from tmem.construct.segment import messages_for
+
+    turns = _turns(4)
+    alone = messages_for(Buffer(turns=turns, input_ends=True, max_scene_turns=4, alone=True), None)
+    user = alone[1].content + alone[0].content
+    assert "segmented on its own" in user and "beginning of the conversation" not in user
+    first = messages_for(Buffer(turns=turns, input_ends=True, max_scene_turns=4), None)
+    assert "beginning of the conversation" in first[0].content + first[1].content

@@ -107,7 +107,10 @@ def test_unlimited_context_takes_every_hit(llm_memory: Memory) -> None:
     result = llm_memory.search("d26-plus", "adoption")
     ctx = pack_context(result, None)
     assert ctx.max_tokens is None and ctx.left_out == 0
-    assert {h.id for h in ctx.hits if h.kind == "item"} == {h.item.id for h in result.items}
+    taken = {h.id for h in ctx.hits if h.kind == "item"}
+    for hit in result.items:  # every item is in, unless its source turns already are, word for word
+        assert hit.item.id in taken or set(hit.source_turn_ids) <= set(ctx.turn_ids)
+    assert {h.id for h in ctx.hits if h.kind == "scene"} <= {h.scene.id for h in result.scenes}
 
 
 def test_unbuilt_turns_are_reported(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tmem.retrieve.fusion import Ranked, fuse, gate, nanmax, rrf
+from tmem.retrieve.fusion import Ranked, fuse, gate, nanmax, rrf, split_gate
 
 ids = st.sampled_from([f"d{i}" for i in range(12)])
 ranked_list = st.lists(ids, max_size=10, unique=True)
@@ -76,6 +76,14 @@ def test_gate_keeps_at_threshold_and_drops_below_and_nan() -> None:
     assert [e.id for e in kept] == ["a", "b"]
     assert all(e.gate == 0.85 for e in kept)
     assert gate(entries, None) == entries
+
+
+def test_split_gate_returns_what_fell_under_it_in_order() -> None:
+    entries = [Ranked("a", 0.9, "v1"), Ranked("c", 0.7, "v2"), Ranked("b", 0.85), Ranked("d", math.nan)]
+    kept, fell = split_gate(entries, 0.85)
+    assert [e.id for e in kept] == ["a", "b"] and [e.id for e in fell] == ["c", "d"]
+    assert all(e.gate == 0.85 for e in [*kept, *fell]) and fell[0].view == "v2"
+    assert split_gate(entries, None) == (entries, [])
 
 
 def test_fuse_keeps_routes_per_list() -> None:

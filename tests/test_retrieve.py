@@ -146,8 +146,17 @@ def test_gate_on_item_trigger_route(retriever: Retriever) -> None:
     weak = float(retriever.embed_query(WEAK_BRIDGE) @ retriever.embed_query(BRIDGE_CUE))
     assert 0 < weak < 0.85
     assert "i3" not in item_ids(res)
+    # ... and the result says so: i3 fell under the gate on the item-trigger route, with its cosine and view
+    miss = next(m for m in res.gated if m.host_id == "i3")
+    assert miss.route == "item.trigger" and miss.host_kind == "item" and miss.gate == 0.85
+    assert miss.score == pytest.approx(weak, abs=1e-5) and miss.view == "bridge:bridge" and miss.rank >= 1
+    assert all(m.score < 0.85 for m in res.gated)
+    assert {m.host_id for m in res.gated}.isdisjoint(
+        {h.item.id for h in res.items if any(r.name == "item.trigger" for r in h.routes)}
+    )
     ungated = retriever.search(SPACE, BRIDGE_CUE, cfg.replace(gate=None))
     i3 = next(h for h in ungated.items if h.item.id == "i3")
+    assert ungated.gated == []
     assert any(r.name == "item.trigger" and r.gate is None for r in i3.routes)
     assert "i3" not in item_ids(retriever.search(SPACE, BRIDGE_CUE, cfg.replace(gate=weak + 1e-4)))
     assert "i3" in item_ids(retriever.search(SPACE, BRIDGE_CUE, cfg.replace(gate=weak - 1e-4)))

@@ -32,7 +32,11 @@ def test_direct_item_route_reaches_items_outside_the_kept_scenes() -> None:
 
 def test_auto_resolves_per_space_and_keeps_explicit_changes() -> None:
     auto = RetrievalConfig.preset("auto")
-    assert auto.for_space(descriptive_only=False) == RetrievalConfig.preset("paper").replace(name="auto:paper")
+    assert auto.for_space(descriptive_only=False) == RetrievalConfig.preset("associative").replace(
+        name="auto:associative"
+    )
+    assert auto.for_space(descriptive_only=False).gate is None  # rank admission: no absolute cosine gate
+    assert RetrievalConfig.preset("paper").gate == 0.85  # the paper's bge-m3 gate stays available
     extractive = auto.for_space(descriptive_only=True)
     assert extractive.name == "auto:extractive"
     assert (extractive.gate, extractive.item_direct_top) == (0.6, RetrievalConfig.preset("extractive").item_direct_top)
@@ -41,7 +45,7 @@ def test_auto_resolves_per_space_and_keeps_explicit_changes() -> None:
 
 
 def test_search_reports_the_resolved_preset() -> None:
-    for mode, expected in ((BuildMode.LLM, "auto:paper"), (BuildMode.EXTRACTIVE, "auto:extractive")):
+    for mode, expected in ((BuildMode.LLM, "auto:associative"), (BuildMode.EXTRACTIVE, "auto:extractive")):
         store = make_store(mode)
         try:
             assert Retriever(store, CountingEmbedder()).search(SPACE, QUERY).preset == expected

@@ -44,6 +44,7 @@ from tmem.errors import ConfigError
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
 from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.llm.base import LLM
+from tmem.llm.cost import CostReport, cost_report
 from tmem.models import (
     Item,
     ItemEdit,
@@ -131,6 +132,15 @@ class Memory:
     ) -> None:
         self.core = MemoryCore(store, settings or Settings(), llm=llm, embedder=embedder)
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def over(cls, core: MemoryCore) -> Memory:
+        """A synchronous facade over an existing core (an AsyncMemory's), sharing its store, models and index cache:
+        the viewer mounted in the service reads through it. Closing the core stays with its owner."""
+        memory = cls.__new__(cls)
+        memory.core = core
+        memory._loop = None
+        return memory
 
     @classmethod
     def open(
@@ -307,6 +317,12 @@ class Memory:
     def export(self, space: str) -> SpaceExport:
         """Every record of ``space``; ``export(...).model_dump_json()`` is a complete, readable backup."""
         return _export(self.core.store, space)
+
+    def cost(self, space: str | None = None) -> CostReport:
+        """LLM calls and tokens per construction stage, from the call log (of ``space``, or of every space)."""
+        if space is not None:
+            self.store.get_space(space)
+        return cost_report(self.store, space)
 
     def export_file(self, space: str, path: str | Path) -> Path:
         target = Path(path)

@@ -59,6 +59,12 @@ class Settings(BaseSettings):
     )
     embed_base_url: str | None = Field(default=None, description="Embeddings endpoint (openai backend).")
     embed_batch_size: int = Field(default=64, ge=1)
+    embed_threads: int = Field(
+        default=1,
+        ge=0,
+        description="Torch threads for encoding a query with the local model (TMEM_EMBED_THREADS; 0: torch's default, "
+        "every core). 1 is measured fastest under load (bench/results/latency.md); builds use torch's default.",
+    )
 
     # ---------------------------------------------------------------- retrieval
     reranker_model: str | None = Field(default=None, description="CrossEncoder model name or path; off when unset.")

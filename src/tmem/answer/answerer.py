@@ -150,7 +150,8 @@ class Answerer:
         if result is None:
             cfg = config or RetrievalConfig.preset("auto")
             result = self.search(space, question, context_config(cfg, max_tokens))
-        return result, pack_context(result, max_tokens).as_answer_context()
+        k0 = (config or RetrievalConfig.preset("auto")).context_k0
+        return result, pack_context(result, max_tokens, k0=k0).as_answer_context()
 
     async def answer(
         self,

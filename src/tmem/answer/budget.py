@@ -18,6 +18,7 @@ conversation order, then the persona notes when they still fit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -105,6 +106,9 @@ class _Unit:
     turns: list[Turn] = field(default_factory=list)  # scene / turn: candidate turns, best first
     scene: Scene | None = None
 
+    def rrf(self, k0: int) -> float:
+        return math.fsum(sorted(1.0 / (k0 + r.rank) for r in self.routes if not r.name.startswith("rerank.")))
+
 
 def _fact_line(hit: ItemHit) -> str:
     # Items normally carry their date in the text; add the ISO date only when the text lacks its year.
@@ -114,24 +118,36 @@ def _fact_line(hit: ItemHit) -> str:
 
 
 def _scene_units(result: SearchResult) -> list[_Unit]:
-    """Each scene hit with its turns in the scene's own relevance order: turns that other hits matched (turn hits by
-    rank, then items' source turns) first, then the rest in conversation order."""
+    """Each scene hit as an excerpt: its best-matched turn with the turn before and after it (a question and its
+    answer sit in adjacent turns); a scene of three turns or fewer enters whole. The best-matched turn is the scene's
+    turn ranked highest by the turn route, else the first source turn of its best item, else its first turn."""
     matched: dict[str, int] = {}
     for th in result.turns:
         matched.setdefault(th.turn.id, len(matched))
     for ih in result.items:
-        for tid in ih.source_turn_ids:
+        for tid in ih.item.turn_ids:
             matched.setdefault(tid, len(matched))
     out = []
     for sh in result.scenes:
-        ranked = sorted(sh.turns, key=lambda t: (matched.get(t.id, len(matched)), t.seq))
-        out.append(_Unit("scene", sh.scene.id, sh.score, sh.routes, turns=ranked, scene=sh.scene))
+        turns = sorted(sh.turns, key=lambda t: t.seq)
+        if not turns:
+            continue
+        best = min(range(len(turns)), key=lambda n: (matched.get(turns[n].id, len(matched)), n))
+        excerpt = [turns[best]] + [turns[n] for n in (best - 1, best + 1) if 0 <= n < len(turns)]
+        out.append(_Unit("scene", sh.scene.id, sh.score, sh.routes, turns=excerpt, scene=sh.scene))
     return out
 
 
 def _item_units(items: Sequence[ItemHit]) -> list[_Unit]:
     return [
-        _Unit("item", h.item.id, h.score, h.routes, fact=_fact_line(h), fact_turns=list(h.source_turn_ids))
+        _Unit(
+            "item",
+            h.item.id,
+            h.score,
+            h.routes,
+            fact=_fact_line(h),
+            fact_turns=list(h.source_turn_ids),
+        )
         for h in items
     ]
 
@@ -142,13 +158,13 @@ def _turn_units(turns: Sequence[TurnHit], scenes: dict[str, Scene]) -> list[_Uni
     ]
 
 
-def unit_order(items: list[_Unit], scenes: list[_Unit], turns: list[_Unit], k0: int) -> list[_Unit]:
-    """One priority order over the three ranked lists: each unit scores ``1 / (k0 + rank in its own list)`` (RRF over
-    disjoint lists, i.e. an interleave by rank); ties go to the cheaper kind (item, turn, scene)."""
+def unit_order(units: Sequence[_Unit], k0: int) -> list[_Unit]:
+    """One priority order over every hit: RRF over the *route* lists (each unit scores ``sum over its routes of
+    1 / (k0 + rank in that route)``), so the best of each route comes before anyone's tail and a unit several routes
+    put near their top comes first. Ties go to the cheaper kind (item, turn, scene), then to search order."""
     pref = {"item": 0, "turn": 1, "scene": 2}
-    scored = [(1.0 / (k0 + rank), u) for lst in (items, turns, scenes) for rank, u in enumerate(lst, start=1)]
-    scored.sort(key=lambda su: (-su[0], pref[su[1].kind]))
-    return [u for _, u in scored]
+    ranked = sorted(enumerate(units), key=lambda nu: (-nu[1].rrf(k0), pref[nu[1].kind], nu[0]))
+    return [u for _, u in ranked]
 
 
 # ------------------------------------------------------------------------------------------------ rendering
@@ -247,7 +263,8 @@ def pack_context(
     limit = max_tokens if max_tokens is not None else 1 << 62
     scenes = {sh.scene.id: sh.scene for sh in result.scenes}
     scenes.update({s.id: s for ih in result.items for s in ih.source_scenes})
-    order = unit_order(_item_units(result.items), _scene_units(result), _turn_units(result.turns, scenes), k0)
+    units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result)]
+    order = unit_order(units, k0)
     draft = _Draft()
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
@@ -257,6 +274,8 @@ def pack_context(
     for unit in order:
         if unit.kind == "item":
             assert unit.fact is not None
+            if unit.fact_turns and all(t in in_context for t in unit.fact_turns):
+                continue  # its source turns are already there word for word
             draft.add_fact(unit.fact)
             tokens = draft.tokens
             if tokens > limit:
@@ -267,8 +286,8 @@ def pack_context(
         else:
             added_turns = []
             fresh = [t for t in unit.turns if t.id not in in_context]
-            if not fresh and unit.kind == "turn":
-                continue  # already there through its scene
+            if unit.kind == "turn" and (not fresh or unit.id in covered):
+                continue  # already there through its scene, or a fact that stands for it
             tokens = used
             for turn in fresh:
                 draft.add_turn(turn, unit.scene)
@@ -291,7 +310,7 @@ def pack_context(
                 routes=unit.routes,
                 turn_ids=added_turns,
                 tokens=tokens - used,
-                trimmed=unit.kind == "scene" and len(added_turns) < len(unit.turns),
+                trimmed=unit.kind == "scene" and unit.scene is not None and len(added_turns) < len(unit.scene.turn_ids),
             )
         )
         used = tokens
@@ -346,7 +365,7 @@ def recall(
     """Search ``space`` for ``query`` (lists deepened for the budget) and pack the hits into ``max_tokens``."""
     cfg = config or RetrievalConfig.preset("auto")
     result = searcher.search(space, query, context_config(cfg, max_tokens))
-    return result, pack_context(result, max_tokens, include_persona=include_persona, k0=cfg.k0)
+    return result, pack_context(result, max_tokens, include_persona=include_persona, k0=cfg.context_k0)
 
 
 def recall_context(

@@ -196,6 +196,11 @@ def _eval_options(f: Any) -> Any:
         click.option("--conversations", default=None, help="Comma-separated sample ids (default: all)."),
         click.option("--retrieval-only", is_flag=True, help="No LLM at query time: coverage / cue hit vs baselines."),
         click.option(
+            "--budgets",
+            default=None,
+            help="Retrieval-only: also compare every system at these context budgets (tokens), e.g. 500,1000,2000,4000.",
+        ),
+        click.option(
             "--answer-model", envvar="TMEM_ANSWER_MODEL", default=None, help="QA model (default TMEM_LLM_MODEL)."
         ),
         click.option(
@@ -219,6 +224,20 @@ def _eval_options(f: Any) -> Any:
     for option in reversed(options):
         f = option(f)
     return f
+
+
+def _budgets(raw: str | None, retrieval_only: bool) -> list[int]:
+    if raw is None:
+        return []
+    if not retrieval_only:
+        raise click.UsageError("--budgets applies to --retrieval-only runs; add --retrieval-only.")
+    try:
+        values = [int(part) for part in raw.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{raw!r}: write token budgets as integers, e.g. 500,1000,2000,4000") from None
+    if not values or any(v <= 0 for v in values):
+        raise click.BadParameter(f"{raw!r}: give at least one budget, each a positive number of tokens")
+    return sorted(set(values))
 
 
 def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
@@ -247,6 +266,7 @@ def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
         out=out,
         conversations=[c.strip() for c in (kw["conversations"] or "").split(",") if c.strip()],
         retrieval_only=kw["retrieval_only"],
+        budgets=_budgets(kw["budgets"], kw["retrieval_only"]),
         runs=kw["runs"],
         prompt=kw.get("variant", "short"),
         ablate=kw["ablate"],

@@ -62,9 +62,9 @@ def cli(
 
 
 def _register() -> None:
-    from tmem.cli import build_cmds, check_cmds, eval_cmds, ingest_cmds, item_cmds, llm_cmds, search_cmds
+    from tmem.cli import build_cmds, check_cmds, eval_cmds, ingest_cmds, item_cmds, llm_cmds, search_cmds, ui_cmds
 
-    for module in (ingest_cmds, item_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds):
+    for module in (ingest_cmds, item_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds, ui_cmds):
         module.register(cli)
     from tmem.cli import keys_cmds, serve_cmds
 

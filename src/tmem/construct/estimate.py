@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from tmem.construct.options import BuildOptions
 from tmem.store.base import Store
+from tmem.util.dates import DATE_CONVENTION
 from tmem.util.text import count_tokens
 
 
@@ -27,7 +28,10 @@ class Rates(BaseModel):
 
     turns_per_scene: float = Field(default=5.3, description="d26: 121 turns / 27 scenes; d30: 146 / 23.")
     links_per_scene: float = Field(default=1.7, description="Topic links per scene (41/27, 43/23).")
-    items_per_scene: float = Field(default=6.5, description="Items per scene (189/27, 140/23).")
+    items_per_scene: float = Field(default=6.5, description="Items the model writes per scene (189/27, 140/23).")
+    kept_after_dedup: float = Field(
+        default=0.88, description="Share of written items the near-duplicate filter keeps (289 of 329 measured)."
+    )
     turn_overhead: int = Field(default=12, description="Tokens of a turn line besides its text (id, date, speaker).")
     scene_line: int = Field(default=60, description="Tokens of a scene's date, title and summary line.")
     narrative: int = Field(default=100, description="Tokens of a scene narrative (89 and 109 measured).")
@@ -62,6 +66,8 @@ class BuildEstimate(BaseModel):
 def _instructions(name: str) -> int:
     """Tokens of a prompt template without its data (the part every request of the stage repeats)."""
     text = resources.files("tmem.construct").joinpath("prompts", name).read_text(encoding="utf-8")
+    if name == "items.md":  # the relative-date convention is filled in there
+        text += DATE_CONVENTION
     return count_tokens(text)
 
 
@@ -84,7 +90,8 @@ def estimate_build(
     scenes = sum(per_session)
     links = scenes * r.links_per_scene
     topics = min(0.6 * scenes, 4 * math.sqrt(scenes)) + len(store.topics(space))
-    items = scenes * r.items_per_scene
+    written = scenes * r.items_per_scene  # what the extractor writes (and is paid for)
+    items = written * r.kept_after_dedup  # what is stored, given triggers and read by the persona
     out: list[StageEstimate] = []
 
     def add(stage: str, template: str, requests: float, data: float, output: float) -> None:
@@ -123,7 +130,7 @@ def estimate_build(
         "items.md",
         item_requests,
         links * scene_full + item_requests * (per_topic * r.scene_line / 2 + shown_items * r.item_text),
-        items * r.out_items,
+        written * r.out_items,
     )
     add(
         "triggers.item",

@@ -17,6 +17,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from functools import partial
 
 from pydantic import BaseModel, Field
@@ -28,7 +29,7 @@ from tmem.construct.revert import load_covered, save_covered
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Item, ItemKind, Scene, Topic, Turn
 from tmem.store.base import Store
-from tmem.util.dates import When
+from tmem.util.dates import DATE_CONVENTION, When
 from tmem.util.fence import Trusted, fence, fence_inline, shown_id
 
 STAGE = "items"
@@ -239,7 +240,9 @@ def messages_for(req: ExtractionRequest, turns: dict[str, Turn]) -> list[Message
         "\n".join(f"[{req.ref_of(s)}] {fmt_span(s.start, s.end)} · {s.title}: {s.summary}" for s in req.old) or "(none)"
     )
     existing = (
-        "\n".join(f"[{ref}] {it.text}" + (f" ({it.date})" if it.date else "") for ref, it in req.item_refs.items())
+        "\n".join(
+            f"[{ref}] {it.text}" + (f" ({when_form(it)})" if it.date else "") for ref, it in req.item_refs.items()
+        )
         or "(none)"
     )
     blocks = []
@@ -258,7 +261,20 @@ def messages_for(req: ExtractionRequest, turns: dict[str, Turn]) -> list[Message
         existing=fence("existing_items", existing),
         new_scenes=fence("scenes", "\n\n".join(blocks)),
         new_refs=Trusted(", ".join(req.new_refs)),
+        date_rules=Trusted(DATE_CONVENTION.rstrip()),
     )
+
+
+def when_form(item: Item) -> str:
+    """An item's date in the form the extractor writes it (``2023-05``, ``2023-W19``, ``2022-summer``, ...)."""
+    if not item.date or item.date_precision in (None, "day"):
+        return item.date or ""
+    try:
+        return When(
+            date.fromisoformat(item.date), date.fromisoformat(item.date_end or item.date), item.date_precision
+        ).form
+    except (ValueError, StopIteration):
+        return item.date
 
 
 def item_id(kind: ItemKind, text: str, scene_ids: Sequence[str]) -> str:

@@ -74,7 +74,13 @@ def reply_model(items: dict[str, Item], prior: dict[str, PersonaTrait]) -> type[
 
 
 def messages_for(speaker: str, items: dict[str, Item], prior: dict[str, PersonaTrait]) -> list[Message]:
-    facts = "\n".join(f"[{ref}] {it.text}" for ref, it in items.items())
+    ref_of = {it.id: ref for ref, it in items.items()}
+
+    def line(ref: str, it: Item) -> str:
+        others = [ref_of[o] for o in it.conflicts_with if o in ref_of]
+        return f"[{ref}] {it.text}" + (f" [conflicts with {', '.join(others)}]" if others else "")
+
+    facts = "\n".join(line(ref, it) for ref, it in items.items())
     current: Fenced | Trusted
     if prior:
         current = Fenced(

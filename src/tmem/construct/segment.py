@@ -62,6 +62,7 @@ class Buffer:
     turns: list[Turn]
     input_ends: bool
     max_scene_turns: int
+    alone: bool = False  # few-rounds plan: one part segmented on its own, in parallel with the parts before it
 
     @property
     def ids(self) -> list[str]:
@@ -130,7 +131,13 @@ def reply_model(buffer: Buffer) -> type[SegmentReply]:
 
 
 def messages_for(buffer: Buffer, previous: Scene | None) -> list[Message]:
-    if buffer.input_ends:
+    if buffer.alone:
+        ending_rule = (
+            "This buffer is one part of the conversation, segmented on its own: every turn must be in a scene, so "
+            "close its final event too, even if it continues in the next part."
+        )
+        ending_note = "These are the last turns recorded so far for this part: cover every turn."
+    elif buffer.input_ends:
         ending_rule = (
             "This buffer reaches the end of the conversation recorded so far: every turn must be in a scene, so "
             "close the final event too, even if it may continue later."
@@ -142,11 +149,13 @@ def messages_for(buffer: Buffer, previous: Scene | None) -> list[Message]:
             "Close at least one scene."
         )
         ending_note = "More turns follow: leave the still-running event open."
-    context: Fenced | Trusted = (
-        fence("previous_scene", f"{previous.title}: {previous.summary}")
-        if previous is not None
-        else Trusted("none, this buffer starts at the beginning of the conversation.")
-    )
+    context: Fenced | Trusted
+    if previous is not None:
+        context = fence("previous_scene", f"{previous.title}: {previous.summary}")
+    elif buffer.alone:
+        context = Trusted("not shown, this part is segmented in parallel with the parts before it.")
+    else:
+        context = Trusted("none, this buffer starts at the beginning of the conversation.")
     return render(
         "segment.md",
         max_scene_turns=buffer.max_scene_turns,
@@ -276,7 +285,7 @@ async def _segment_parallel(store: Store, space: str, run: StageRun, options: Bu
     parts = _parts(queue, options.segment_window)
 
     async def one(turns: list[Turn]) -> list[tuple[list[Turn], SceneOut]] | None:
-        buffer = Buffer(turns=turns, input_ends=True, max_scene_turns=options.max_scene_turns)
+        buffer = Buffer(turns=turns, input_ends=True, max_scene_turns=options.max_scene_turns, alone=True)
         closed = await _segment_window(run, buffer, None, options)
         if closed is None:
             return None

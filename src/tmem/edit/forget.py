@@ -52,6 +52,11 @@ class ForgetReport(BaseModel):
     topics_deleted: list[str] = Field(default_factory=list)
     llm_calls_deleted: int = 0
     already_forgotten: list[str] = Field(default_factory=list, description="Ids forgotten by an earlier call.")
+    erased: bool = Field(
+        default=False,
+        description="The freed bytes were erased from disk; False when another connection's open read kept the "
+        "write-ahead log from being emptied (the forgetting itself is done: run Store.scrub() again later).",
+    )
 
 
 class _Removal:
@@ -116,7 +121,7 @@ def forget(
         if pending:
             store.delete_pending([p.request_hash for p in pending], space=space)
         bump_edits(store, space)
-    store.scrub()
+    report.erased = store.scrub()
     return report
 
 

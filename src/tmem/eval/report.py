@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tmem.eval.locomo_data import CATEGORY_NAMES, SCORED_CATEGORIES
 from tmem.eval.metrics import mean_std
 from tmem.eval.records import AnswerRecord, CoverageRecord
+from tmem.eval.retrieval_only import BUDGETS_VARIANT
 
 SYSTEM_LABELS = {
     "tmem": "tmem (cascade)",
@@ -60,6 +61,17 @@ class CoverageRow(BaseModel):
     n: int
 
 
+class BudgetRow(BaseModel):
+    """One system at one context budget: LoCoMo evidence coverage % or LoCoMo-Plus cue hit %."""
+
+    system: str
+    budget: int
+    value: float
+    all_hit: float
+    tokens: float = Field(description="Mean context size actually used (count_tokens).")
+    n: int
+
+
 class CoverageReport(BaseModel):
     benchmark: str
     preset: str
@@ -67,12 +79,20 @@ class CoverageReport(BaseModel):
     scored: int = Field(description="Questions with usable gold evidence (LoCoMo) or probes (LoCoMo-Plus).")
     evidence_issues: dict[str, int] = Field(default_factory=dict)
     rows: list[CoverageRow]
+    budget_rows: list[BudgetRow] = Field(default_factory=list, description="--budgets: every system per budget.")
+    route_attribution: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="--budgets: budget -> route -> % of scored questions where that route reached a hit that put a "
+        "gold turn or cue inside tmem's context.",
+    )
     command: str = ""
 
 
 def coverage_report(
     records: Sequence[CoverageRecord], *, benchmark: str, preset: str, command: str = ""
 ) -> CoverageReport:
+    budget_recs = [r for r in records if r.variant == BUDGETS_VARIANT and r.gold_turn_ids]
+    records = [r for r in records if r.variant != BUDGETS_VARIANT]
     variants = list(dict.fromkeys(r.variant for r in records))
     rows: list[CoverageRow] = []
     issues: dict[str, int] = {}
@@ -118,8 +138,88 @@ def coverage_report(
         scored=len(scored_full),
         evidence_issues=issues,
         rows=rows,
+        budget_rows=_budget_rows(budget_recs, benchmark),
+        route_attribution=_attribution(budget_recs),
         command=command,
     )
+
+
+def _budget_rows(recs: Sequence[CoverageRecord], benchmark: str) -> list[BudgetRow]:
+    out = []
+    budgets = sorted({c.budget for r in recs for c in r.budgets})
+    systems = list(dict.fromkeys(s for r in recs for c in r.budgets for s in c.systems))
+    for system in systems:
+        for budget in budgets:
+            cells = [c.systems[system] for r in recs for c in r.budgets if c.budget == budget and system in c.systems]
+            if not cells:
+                continue
+            hits = [1.0 if c.hit else 0.0 for c in cells]
+            value = _pct([c.coverage for c in cells if c.coverage is not None]) if benchmark == "locomo" else _pct(hits)
+            out.append(
+                BudgetRow(
+                    system=system,
+                    budget=budget,
+                    value=value,
+                    all_hit=_pct(hits),
+                    tokens=sum(c.tokens for c in cells) / len(cells),
+                    n=len(cells),
+                )
+            )
+    return out
+
+
+def _attribution(recs: Sequence[CoverageRecord]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for budget in sorted({c.budget for r in recs for c in r.budgets}):
+        cells = [c for r in recs for c in r.budgets if c.budget == budget]
+        routes = sorted({name for c in cells for name in c.routes})
+        out[str(budget)] = {name: _pct([1.0 if name in c.routes else 0.0 for c in cells]) for name in routes}
+    return out
+
+
+def render_budgets(report: CoverageReport) -> list[str]:
+    """The fixed-budget table (every system walked to each budget) and the per-route attribution."""
+    if not report.budget_rows:
+        return []
+    budgets = sorted({r.budget for r in report.budget_rows})
+    metric = "evidence coverage %" if report.benchmark == "locomo" else "cue hit %"
+    lines = [
+        "",
+        f"## At fixed context budgets ({metric})",
+        "",
+        "tmem: `Memory.context(space, query, max_tokens=B)` (evidence only, persona excluded); the flat baselines take "
+        "whole turns best first and the control the memory's scenes in a query-agnostic order, each while it fits "
+        f"in B tokens. n = {report.budget_rows[0].n}.",
+        "",
+        "| System | " + " | ".join(f"{b}" for b in budgets) + " |",
+        "|---|" + "---:|" * len(budgets),
+    ]
+    for system in dict.fromkeys(r.system for r in report.budget_rows):
+        vals = {r.budget: r for r in report.budget_rows if r.system == system}
+        label = "tmem (Memory.context)" if system == "tmem" else SYSTEM_LABELS.get(system, system)
+        cells = [_fmt(vals[b].value) if b in vals else "–" for b in budgets]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "Tokens actually used (mean):", "", "| System | " + " | ".join(f"{b}" for b in budgets) + " |"]
+    lines.append("|---|" + "---:|" * len(budgets))
+    for system in dict.fromkeys(r.system for r in report.budget_rows):
+        vals = {r.budget: r for r in report.budget_rows if r.system == system}
+        lines.append(
+            f"| {system} | " + " | ".join(_fmt(vals[b].tokens, 0) if b in vals else "–" for b in budgets) + " |"
+        )
+    routes = sorted({name for per in report.route_attribution.values() for name in per})
+    if routes:
+        lines += [
+            "",
+            "Per route: % of questions where the route reached a hit that put a gold turn (LoCoMo) or a cue turn "
+            "(LoCoMo-Plus) inside tmem's context (a hit reached by several routes counts for each).",
+            "",
+            "| Route | " + " | ".join(f"{b}" for b in budgets) + " |",
+            "|---|" + "---:|" * len(budgets),
+        ]
+        for name in routes:
+            cells = [_fmt(report.route_attribution.get(str(b), {}).get(name, 0.0)) for b in budgets]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def render_coverage(report: CoverageReport) -> str:
@@ -160,7 +260,19 @@ def render_coverage(report: CoverageReport) -> str:
     if report.evidence_issues:
         parts = ", ".join(f"{k}: {v}" for k, v in sorted(report.evidence_issues.items()))
         lines += ["", f"Evidence ids in the data that were normalised or unusable: {parts}."]
+    lines += render_budgets(report)
+    lines += [f"\n![{alt}]({name})" for name, alt in plot_names(report)]
     return "\n".join(lines) + "\n"
+
+
+def plot_names(report: CoverageReport) -> list[tuple[str, str]]:
+    """The PNG figures :func:`tmem.eval.plots.write_coverage_plots` writes beside this report."""
+    names = []
+    if report.budget_rows:
+        names.append(("budgets.png", f"{report.benchmark}: tmem, flat baselines and control against the budget"))
+    if len({r.variant for r in report.rows}) > 1:
+        names.append(("variants.png", f"{report.benchmark}: ablations and sweeps"))
+    return names
 
 
 # ------------------------------------------------------------------------------------------------ QA

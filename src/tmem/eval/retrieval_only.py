@@ -13,14 +13,18 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
+from tmem.answer.budget import Context, Searcher, recall_context
 from tmem.answer.context import assemble_context
+from tmem.errors import ConfigError
 from tmem.eval.baselines import SpaceBaselines
 from tmem.eval.harness import MemoEmbedder, Variant
-from tmem.eval.locomo_data import LocomoQuestion, normalise_evidence
+from tmem.eval.locomo_data import EvidenceIssue, LocomoQuestion, normalise_evidence
 from tmem.eval.plus_data import StitchedProbe
-from tmem.eval.records import CoverageRecord, ResultsFile, SystemCoverage, retrieved_refs
+from tmem.eval.records import BudgetCell, CoverageRecord, ResultsFile, SystemCoverage, retrieved_refs
 from tmem.index.space import cached_vectorizer
 from tmem.retrieve.cascade import Retriever
+from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.types import Route
 from tmem.store.base import Store
 
 
@@ -62,6 +66,45 @@ def system_coverage(ids: set[str], gold: list[str], tokens: int, *, any_hit: boo
     )
 
 
+BUDGETS_VARIANT = "budgets"
+
+
+def route_label(route: Route) -> str:
+    """A route's name for attribution: the item-trigger union is split by the family whose view won."""
+    if route.name == "item.trigger" and route.view:
+        return f"item.trigger.{route.view.split(':', 1)[0]}"
+    return route.name
+
+
+def route_attribution(ctx: Context, gold: Sequence[str]) -> list[str]:
+    """The routes of every context hit that put a gold turn (raw or as a fact's source) inside the context."""
+    wanted = set(gold)
+    names = {route_label(r) for hit in ctx.hits if wanted.intersection(hit.turn_ids) for r in hit.routes}
+    return sorted(names)
+
+
+def budget_cells(
+    searcher: Searcher,
+    baselines: SpaceBaselines,
+    query: Query,
+    gold: list[str],
+    budgets: Sequence[int],
+    config: RetrievalConfig | None,
+    *,
+    any_hit: bool,
+) -> list[BudgetCell]:
+    """tmem's budgeted context (Memory.context) beside the flat baselines and the control walked to each budget."""
+    cells = []
+    flat = baselines.packed_many(query.text, query.key, budgets)
+    for budget in budgets:
+        ctx = recall_context(searcher, query.space, query.text, budget, config, include_persona=False)
+        systems = {"tmem": system_coverage(set(ctx.turn_ids), gold, ctx.tokens, any_hit=any_hit)}
+        for name, packed in flat[budget].items():
+            systems[name] = system_coverage(set(packed.turn_ids), gold, packed.tokens, any_hit=any_hit)
+        cells.append(BudgetCell(budget=budget, systems=systems, routes=route_attribution(ctx, gold)))
+    return cells
+
+
 def run_retrieval_only(
     store: Store,
     retriever: Retriever,
@@ -70,9 +113,20 @@ def run_retrieval_only(
     variants: Sequence[Variant],
     results: ResultsFile[CoverageRecord],
     *,
+    budgets: Sequence[int] = (),
     progress: bool = False,
 ) -> int:
-    """Evaluate every (variant, query) not in ``results`` yet; returns how many records were added."""
+    """Evaluate every (variant, query) not in ``results`` yet; returns how many records were added. With ``budgets``,
+    one more record per query (variant :data:`BUDGETS_VARIANT`) holds the first variant's budgeted context beside
+    the baselines walked to each budget (:func:`budget_cells`)."""
+    if budgets:
+        for rec in results:
+            if rec.variant == BUDGETS_VARIANT and [c.budget for c in rec.budgets] != list(budgets):
+                raise ConfigError(
+                    f"The results in this --out were walked to budgets {[c.budget for c in rec.budgets]}, not "
+                    f"{list(budgets)}: rerun with those budgets, or use a new --out (the memories can be reused with "
+                    "--dir)."
+                )
     added = 0
     by_space: dict[str, list[Query]] = {}
     for q in queries:
@@ -80,18 +134,15 @@ def run_retrieval_only(
     bar = tqdm(total=len(queries) * len(variants), desc="retrieval", unit="q", disable=not progress)
     for space, group in by_space.items():
         todo = [(v, q) for q in group for v in variants if f"{v.name}|{q.key}" not in results]
+        todo_budgets = [q for q in group if budgets and f"{BUDGETS_VARIANT}|{q.key}" not in results]
         bar.update(len(group) * len(variants) - len(todo))
-        if not todo:
+        if not todo and not todo_budgets:
             continue
         embedder.prime([q.text for q in group])
         baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder))
         known = {t.id for t in baselines.turns}
         for variant, q in todo:
-            if q.gold_raw is not None:
-                evidence = normalise_evidence(q.gold_raw, known)
-                gold, issues, any_hit = evidence.turn_ids, evidence.issues, False
-            else:
-                gold, issues, any_hit = q.cue_turn_ids, [], True
+            gold, issues, any_hit = _gold(q, known)
             result = retriever.search(space, q.text, variant.config)
             context = assemble_context(result, include_persona=False)
             systems = {"tmem": system_coverage(set(result.turn_ids()), gold, context.evidence_tokens, any_hit=any_hit)}
@@ -114,5 +165,33 @@ def run_retrieval_only(
             )
             added += 1
             bar.update(1)
+        for q in todo_budgets:
+            gold, issues, any_hit = _gold(q, known)
+            cells = budget_cells(retriever, baselines, q, gold, budgets, variants[0].config, any_hit=any_hit)
+            results.add(
+                CoverageRecord(
+                    key=q.key,
+                    variant=BUDGETS_VARIANT,
+                    space=space,
+                    benchmark=q.benchmark,
+                    category=q.category,
+                    relation=q.relation,
+                    question=q.text,
+                    gold_turn_ids=gold,
+                    evidence_issues=issues,
+                    systems={},
+                    retrieved=[],
+                    budgets=cells,
+                )
+            )
+            added += 1
     bar.close()
     return added
+
+
+def _gold(q: Query, known: set[str]) -> tuple[list[str], list[EvidenceIssue], bool]:
+    """The gold turns of a query, the evidence issues met normalising them, and whether any hit counts (cues)."""
+    if q.gold_raw is not None:
+        evidence = normalise_evidence(q.gold_raw, known)
+        return evidence.turn_ids, list(evidence.issues), False
+    return list(q.cue_turn_ids), [], True

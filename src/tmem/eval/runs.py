@@ -26,6 +26,7 @@ from tmem.errors import ConfigError, InputError
 from tmem.eval.cost import construction_cost, render_cost
 from tmem.eval.harness import MemoEmbedder, Variant, make_manifest, parse_variants, prepare_spaces, write_manifest
 from tmem.eval.locomo_data import LocomoQuestion, load_questions, normalise_evidence
+from tmem.eval.plots import write_coverage_plots
 from tmem.eval.plus_data import StitchMode, load_probes, stitch, summarise
 from tmem.eval.qa import QATask, run_qa
 from tmem.eval.records import AnswerRecord, CoverageRecord, ResultsFile
@@ -56,6 +57,7 @@ class EvalOptions(BaseModel):
     out: Path
     conversations: list[str] = []
     retrieval_only: bool = False
+    budgets: list[int] = []  # retrieval-only: also walk every system to these context budgets
     runs: int = 3
     prompt: Literal["short", "cot"] = "short"
     ablate: str | None = None
@@ -191,9 +193,10 @@ def _coverage_run(
 ) -> CoverageReport:
     """Retrieval-only: evaluate what ``folder/records.jsonl`` lacks, then write the report of every record."""
     cov: ResultsFile[CoverageRecord] = ResultsFile(folder / "records.jsonl", CoverageRecord)
-    run_retrieval_only(store, retriever, memo, queries, variants, cov, progress=opts.progress)
+    run_retrieval_only(store, retriever, memo, queries, variants, cov, budgets=opts.budgets, progress=opts.progress)
     report = coverage_report(list(cov), benchmark=benchmark, preset=opts.preset, command=opts.command)
     write_report(folder, report, render_coverage(report))
+    write_coverage_plots(folder, report)
     return report
 
 

@@ -12,6 +12,7 @@ Every hit keeps its routes. Choices the paper leaves open are documented in docs
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -23,9 +24,9 @@ from tmem.index.space import SpaceIndex, scene_text
 from tmem.index.topk import Mask, Scores, top_k
 from tmem.models import ITEM_FAMILIES, TriggerFamily
 from tmem.retrieve.config import RetrievalConfig
-from tmem.retrieve.fusion import Fused, Ranked, fuse, gate
+from tmem.retrieve.fusion import Fused, Ranked, fuse, split_gate
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
-from tmem.retrieve.types import ItemHit, Route, SceneHit, SearchResult, TurnHit
+from tmem.retrieve.types import GateMiss, ItemHit, Route, SceneHit, SearchResult, TurnHit
 from tmem.store.base import Store
 from tmem.util.text import text_hash
 
@@ -37,9 +38,16 @@ def _ranked(ids: Sequence[str], scores: Scores, rows: npt.NDArray[np.intp]) -> l
 
 
 def _trigger_route(
-    index: SpaceIndex, families: Sequence[TriggerFamily], cos: Scores, top: int, threshold: float | None
+    index: SpaceIndex,
+    families: Sequence[TriggerFamily],
+    cos: Scores,
+    top: int,
+    threshold: float | None,
+    route: str,
+    misses: list[GateMiss],
 ) -> list[Ranked]:
-    """Hosts reached through the views of ``families``: host score = NaN-aware max over all those views."""
+    """Hosts reached through the views of ``families``: host score = NaN-aware max over all those views. Those of the
+    top list under ``threshold`` are dropped and recorded in ``misses``."""
     if top <= 0 or not families:
         return []
     view_cos = {fam: index.part(cos, fam) for fam in families}
@@ -57,7 +65,15 @@ def _trigger_route(
         # the item route unites Entity and Bridge views: its view label names the family that gave the max
         label = f"{winner.value}:{view}" if winner in ITEM_FAMILIES else view
         out.append(Ranked(ids[host], float(combined[host]), label))
-    return gate(out, threshold)
+    kept, fell = split_gate(out, threshold)
+    host_kind: Literal["item", "scene"] = "item" if families[0] in ITEM_FAMILIES else "scene"
+    rank = {e.id: n for n, e in enumerate(out, start=1)}
+    misses.extend(
+        GateMiss(route=route, host_kind=host_kind, host_id=e.id, rank=rank[e.id], score=e.score, view=e.view, gate=g)
+        for e in fell
+        if (g := e.gate) is not None
+    )
+    return kept
 
 
 def _rerank(
@@ -133,6 +149,7 @@ def run_cascade(
         for f in surviving:
             admitted[index.topic_scenes[index.topic_pos[f.id]]] = True
     surviving_ids = {f.id for f in surviving}
+    misses: list[GateMiss] = []
 
     # ---------------- Stage 2: scenes
     s_ids = index.ids["scene"]
@@ -145,11 +162,23 @@ def run_cascade(
     # Trigger routes are never gated by the topic prefilter (the bypass).
     if cfg.enabled("ST"):
         scene_lists["scene.trigger.scene"] = _trigger_route(
-            index, (TriggerFamily.SCENE,), cos, cfg.scene_trigger_top, cfg.scene_trigger_gate
+            index,
+            (TriggerFamily.SCENE,),
+            cos,
+            cfg.scene_trigger_top,
+            cfg.scene_trigger_gate,
+            "scene.trigger.scene",
+            misses,
         )
     if cfg.enabled("HT"):
         scene_lists["scene.trigger.horizon"] = _trigger_route(
-            index, (TriggerFamily.HORIZON,), cos, cfg.scene_trigger_top, cfg.scene_trigger_gate
+            index,
+            (TriggerFamily.HORIZON,),
+            cos,
+            cfg.scene_trigger_top,
+            cfg.scene_trigger_gate,
+            "scene.trigger.horizon",
+            misses,
         )
 
     i_ids = index.ids["item"]
@@ -185,7 +214,14 @@ def run_cascade(
             }
         if cfg.enabled("ET+BT"):
             families = tuple(f for f in ITEM_FAMILIES if f in cfg.item_trigger_families)
-            item_lists["item.trigger"] = _trigger_route(index, families, cos, cfg.item_trigger_top, cfg.gate)
+            if cfg.split_item_triggers:
+                for fam in families:
+                    name = f"item.trigger.{fam.value}"
+                    item_lists[name] = _trigger_route(index, (fam,), cos, cfg.item_trigger_top, cfg.gate, name, misses)
+            else:
+                item_lists["item.trigger"] = _trigger_route(
+                    index, families, cos, cfg.item_trigger_top, cfg.gate, "item.trigger", misses
+                )
 
         def item_text_of(iid: str) -> str:
             return index.items[index.item_pos[iid]].text
@@ -205,7 +241,7 @@ def run_cascade(
             cfg.k0,
         )[: cfg.turn_top]
 
-    result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items)
+    result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, misses)
     if not kept_turns:
         return result
     turn_hits = [
@@ -223,6 +259,7 @@ def _result(
     surviving_ids: set[str],
     kept_scenes: list[Fused],
     kept_items: list[Fused],
+    misses: list[GateMiss],
 ) -> SearchResult:
     scene_hits: list[SceneHit] = []
     if cfg.enabled("SL"):
@@ -256,6 +293,7 @@ def _result(
         topics=[(f.id, f.score) for f in surviving],
         disabled=sorted(cfg.disabled),
         descriptive_only=index.descriptive_only,
+        gated=misses,
         unbuilt_turns=sum(1 for t in index.turns if t not in index.turn_scene),
     )
 

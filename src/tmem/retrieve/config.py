@@ -47,6 +47,11 @@ class RetrievalConfig(BaseModel):
         default=(TriggerFamily.ENTITY, TriggerFamily.BRIDGE),
         description="Families whose views make up the item-trigger union.",
     )
+    split_item_triggers: bool = Field(
+        default=False,
+        description="Rank Entity and Bridge views as two lists (each family's best hosts get their own ranks) instead "
+        "of the paper's one union list (max over both families).",
+    )
     item_direct_top: int = Field(
         default=0,
         ge=0,
@@ -64,6 +69,11 @@ class RetrievalConfig(BaseModel):
         ge=0,
         description="Turn route (not in the paper): also rank every raw turn by BM25 + dense, fused, and return the "
         "top N as turn hits. 0 = off.",
+    )
+    context_k0: int = Field(
+        default=1,
+        ge=0,
+        description="RRF constant of the budgeted context's priority order over every route's list (docs/retrieval.md).",
     )
     admit_unlinked_scenes: bool = Field(
         default=True, description="Scenes linked to no topic pass the topic filter (else they are unreachable)."
@@ -94,13 +104,13 @@ class RetrievalConfig(BaseModel):
 
     def for_space(self, descriptive_only: bool) -> RetrievalConfig:
         """Resolve the ``auto`` preset for one space: the ``extractive`` recipe's gate and direct item route on a
-        space built without an LLM, the paper's recipe otherwise. Fields changed from the paper's defaults are kept;
+        space built without an LLM, the ``associative`` recipe (rank admission on trigger routes) otherwise. Fields changed from the paper's defaults are kept;
         any other preset is returned unchanged."""
         if self.name != "auto":
             return self
-        target = PRESETS["extractive" if descriptive_only else "paper"]
+        target = PRESETS["extractive" if descriptive_only else "associative"]
         changes: dict[str, Any] = {"name": f"auto:{target.name}"}
-        for field in ("gate", "item_direct_top", "scene_via_items_top"):
+        for field in ("gate", "item_direct_top", "scene_via_items_top", "split_item_triggers"):
             if getattr(self, field) == getattr(_PAPER, field):
                 changes[field] = getattr(target, field)
         return self.replace(**changes)
@@ -128,7 +138,10 @@ PRESETS: dict[str, RetrievalConfig] = {
     # The offline default for spaces built without an LLM: their items are the substantive turns themselves, and
     # only Entity triggers exist, so items are also ranked directly over the whole space (see docs/retrieval.md).
     "extractive": _PAPER.replace(name="extractive", gate=0.6, item_direct_top=50, scene_via_items_top=50),
-    # The default: `extractive` on spaces built without an LLM, `paper` on the others (resolved per space).
+    # The default for LLM-built spaces, for any embedder: trigger routes admit by rank (top R / top 10), never by an
+    # absolute cosine, and Entity and Bridge rank as two lists (docs/retrieval.md: the measurements behind this).
+    "associative": _PAPER.replace(name="associative", gate=None, split_item_triggers=True),
+    # The default: `extractive` on spaces built without an LLM, `associative` on the others (resolved per space).
     "auto": _PAPER.replace(name="auto"),
     # Node indices only: no trigger route at all.
     "no-triggers": _PAPER.replace(name="no-triggers").without("ET+BT", "ST", "HT"),

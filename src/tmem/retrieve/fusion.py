@@ -58,11 +58,20 @@ class Ranked:
 
 def gate(entries: Sequence[Ranked], threshold: float | None) -> list[Ranked]:
     """Entries whose score reaches ``threshold`` (kept in order, each annotated with the gate); all when None."""
+    return split_gate(entries, threshold)[0]
+
+
+def split_gate(entries: Sequence[Ranked], threshold: float | None) -> tuple[list[Ranked], list[Ranked]]:
+    """``(kept, fell)``: the entries reaching ``threshold`` and those under it (NaN included), both in order and
+    annotated with the gate; everything is kept when the threshold is None."""
     if threshold is None:
-        return list(entries)
-    return [
-        Ranked(e.id, e.score, e.view, threshold) for e in entries if not math.isnan(e.score) and e.score >= threshold
-    ]
+        return list(entries), []
+    kept: list[Ranked] = []
+    fell: list[Ranked] = []
+    for e in entries:
+        target = kept if not math.isnan(e.score) and e.score >= threshold else fell
+        target.append(Ranked(e.id, e.score, e.view, threshold))
+    return kept, fell
 
 
 @dataclass(frozen=True)

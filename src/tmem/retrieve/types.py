@@ -24,6 +24,21 @@ class Route(BaseModel):
     gate: float | None = Field(default=None, description="Gate threshold applied on this route, if any.")
 
 
+class GateMiss(BaseModel):
+    """A host that a gated trigger route reached within its top list but whose cosine fell under the gate, so it
+    was dropped from that route before fusion (it may still be a hit through another route)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    route: str = Field(description="The gated route, e.g. 'item.trigger' or 'scene.trigger.scene'.")
+    host_kind: Literal["item", "scene"]
+    host_id: str
+    rank: int = Field(ge=1, description="1-based rank in the route's list before the gate.")
+    score: float = Field(description="The best view cosine, under the gate.")
+    view: str | None = None
+    gate: float
+
+
 class SceneHit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -75,6 +90,9 @@ class SearchResult(BaseModel):
     )
     descriptive_only: bool = Field(
         default=False, description="True when the space was built without an LLM (no Bridge/Horizon/persona)."
+    )
+    gated: list[GateMiss] = Field(
+        default_factory=list, description="Trigger-route candidates that fell under a gate (why they are missing)."
     )
     stale: bool = Field(default=False, description="True when turns were added since the last build (not searched).")
     stale_turns: int = Field(default=0, ge=0, description="How many turns are not built yet (absent from the result).")

@@ -27,6 +27,9 @@ from tmem.service.schemas import BuildIn, Deleted, JobRef, MessagesIn, Problem, 
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
 from tmem.store.control import Job, open_control, store_space
+from tmem.viewer import PREFIX as VIEWER_PREFIX
+from tmem.viewer import JobView, ViewerScope
+from tmem.viewer import create_router as viewer_router
 
 log = logging.getLogger("tmem.service")
 
@@ -52,6 +55,39 @@ def _job_view(job: Job) -> dict[str, Any]:
     return data
 
 
+def _viewer_scope(app: FastAPI, key: str | None) -> ViewerScope | None:
+    """The memory viewer's scope for an API key (bearer header or the viewer's cookie): the key's tenant's spaces."""
+    state: ServiceState | None = getattr(app.state, "tmem", None)
+    if state is None or not key:
+        return None
+    tenant = state.control.authenticate(key)
+    if tenant is None:
+        return None
+
+    def jobs(space_key: str) -> list[JobView]:
+        out = []
+        for job in reversed(state.control.jobs(tenant, space_key.split("/", 1)[1])):  # newest first
+            data = _job_view(job)
+            progress = data.get("progress") or {}
+            fraction = progress.get("fraction")
+            out.append(
+                JobView(
+                    id=job.id,
+                    state=job.state,
+                    stage=progress.get("stage"),
+                    fraction=float(fraction) if isinstance(fraction, int | float) else None,
+                    note=progress.get("note"),
+                    created_at=job.created_at,
+                    finished_at=job.finished_at,
+                    error=data.get("error"),
+                )
+            )
+        return out
+
+    memory: Memory = app.state.viewer_memory
+    return ViewerScope(memory, prefix=f"{tenant}/", tenant=tenant, jobs=jobs)
+
+
 def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
     """The ASGI app serving the memory directory (or database) of ``settings``."""
 
@@ -64,6 +100,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
             log.warning("Jobs left running by a stopped server: %d re-queued, %d failed", requeued, failed)
         pool = BuildWorkers(control, lambda: Memory.open(settings=settings), workers=workers)
         app.state.tmem = ServiceState(settings, memory, control, pool)
+        app.state.viewer_memory = Memory.over(memory.core)  # the viewer at /ui reads the same core
         pool.start()
         try:
             yield
@@ -147,6 +184,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         return Deleted(deleted=space, failed_jobs=failed)
 
     register_routes(app)
+    app.include_router(viewer_router(lambda key: _viewer_scope(app, key), key_login=True), prefix=VIEWER_PREFIX)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> Response:

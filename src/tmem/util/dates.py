@@ -59,6 +59,24 @@ class When:
     precision: str  # one of DATE_PRECISIONS
 
     @property
+    def form(self) -> str:
+        """The machine form :func:`parse_when` reads back: '2023-05-07', '2023-W19', '2023-05', '2022-summer',
+        '2023', '2023-05-06/2023-05-07'."""
+        if self.precision == "day":
+            return self.start.isoformat()
+        if self.precision == "week":
+            year, week, _ = self.start.isocalendar()
+            return f"{year}-W{week:02d}"
+        if self.precision == "month":
+            return f"{self.start.year}-{self.start.month:02d}"
+        if self.precision == "year":
+            return str(self.start.year)
+        if self.precision == "season":
+            season = next(n for n, (first, _) in _SEASONS.items() if first == self.start.month and n != "fall")
+            return f"{self.start.year}-{season}"
+        return f"{self.start.isoformat()}/{self.end.isoformat()}"
+
+    @property
     def label(self) -> str:
         """How a reader sees it: '7 May 2023', 'the week of 1-7 May 2023', 'May 2023', 'summer 2023', '2023',
         '6-7 May 2023'."""

@@ -1,0 +1,137 @@
+"""Retrieval at fixed context budgets on the shipped LLM-built memories (../shared/data/llm-built), both spaces pooled.
+
+For every probe of queries.json (LoCoMo-Plus cues: hit when a cue turn is inside the context; LoCoMo questions:
+share of gold evidence turns inside) tmem's budgeted context (``Memory.context``'s packing, ``recall_context``) is
+set beside flat dense / BM25 / hybrid retrieval over raw turns and the memory's scenes in a query-agnostic order, each
+walked to the same budget (:func:`tmem.eval.retrieval_only.budget_cells`, the code behind ``tmem eval --budgets``).
+The per-route rows count how often a route reached a hit that put a gold turn or cue inside tmem's context.
+
+The .db files are copied into --work first (never opened in place). Run (from the repository root):
+
+    python bench/llm_built.py --out bench/results/llm_built.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tmem.embed import make_embedder
+from tmem.eval.baselines import CONTROL, SpaceBaselines
+from tmem.eval.harness import MemoEmbedder
+from tmem.eval.records import BudgetCell
+from tmem.eval.retrieval_only import Query, budget_cells
+from tmem.index.space import cached_vectorizer
+from tmem.retrieve.cascade import Retriever
+from tmem.retrieve.config import RetrievalConfig
+from tmem.settings import Settings
+from tmem.store import open_store, sqlite_url
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
+SYSTEMS = ("tmem", "dense", "hybrid", "bm25", CONTROL)
+
+
+def _parse_set(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        out[key] = None if value == "none" else json.loads(value) if value[:1] in "0123456789-[{tf" else value
+    return out
+
+
+def evaluate(
+    data: Path, work: Path, budgets: list[int], config: RetrievalConfig
+) -> tuple[dict[str, list[list[BudgetCell]]], float]:
+    """Per kind ('cue', 'locomo'): one list of budget cells per probe."""
+    queries = json.loads((data / "queries.json").read_text(encoding="utf-8"))
+    memo = MemoEmbedder(make_embedder(Settings()))
+    out: dict[str, list[list[BudgetCell]]] = {"cue": [], "locomo": []}
+    started = time.perf_counter()
+    for space, probes in queries.items():
+        folder = work / space
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "tmem.db").exists():
+            shutil.copy(data / f"{space}.db", folder / "tmem.db")
+        store = open_store(sqlite_url(folder / "tmem.db"))
+        try:
+            memo.prime([p["query"] for p in probes])
+            retriever = Retriever(store, memo)
+            baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, memo))
+            for p in probes:
+                q = Query(p["key"], space, p["kind"], p["query"], None, list(p["gold_turn_ids"]), None)
+                cells = budget_cells(
+                    retriever, baselines, q, list(p["gold_turn_ids"]), budgets, config, any_hit=p["kind"] == "cue"
+                )
+                out[p["kind"]].append(cells)
+        finally:
+            store.close()
+    return out, time.perf_counter() - started
+
+
+def _value(cell: BudgetCell, system: str, kind: str) -> float:
+    s = cell.systems[system]
+    return float(s.hit) if kind == "cue" else float(s.coverage or 0.0)
+
+
+def render(results: dict[str, list[list[BudgetCell]]], budgets: list[int], config: RetrievalConfig) -> str:
+    lines = [f"Preset `{config.name}`; n = {len(results['cue'])} cues, {len(results['locomo'])} LoCoMo questions.", ""]
+    for kind, title in (("cue", "cue hit %"), ("locomo", "LoCoMo evidence coverage %")):
+        rows = results[kind]
+        if not rows:
+            continue
+        lines += [f"| {title} | " + " | ".join(str(b) for b in budgets) + " |", "|---|" + "---:|" * len(budgets)]
+        for system in SYSTEMS:
+            cells = []
+            for n in range(len(budgets)):
+                vals = [_value(r[n], system, kind) for r in rows]
+                cells.append(f"{100 * sum(vals) / len(vals):.1f}")
+            name = "tmem (Memory.context)" if system == "tmem" else f"flat {system} over turns"
+            if system == CONTROL:
+                name = "memory's scenes, query-agnostic order"
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+        routes = sorted({r for row in rows for cell in row for r in cell.routes})
+        lines += [
+            f"Routes that put a gold turn inside tmem's context ({kind}, share of probes):",
+            "",
+            "| route | " + " | ".join(str(b) for b in budgets) + " |",
+            "|---|" + "---:|" * len(budgets),
+        ]
+        for route in routes:
+            counts = [Counter(r for row in rows for r in row[n].routes)[route] for n in range(len(budgets))]
+            lines.append(f"| {route} | " + " | ".join(f"{100 * c / len(rows):.1f}" for c in counts) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=DATA, help="The llm-built folder (its .db files are copied).")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/tmem-llm-built"), help="Scratch folder for the copies.")
+    ap.add_argument("--budgets", default="500,1000,2000,4000")
+    ap.add_argument("--preset", default="auto")
+    ap.add_argument("--set", action="append", default=[], help="Override a RetrievalConfig field, e.g. gate=none.")
+    ap.add_argument("--out", type=Path, default=None, help="Also write the tables here (markdown).")
+    args = ap.parse_args(argv)
+    budgets = [int(b) for b in args.budgets.split(",")]
+    config = RetrievalConfig.preset(args.preset)
+    if args.set:
+        config = config.replace(**_parse_set(args.set))
+    results, seconds = evaluate(args.data, args.work, budgets, config)
+    text = render(results, budgets, config)
+    command = "python bench/llm_built.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    print(text)
+    print(f"{seconds:.1f} s")
+    if args.out is not None:
+        args.out.write_text(f"Command: `{command}`\n\n{text}\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""``tmem ui``: the memory viewer in a browser, over the local memory directory, on a loopback address."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import click
+
+from tmem.cli.context import AppContext, pass_app
+from tmem.errors import ConfigError
+
+LOOPBACK_NAMES = ("localhost",)
+DEFAULT_PORT = 8777  # not tmem mcp's 8765 nor tmem serve's 8080: all three can run side by side
+
+
+def _is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command("ui")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(min=0, max=65535), default=DEFAULT_PORT, show_default=True, help="Port (0: any)."
+)
+@pass_app
+def ui_cmd(app: AppContext, host: str, port: int) -> None:
+    """Open the memory viewer at http://HOST:PORT/ui/ (no key: it answers on this machine only)."""
+    if not _is_loopback(host):
+        raise ConfigError(
+            f"tmem ui serves the memory without a key, so it listens on a loopback address only, not {host!r}. "
+            "To share a memory over the network, run `tmem serve` (API keys, viewer at /ui)."
+        )
+    import uvicorn
+
+    from tmem.memory import Memory
+    from tmem.viewer import PREFIX, create_local_app
+
+    if port == 0:  # pick the free port here, so that the printed address is the real one
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host.strip("[]"), 0))
+            port = int(probe.getsockname()[1])
+    memory = Memory(app.store(), app.settings)
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"tmem viewer on http://{shown}:{port}{PREFIX}/ over {app.settings.store_url} (Ctrl+C stops it)")
+    uvicorn.run(create_local_app(memory), host=host, port=port, log_level="warning")
+
+
+def register(cli: click.Group) -> None:
+    """Attach this module's commands to the top-level group."""
+    cli.add_command(ui_cmd)

@@ -1,0 +1,22 @@
+"""The memory viewer: what tmem remembered and why a memory was recalled, in a browser (docs/viewer.md).
+
+    from tmem.viewer import ViewerScope, create_router
+    app.include_router(create_router(lambda key: ViewerScope(memory)), prefix="/ui")
+
+``tmem ui`` serves :func:`create_local_app` on 127.0.0.1; the service mounts :func:`create_router` with a resolver
+that maps an API key to its tenant's scope.
+"""
+
+from tmem.viewer.app import COOKIE, PREFIX, create_local_app, create_router, request_key
+from tmem.viewer.scope import JobView, ScopeResolver, ViewerScope
+
+__all__ = [
+    "COOKIE",
+    "PREFIX",
+    "JobView",
+    "ScopeResolver",
+    "ViewerScope",
+    "create_local_app",
+    "create_router",
+    "request_key",
+]

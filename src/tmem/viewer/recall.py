@@ -1,0 +1,77 @@
+"""The "why recalled" page: the search form's values, the cascade's result and the context a reader would get."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
+from tmem.errors import InputError
+from tmem.memory import Memory
+from tmem.retrieve.config import PRESETS, SWITCHES, RetrievalConfig
+from tmem.retrieve.types import SearchResult
+
+SWITCH_LABELS = {
+    "SL": "SL: scene layer (no scene hits as evidence)",
+    "IC": "IC: item channel (no item hits)",
+    "ET+BT": "ET+BT: Entity and Bridge triggers (no item-trigger route)",
+    "PS": "PS: persona (none beside the evidence)",
+    "TF": "TF: topic filter (every scene admitted)",
+    "ST": "ST: Scene triggers (no scene-trigger route)",
+    "HT": "HT: Horizon triggers (no horizon route)",
+}
+DEFAULT_BUDGET = DEFAULT_CONTEXT_TOKENS
+MAX_QUERY = 2000
+MAX_BUDGET = 1_000_000
+
+
+@dataclass(frozen=True)
+class SearchForm:
+    """The search form's values as submitted (a GET form, so that a search is a link)."""
+
+    query: str = ""
+    preset: str = "auto"
+    without: tuple[str, ...] = ()
+    budget: int = DEFAULT_BUDGET
+
+    @classmethod
+    def parse(cls, query: str, preset: str, without: list[str], budget: str, default_preset: str) -> SearchForm:
+        """Validate the raw form fields; InputError saying which field to fix."""
+        query = query.strip()
+        if len(query) > MAX_QUERY:
+            raise InputError(f"The query is {len(query)} characters long; shorten it to {MAX_QUERY} or fewer.")
+        preset = preset or default_preset
+        if preset not in PRESETS:
+            raise InputError(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
+        bad = [w for w in without if w not in SWITCHES]
+        if bad:
+            raise InputError(f"Unknown switch {', '.join(bad)}; use {', '.join(SWITCHES)}.")
+        try:
+            tokens = int(budget) if budget.strip() else DEFAULT_BUDGET
+        except ValueError:
+            raise InputError(f"The token budget must be a whole number, got {budget!r}.") from None
+        if not 0 <= tokens <= MAX_BUDGET:
+            raise InputError(f"The token budget must be between 0 and {MAX_BUDGET:,}, got {tokens:,}.")
+        ordered = tuple(s for s in SWITCHES if s in without)
+        return cls(query=query, preset=preset, without=ordered, budget=tokens)
+
+    def config(self) -> RetrievalConfig:
+        cfg = RetrievalConfig.preset(self.preset)
+        return cfg.without(*self.without) if self.without else cfg
+
+
+@dataclass
+class Recall:
+    """One search of the form: the cascade's result and the context a reader gets within the budget."""
+
+    form: SearchForm
+    result: SearchResult
+    context: Context
+
+
+def recall(memory: Memory, key: str, form: SearchForm) -> Recall:
+    """Run the search of ``form`` in the space stored under ``key``: the cascade (``Memory.search``) and the packed
+    context (``Memory.context``), both with the form's configuration."""
+    config = form.config()
+    result = memory.search(key, form.query, config)
+    context = memory.context(key, form.query, max_tokens=form.budget, config=config)
+    return Recall(form=form, result=result, context=context)
