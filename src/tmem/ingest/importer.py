@@ -30,6 +30,7 @@ from tmem.ingest.reader import Format, read_file
 from tmem.ingest.types import ImportReport, SpaceImportReport, SpaceInput
 from tmem.models import Session, SessionInput, Turn
 from tmem.store.base import Store
+from tmem.store.rules import space_name_problem
 from tmem.util.state import STATE_TURN_SEQ
 from tmem.util.text import text_hash
 
@@ -87,6 +88,7 @@ def _check_input(space: SpaceInput, source: str) -> None:
     if not space.name.strip():
         raise InputError(f"{source}: the space name is empty; name the space.")
     _problem(f"{source}: space name {space.name!r}", check_name(space.name, "the space's name"))
+    _problem(f"{source}: space name {space.name!r}", space_name_problem(space.name))
     for name in space.speakers:
         _problem(f"{source}: space {space.name!r}, speaker {name!r}", check_name(name, "a speaker's name"))
     session_ids: set[str] = set()

@@ -47,14 +47,21 @@ def check_session_turns(session: Session, turns: Sequence[Turn]) -> None:
             raise IntegrityError(f"Turn {t.id} names session {t.session_id!r}, expected {session.id!r}.")
 
 
-def check_space_name(name: str) -> None:
-    """A space needs a non-empty name; a ``/`` may only separate a tenant from its space (``T/S``)."""
+def space_name_problem(name: str) -> str | None:
+    """What is wrong with a space key, or None: a non-empty plain name, or TENANT/SPACE (one '/', both parts
+    non-empty; the service's keys)."""
     if not name or not name.strip():
-        raise IntegrityError("A space needs a non-empty name.")
+        return "is empty; name the space."
     if name.count("/") > 1 or name.startswith("/") or name.endswith("/"):
-        raise IntegrityError(
-            f"Bad space name {name!r}: a space key is a plain name or TENANT/SPACE (one '/', both parts non-empty)."
-        )
+        return "may hold at most one '/', between a non-empty tenant and space (TENANT/SPACE); rename the space."
+    return None
+
+
+def check_space_name(name: str) -> None:
+    """Raise IntegrityError for a space key :func:`space_name_problem` refuses."""
+    problem = space_name_problem(name)
+    if problem is not None:
+        raise IntegrityError(f"Bad space name {name!r}: {problem}")
 
 
 def tenant_of(space: str) -> str:
