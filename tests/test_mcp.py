@@ -39,9 +39,12 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
     messages = dev_messages(1)[0]
     async with Client(params) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
-        assert {"remember", "ask"} <= tools
+        assert {"remember", "recall", "ask", "forget"} <= tools
         first = _structured(await client.call_tool("remember", {"messages": messages}))
         assert first == {"space": "caroline", "added": len(messages), "skipped": 0, "built": True, "stale_turns": 0}
+        found = _structured(await client.call_tool("recall", {"query": "LGBTQ support group", "max_tokens": 120}))
+        assert 0 < found["tokens"] <= 120 and found["hits"] and found["unbuilt_turns"] == 0
+        assert "support group" in found["text"]
         again = _structured(await client.call_tool("remember", {"messages": messages, "build": "no"}))
         assert again["added"] == 0 and again["skipped"] == len(messages)
         turn = messages[3]["id"]

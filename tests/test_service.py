@@ -129,6 +129,8 @@ def test_messages_build_search_export_delete(served: tuple[Clients, dict[str, st
 
     unbuilt = client.post("/v1/spaces/caroline/search", json={"q": "support group"})
     assert unbuilt.status_code == 409 and "build" in unbuilt.json()["detail"]
+    unbuilt_ctx = client.get("/v1/spaces/caroline/context", params={"q": "support group"})
+    assert unbuilt_ctx.status_code == 409
 
     r = client.post("/v1/spaces/caroline/build")
     assert r.status_code == 202
@@ -143,6 +145,14 @@ def test_messages_build_search_export_delete(served: tuple[Clients, dict[str, st
     assert "support group" in texts
     plain = client.post("/v1/spaces/caroline/search", json={"q": "LGBTQ support group"}).json()
     assert all(h["routes"] == [] for h in plain["scenes"])
+
+    ctx = client.get("/v1/spaces/caroline/context", params={"q": "LGBTQ support group", "max_tokens": 150})
+    assert ctx.status_code == 200, ctx.text
+    body = ctx.json()
+    assert body["space"] == "caroline" and 0 < body["tokens"] <= 150 and body["max_tokens"] == 150
+    assert body["hits"] and all(h["routes"] for h in body["hits"]) and "support group" in body["text"]
+    assert client.get("/v1/spaces/caroline/context", params={"q": "x", "max_tokens": -1}).status_code == 422
+    assert client.get("/v1/spaces/caroline/context").status_code == 422
 
     spaces = client.get("/v1/spaces").json()["spaces"]
     assert [s["name"] for s in spaces] == ["caroline"] and spaces[0]["build_state"] == "built"

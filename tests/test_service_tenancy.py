@@ -18,7 +18,20 @@ from tmem.service import create_app
 from tmem.settings import Settings
 
 TENANTS = ("acme", "beta")
-OPS = ("messages", "build", "search", "ask", "export", "delete", "list", "job", "other_job", "space_jobs", "poke_items")
+OPS = (
+    "messages",
+    "build",
+    "search",
+    "context",
+    "ask",
+    "export",
+    "delete",
+    "list",
+    "job",
+    "other_job",
+    "space_jobs",
+    "poke_items",
+)
 _example = itertools.count()
 
 
@@ -65,6 +78,11 @@ def _step(
         if r.status_code == 200:
             turns = {t["text"] for h in r.json()["scenes"] for t in h["turns"]}
             assert turns <= set(model.texts[(tenant, space)])
+    elif op == "context":
+        r = client.get(f"{path}/context", params={"q": "hiking in Norway", "max_tokens": 300})
+        assert r.status_code in ((200, 409) if owned else (404,)), r.text
+        if r.status_code == 200:
+            assert r.json()["tokens"] <= 300
     elif op == "ask":  # the server has no LLM: 409 for an own space, 404 for any other
         r = client.post(f"{path}/ask", json={"question": "Where is the hike?"})
         assert r.status_code == (409 if owned else 404), r.text

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -45,6 +45,14 @@ class Remembered(BaseModel):
     skipped: int
     built: bool = Field(description="Whether the memory was built (incrementally) after storing.")
     stale_turns: int = Field(description="Turns stored but not in the built memory yet (recall cannot see them).")
+
+
+class Recalled(BaseModel):
+    text: str = Field(description="The context to read, within the token budget.")
+    tokens: int
+    turn_ids: list[str] = Field(description="Turns whose text or distilled fact is in the context.")
+    hits: list[dict[str, Any]] = Field(description="What entered the context, with the routes that reached it.")
+    unbuilt_turns: int = Field(description="Turns stored after the last build (not in the context).")
 
 
 class Answered(BaseModel):
@@ -89,6 +97,24 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
         skipped = len(report.skipped) + len(report.forgotten)
         return Remembered(space=space, added=len(report.added), skipped=skipped, built=built, stale_turns=stale)
+
+    @server.tool(description="Recall what memory holds for a query: a context text within a token budget.")
+    async def recall(query: str, ctx: Context, max_tokens: int = 2000) -> Recalled:
+        if not query.strip():
+            raise ToolError("Give a query.")
+        if not 0 <= max_tokens <= 32_000:
+            raise ToolError("max_tokens must be between 0 and 32000.")
+        try:
+            found = await memory.context(resolve(ctx), query, max_tokens=max_tokens)
+        except TmemError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        return Recalled(
+            text=found.text,
+            tokens=found.tokens,
+            turn_ids=found.turn_ids,
+            hits=[{"kind": h.kind, "id": h.id, "routes": [r.name for r in h.routes]} for h in found.hits],
+            unbuilt_turns=found.unbuilt_turns,
+        )
 
     @server.tool(description="Answer a question from memory with the server's LLM (fails in the extractive mode).")
     async def ask(question: str, ctx: Context, at: datetime | None = None) -> Answered:

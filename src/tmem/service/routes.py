@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Query
 
 from tmem.errors import NotFoundError
 from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config, shown
 from tmem.service.problems import ServiceProblem
-from tmem.service.schemas import AskIn, ForgetIn, ItemPatch, SearchIn
+from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn
 
 
 def register(app: FastAPI) -> None:
@@ -28,6 +28,24 @@ def register(app: FastAPI) -> None:
             for hit in data["scenes"] + data["items"]:
                 hit["routes"] = []
         return data
+
+    @app.get("/v1/spaces/{space}/context", tags=["recall"])
+    async def context(
+        space: SpaceName,
+        tenant: Tenant,
+        state: State,
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY, description="The query.")],
+        max_tokens: Annotated[int, Query(ge=0, le=MAX_TOKENS, description="Token budget of the text.")] = 2000,
+        preset: Annotated[str | None, Query(max_length=64, description="Retrieval preset (docs/retrieval.md).")] = None,
+    ) -> dict[str, Any]:
+        """The text to hand a reader for ``q``: hits packed into at most ``max_tokens`` tokens, with their routes, the
+        token count, and how many turns are not built yet."""
+        key = await require_space(state, tenant, space)
+        try:
+            result = await state.memory.context(key, q, max_tokens=max_tokens, config=preset)
+        except NotFoundError as exc:
+            raise ServiceProblem(409, "not-built", f"{exc} Over HTTP: POST /v1/spaces/{space}/build.") from exc
+        return dict(shown(result.model_dump(mode="json"), key, space))
 
     @app.post("/v1/spaces/{space}/ask", tags=["recall"])
     async def ask(space: SpaceName, body: AskIn, tenant: Tenant, state: State) -> dict[str, Any]:
