@@ -118,3 +118,18 @@ def test_scrub_refuses_to_run_inside_a_transaction(tmp_path: Path) -> None:
         store.scrub()
     assert store.scrub() is True
     store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_scrub_runs_after_a_delete(pg_url: str) -> None:
+    from tmem.store import open_store
+
+    store = open_store(pg_url)
+    try:
+        store.ensure_space("secret")
+        store.delete_space("secret")
+        assert store.scrub() is True
+        with pytest.raises(StoreError, match="inside a transaction"), store.transaction():
+            store.scrub()
+    finally:
+        store.close()

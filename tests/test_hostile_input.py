@@ -161,3 +161,38 @@ def test_terminal_output_shows_escapes_instead_of_sending_them() -> None:
     assert tty.getvalue() == "\\x1b]0;title\\x07ok\n"
     pipe = io.StringIO()
     assert protect(pipe) is pipe  # pipes and files stay byte-exact
+
+
+@pytest.mark.parametrize(
+    ("space", "fields", "fragment"),
+    [
+        ("s", {"speaker": "fz-ctl\x1b[2J", "text": "x"}, "messages[0].speaker: holds the non-printable"),
+        ("s", {"speaker": "A", "text": "a\ud800"}, "messages[0].text: holds a lone surrogate"),
+        ("s", {"speaker": "A", "text": "w" * (MAX_TURN_CHARS + 1)}, "messages[0].text: is 100,001 characters"),
+        ("s", {"speaker": "A", "text": "x", "id": "a\nb"}, "messages[0].id"),
+        ("s", {"speaker": "A", "text": "x", "time": "0005-01-01"}, "messages[0].time: lies in year 5"),
+        ("s\u202e", {"speaker": "A", "text": "x"}, "space 's\\u202e': holds the non-printable"),
+    ],
+)
+def test_messages_from_agents_meet_the_same_limits(space: str, fields: dict[str, Any], fragment: str) -> None:
+    from datetime import timedelta
+
+    from tmem.ingest.messages import MessageInput, add_messages
+
+    store = SQLiteStore.open(":memory:")
+    with pytest.raises(InputError) as info:
+        add_messages(store, space, [MessageInput(**fields)], gap=timedelta(hours=1))
+    assert fragment in str(info.value)
+    assert store.list_spaces() == []
+    store.close()
+
+
+def test_message_time_outside_the_utc_calendar_is_an_input_error() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from pydantic import ValidationError
+
+    from tmem.ingest.messages import MessageInput
+
+    with pytest.raises(ValidationError, match="outside years 1-9999"):
+        MessageInput(speaker="A", text="x", time=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))))

@@ -57,6 +57,8 @@ def assert_fenced(messages: list[tuple[str, str]]) -> int:
             leaked = [p for p in PAYLOADS if p in content]
             assert not leaked, f"payloads in a system message: {leaked}"
             continue
+        if role == "assistant":  # the model's own earlier reply, resent on a validation retry
+            continue
         covered = [False] * len(content)
         for m in _FENCE.finditer(content):
             body = m.group(2)

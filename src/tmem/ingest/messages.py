@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tmem.errors import InputError
+from tmem.ingest.limits import MAX_CAPTION_CHARS, MAX_ID_CHARS, MAX_TURN_CHARS, check_date, check_name, check_text
 from tmem.ingest.timestamps import parse_timestamp
 from tmem.models import Session, Turn
 from tmem.store.base import Store
@@ -49,7 +50,10 @@ class MessageInput(BaseModel):
         if isinstance(value, str):
             return parse_timestamp(value)
         if isinstance(value, datetime) and value.tzinfo is not None:
-            return value.astimezone(UTC).replace(tzinfo=None)
+            try:
+                return value.astimezone(UTC).replace(tzinfo=None)
+            except OverflowError as exc:  # e.g. 0001-01-01T00:00+01:00 leaves the calendar in UTC
+                raise ValueError(f"{value.isoformat()} lies outside years 1-9999 in UTC") from exc
         return value
 
 
@@ -87,6 +91,17 @@ def _check(messages: Sequence[MessageInput]) -> None:
             raise InputError(f"{where}: text is empty; send what was said (or a caption for an image).")
         if m.id is not None and not m.id.strip():
             raise InputError(f"{where}: id is empty; leave it out to key the message by its content.")
+        # The importer's limits (tmem.ingest.limits) hold for messages too.
+        problems = [
+            ("speaker", check_name(m.speaker, "the speaker")),
+            ("text", check_text(m.text, "a message", MAX_TURN_CHARS)),
+            ("caption", check_text(m.caption or "", "a caption", MAX_CAPTION_CHARS)),
+            ("id", None if m.id is None else check_name(m.id, "a message id", MAX_ID_CHARS)),
+            ("time", None if m.time is None else check_date(m.time)),
+        ]
+        for name, problem in problems:
+            if problem:
+                raise InputError(f"{where}.{name}: {problem}")
 
 
 def _keys(messages: Sequence[MessageInput]) -> list[str]:
@@ -111,6 +126,9 @@ def add_messages(
     """Store ``messages`` in ``space`` (created if new) in one transaction; see the module docstring."""
     if not space.strip():
         raise InputError("The space name is empty; name the space.")
+    problem = check_name(space, "the space's name")
+    if problem:
+        raise InputError(f"space {space!r}: {problem}")
     _check(messages)
     if received_at is not None and received_at.tzinfo is not None:
         received_at = received_at.astimezone(UTC).replace(tzinfo=None)

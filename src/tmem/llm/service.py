@@ -36,6 +36,7 @@ from tmem.llm.request import JsonMode, build_request, canonical_json, chat_body,
 from tmem.models import LLMCall, PendingRequest
 from tmem.settings import Settings
 from tmem.store.base import Store
+from tmem.util.fence import fence
 
 _RETRY_PROMPT = (
     "Your previous reply is not valid for the required JSON schema:\n{error}\n"
@@ -265,7 +266,8 @@ def _with_feedback(request: ChatRequest, reply: str, error: str) -> ChatRequest:
         messages=[
             *request.messages,
             Message(role="assistant", content=reply),
-            Message(role="user", content=_RETRY_PROMPT.format(error=error)),
+            # The error may quote the reply, hence conversation text: fenced like all data (tmem.util.fence).
+            Message(role="user", content=_RETRY_PROMPT.format(error=fence("validation_error", error))),
         ],
         schema_name=request.schema_name,
         json_schema=request.json_schema,

@@ -98,6 +98,24 @@ class PostgresStore(PgAgentOps):
                 self._exec(f"DELETE FROM {table} WHERE {_SCOPE}", self._key(name))
             self._exec("DELETE FROM spaces WHERE tenant = %s AND name = %s", self._key(name))
 
+    def scrub(self, *, vacuum: bool = True) -> bool:
+        """The erasure primitive on PostgreSQL: ``VACUUM`` of tmem's tables, so deleted rows' dead tuples are pruned
+        from their pages (``vacuum`` is accepted for the protocol; ``VACUUM FULL``, which would also rewrite the
+        files, takes an exclusive lock on a shared server and is left to maintenance). The server's WAL, replicas
+        and backups keep older data until they rotate: see docs/reliability.md, "Erasure"."""
+        del vacuum
+        if self._pinned() is not None:
+            raise StoreError("scrub() cannot run inside a transaction: call it after the deletion has committed.")
+        tables = [r[0] for r in self._rows("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+        with self._pool.connection() as conn:
+            conn.autocommit = True  # VACUUM cannot run inside a transaction block
+            try:
+                for table in tables:
+                    conn.execute(f'VACUUM "{table}"')
+            finally:
+                conn.autocommit = False
+        return True
+
     # ------------------------------------------------------------------ sessions and turns
     def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None:
         check_session_turns(session, turns)
