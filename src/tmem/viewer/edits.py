@@ -35,7 +35,11 @@ def apply(memory: Memory, key: str, item_id: str, action: Action, text: str = ""
         if len(text) > MAX_TEXT:
             raise InputError(f"The corrected text is {len(text):,} characters; keep it under {MAX_TEXT:,}.")
         memory.update_item(key, item_id, text)
-        return "Corrected. Its triggers were regenerated; the previous text is kept in its history.", True
+        return (
+            "Corrected; the previous text is kept in its history. Its triggers were regenerated from the new text "
+            "(by the construction LLM when one is configured, else none).",
+            True,
+        )
     if action == "delete":
         report = memory.delete_item(key, item_id)
         return f"Deleted item {item_id} ({len(report.items_forgotten)} item removed); its source turns stay.", False
