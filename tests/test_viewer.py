@@ -354,3 +354,5 @@ def test_item_date_label() -> None:
     item = Item(id="i", text="t", kind=ItemKind.ATOMIC, scene_ids=["s"], date="2023-05-08")
     assert date_label(item) == "2023-05-08"
     assert date_label(item.model_copy(update={"date": None})) == "undated"
+    month = item.model_copy(update={"date": "2023-05-01", "date_end": "2023-05-31", "date_precision": "month"})
+    assert date_label(month) == "2023-05-01 – 2023-05-31 (month)"

@@ -141,18 +141,17 @@ class Records:
             supersedes=self.item.get(item.supersedes) if item.supersedes else None,
             superseded_by=self.item.get(item.superseded_by) if item.superseded_by else None,
             cited_by=self.citations.get(item.id, []),
-            conflicts=[self.item[i] for i in getattr(item, "conflicts_with", ()) if i in self.item],
+            conflicts=[self.item[i] for i in item.conflicts_with if i in self.item],
             date=date_label(item),
         )
 
 
 def date_label(item: Item) -> str:
-    """The item's date with the period and precision it names, when the build recorded them (``2023-05-01 –
-    2023-05-31 (month)``); ``undated`` when it has none."""
+    """The item's date with the period and precision it names (``2023-05-01 – 2023-05-31 (month)``); ``undated``
+    when it has none."""
     if not item.date:
         return "undated"
-    end = getattr(item, "date_end", None)
-    precision = getattr(item, "date_precision", None)
+    end, precision = item.date_end, item.date_precision
     text = f"{item.date} – {end}" if end and end != item.date else item.date
     return f"{text} ({precision})" if precision and precision != "day" else text
 
