@@ -48,12 +48,10 @@ def check_session_turns(session: Session, turns: Sequence[Turn]) -> None:
 
 
 def space_name_problem(name: str) -> str | None:
-    """What is wrong with a space key, or None: a non-empty plain name, or TENANT/SPACE (one '/', both parts
-    non-empty; the service's keys)."""
+    """What is wrong with a space key, or None. Any non-empty string is a key (hostile names such as
+    ``../../etc/passwd`` are just keys); the part before the first '/' is its tenant (:func:`tenant_of`)."""
     if not name or not name.strip():
         return "is empty; name the space."
-    if name.count("/") > 1 or name.startswith("/") or name.endswith("/"):
-        return "may hold at most one '/', between a non-empty tenant and space (TENANT/SPACE); rename the space."
     return None
 
 
