@@ -4,6 +4,7 @@ staleness, extending a built session, and the build lease."""
 from __future__ import annotations
 
 import itertools
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -154,6 +155,29 @@ def test_one_build_per_space_at_a_time(tmp_path: Path) -> None:
         other.store.release_lease("u", BUILD_LEASE, "someone-else")
         assert mem.build_if_due("u", idle_seconds=0) is None  # 4 turns < 20 and not idle long enough
         assert mem.build_if_due("u", idle_seconds=10_000) is not None
+        assert mem.staleness("u").stale_turns == 0
+
+
+def test_a_lease_left_by_a_killed_build_on_this_host_is_taken_over(tmp_path: Path) -> None:
+    """kill -9 leaves the lease row behind; a dead local holder must not block the resume for the lease's TTL,
+    while a live holder (another process of this host) or a holder on another host still does."""
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    dead_pid = int(dead.stdout)  # that process has exited: its pid names no running process (reuse is unlikely)
+    host = socket.gethostname()
+    with _mem(tmp_path) as mem:
+        mem.add_messages("u", _msgs(4))
+        for holder in (f"{host}:{os.getppid()}:live", f"other-host.example:{dead_pid}:x"):
+            assert mem.store.acquire_lease("u", BUILD_LEASE, holder, 600.0, 1e12)
+            with pytest.raises(BuildBusy, match="Another build"):
+                mem.build("u")
+            mem.store.release_lease("u", BUILD_LEASE, holder)
+        assert mem.store.acquire_lease("u", BUILD_LEASE, f"{host}:{dead_pid}:killed", 600.0, 1e12)
+        mem.build("u")  # taken over from the dead holder
+        assert mem.store.lease_holder("u", BUILD_LEASE) is None  # and released after the build
         assert mem.staleness("u").stale_turns == 0
 
 

@@ -232,7 +232,7 @@ def test_spaces_with_sql_and_path_like_names_are_isolated(tmp_path: Path) -> Non
     memory.delete_space("%")
     assert "%" not in {s.name for s in store.list_spaces()} and len(store.list_spaces()) == len(NAMES) - 1
     assert store.turns("a%") and store.turns("_")  # LIKE wildcards in names delete nothing else
-    store.close()
+    memory.close()  # closes the store and the memory's private event loop (a leaked loop warns in a later test)
 
 
 _PRINTABLE = st.characters(exclude_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs")) | st.sampled_from(

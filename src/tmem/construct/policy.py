@@ -5,7 +5,8 @@
   service) says how long the space has been idle: only it knows when messages arrived.
 * **One at a time**: every build takes the space's lease, a row in the store (``Store.acquire_lease``) taken inside a
   write transaction, so it excludes builds in other threads and processes sharing the store. A lease expires after
-  ``Settings.build_lease_seconds`` (a crashed builder cannot block the space for ever). Lease times are wall-clock
+  ``Settings.build_lease_seconds`` (a crashed builder cannot block the space for ever), and a lease whose holder was
+  a process of this host that no longer exists (a build killed with ``kill -9``) is taken over at once. Lease times are wall-clock
   seconds (bookkeeping only, never a memory date).
 """
 
@@ -44,11 +45,37 @@ def lease_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
+def holder_is_dead(holder: str) -> bool:
+    """True when ``holder`` names a process of this host that no longer runs (its lease can be taken over)."""
+    host, _, rest = holder.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False  # another machine's builder: only its lease's expiry can free the space
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, owned by another user
+    return False
+
+
+def _take(store: Store, space: str, holder: str, ttl_seconds: float) -> bool:
+    if store.acquire_lease(space, BUILD_LEASE, holder, ttl_seconds, time.time()):
+        return True
+    current = store.lease_holder(space, BUILD_LEASE)
+    if current is None or holder_is_dead(current):
+        if current is not None:
+            store.release_lease(space, BUILD_LEASE, current)  # only that dead holder's row; acquiring stays atomic
+        return store.acquire_lease(space, BUILD_LEASE, holder, ttl_seconds, time.time())
+    return False
+
+
 @contextmanager
 def build_lease(store: Store, space: str, ttl_seconds: float) -> Iterator[str]:
     """Hold the build lease of ``space`` for the block; raises BuildBusy when another build holds it."""
     holder = lease_holder()
-    if not store.acquire_lease(space, BUILD_LEASE, holder, ttl_seconds, time.time()):
+    if not _take(store, space, holder, ttl_seconds):
         raise BuildBusy(
             f"Another build of space {space!r} is running; wait for it to finish (a build that crashed frees the "
             f"space after {ttl_seconds:g} s, TMEM_BUILD_LEASE_SECONDS)."

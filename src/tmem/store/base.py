@@ -269,6 +269,10 @@ class Store(Protocol):
         """Give the lease back (only ``holder``'s own lease is removed)."""
         ...
 
+    def lease_holder(self, space: str, name: str) -> str | None:
+        """Who holds the lease ``name`` of ``space`` (expired or not), or None."""
+        ...
+
 
 def iter_batches(seq: Sequence[str], size: int) -> Iterator[Sequence[str]]:
     """Split a sequence of ids into chunks (backends with parameter limits use it)."""

@@ -190,6 +190,10 @@ class PgAgentOps(PgRecords):
             f"DELETE FROM leases WHERE {_SCOPE} AND name = %s AND holder = %s", (*self._key(space), name, holder)
         )
 
+    def lease_holder(self, space: str, name: str) -> str | None:
+        rows = self._rows(f"SELECT holder FROM leases WHERE {_SCOPE} AND name = %s", (*self._key(space), name))
+        return str(rows[0][0]) if rows else None
+
     def scrub(self, *, vacuum: bool = True) -> bool:
         """Erasure on PostgreSQL: deleted rows stay in their pages until VACUUM reclaims them. ``vacuum=True`` runs
         ``VACUUM FULL`` on the tables that hold memory text (each is rewritten into new files and the old files are

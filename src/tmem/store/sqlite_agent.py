@@ -268,3 +268,7 @@ class AgentOps:
     def release_lease(self, space: str, name: str, holder: str) -> None:
         with self.transaction():
             self._exec("DELETE FROM leases WHERE space = ? AND name = ? AND holder = ?", (space, name, holder))
+
+    def lease_holder(self, space: str, name: str) -> str | None:
+        rows = self._rows("SELECT holder FROM leases WHERE space = ? AND name = ?", (space, name))
+        return str(rows[0][0]) if rows else None
