@@ -104,7 +104,8 @@ def test_any_chunking_gives_the_same_turns(gaps: list[int], cuts: list[int], ret
     for k, gap in enumerate(gaps):
         when += timedelta(minutes=gap)
         timed = k % 3 != 2  # every third message carries no time
-        messages.append(MessageInput(speaker=f"s{k % 2}", text=f"m{k % 4}", time=when if timed or k == 0 else None))
+        # distinct texts: identical messages without ids in two calls are one message (documented in docs/agents.md)
+        messages.append(MessageInput(speaker=f"s{k % 2}", text=f"m{k}", time=when if timed or k == 0 else None))
     bounds = sorted({0, len(messages), *(c for c in cuts if c <= len(messages))})
     with _mem() as full, _mem() as parts:
         full.add_messages("u", messages)
