@@ -19,7 +19,7 @@ conversation order, then the persona notes when they still fit.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -32,6 +32,7 @@ from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.util.text import count_tokens
 
 UnitKind = Literal["item", "scene", "turn"]
+RouteFilter = Callable[[str], bool]
 DEFAULT_CONTEXT_TOKENS = 2000  # what `tmem ask` and Memory.context hand a reader unless told otherwise
 
 
@@ -70,6 +71,13 @@ class Context(BaseModel):
         description="Turns imported after the last build: no memory holds them yet, so no context can (staleness).",
     )
     descriptive_only: bool = False
+    lexical_anchor: float | None = Field(
+        default=None, description="Share of the query's IDF mass its best BM25 turns contain (docs/retrieval.md)."
+    )
+    anchorless: bool = Field(
+        default=False,
+        description="The anchor was under the preset's lexical_floor: only its anchorless_routes ordered the context.",
+    )
 
     def as_answer_context(self) -> AnswerContext:
         """The same context in the shape the answerer and its records use."""
@@ -106,8 +114,14 @@ class _Unit:
     turns: list[Turn] = field(default_factory=list)  # scene / turn: candidate turns, best first
     scene: Scene | None = None
 
-    def rrf(self, k0: int) -> float:
-        return math.fsum(sorted(1.0 / (k0 + r.rank) for r in self.routes if not r.name.startswith("rerank.")))
+    def rrf(self, k0: int, counts: RouteFilter | None = None) -> float:
+        return math.fsum(
+            sorted(
+                1.0 / (k0 + r.rank)
+                for r in self.routes
+                if not r.name.startswith("rerank.") and (counts is None or counts(r.name))
+            )
+        )
 
 
 def _fact_line(hit: ItemHit) -> str:
@@ -158,12 +172,13 @@ def _turn_units(turns: Sequence[TurnHit], scenes: dict[str, Scene]) -> list[_Uni
     ]
 
 
-def unit_order(units: Sequence[_Unit], k0: int) -> list[_Unit]:
+def unit_order(units: Sequence[_Unit], k0: int, counts: RouteFilter | None = None) -> list[_Unit]:
     """One priority order over every hit: RRF over the *route* lists (each unit scores ``sum over its routes of
     1 / (k0 + rank in that route)``), so the best of each route comes before anyone's tail and a unit several routes
-    put near their top comes first. Ties go to the cheaper kind (item, turn, scene), then to search order."""
+    put near their top comes first. Ties go to the cheaper kind (item, turn, scene), then to search order. With
+    ``counts``, only the routes it accepts score (an anchorless query, :func:`route_filter`)."""
     pref = {"item": 0, "turn": 1, "scene": 2}
-    ranked = sorted(enumerate(units), key=lambda nu: (-nu[1].rrf(k0), pref[nu[1].kind], nu[0]))
+    ranked = sorted(enumerate(units), key=lambda nu: (-nu[1].rrf(k0, counts), pref[nu[1].kind], nu[0]))
     return [u for _, u in ranked]
 
 
@@ -180,6 +195,7 @@ class _Draft:
     blocks: dict[str, tuple[Scene | None, dict[str, Turn]]] = field(default_factory=dict)
     block_tokens: dict[str, int] = field(default_factory=dict)
     persona: str = ""
+    titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
 
     @property
     def tokens(self) -> int:
@@ -190,7 +206,7 @@ class _Draft:
         if self.facts:
             parts.append("\n".join(["Facts:", *self.facts]))
         order = sorted(self.blocks.values(), key=lambda block: _block_key(*block))
-        parts.extend(_render_block(scene, turns) for scene, turns in order)
+        parts.extend(_render_block(scene, turns, self.titled) for scene, turns in order)
         return "\n\n".join(parts)
 
     def text(self) -> str:
@@ -212,14 +228,14 @@ class _Draft:
         key = self._key(turn, scene)
         block = self.blocks.setdefault(key, (scene, {}))
         block[1][turn.id] = turn
-        self.block_tokens[key] = count_tokens(_render_block(*block))
+        self.block_tokens[key] = count_tokens(_render_block(*block, self.titled))
 
     def remove_turn(self, turn: Turn, scene: Scene | None) -> None:
         key = self._key(turn, scene)
         block = self.blocks[key]
         del block[1][turn.id]
         if block[1]:
-            self.block_tokens[key] = count_tokens(_render_block(*block))
+            self.block_tokens[key] = count_tokens(_render_block(*block, self.titled))
         else:
             del self.blocks[key]
             del self.block_tokens[key]
@@ -230,19 +246,22 @@ def _block_key(scene: Scene | None, turns: dict[str, Turn]) -> tuple[int, str]:
     return first, scene.id if scene is not None else ""
 
 
-def _render_block(scene: Scene | None, turns: dict[str, Turn]) -> str:
+def _render_block(scene: Scene | None, turns: dict[str, Turn], titled: bool = True) -> str:
     """A scene block: header with its first date and title, its turns in conversation order, re-dated on a new day;
     ``...`` marks turns of the scene left out between two that are in."""
     ordered = sorted(turns.values(), key=lambda t: t.seq)
-    title = scene.title if scene is not None else "Conversation"
-    lines = [f"Scene ({format_date(ordered[0].time)}): {title}"]
+    if titled:
+        title = scene.title if scene is not None else "Conversation"
+        lines = [f"Scene ({format_date(ordered[0].time)}): {title}"]
+    else:
+        lines = [f"[{format_date(ordered[0].time)}]"]
     day = ordered[0].time.date()
     positions = {tid: n for n, tid in enumerate(scene.turn_ids)} if scene is not None else {}
     last: int | None = None
     for turn in ordered:
         at = positions.get(turn.id)
         if last is not None and at is not None and at > last + 1:
-            lines.append("...")
+            lines.append("…")  # one token (count_tokens counts "..." as three)
         last = at if at is not None else last
         if turn.time.date() != day:
             day = turn.time.date()
@@ -254,18 +273,38 @@ def _render_block(scene: Scene | None, turns: dict[str, Turn]) -> str:
 # ------------------------------------------------------------------------------------------------ packing
 
 
+def route_filter(result: SearchResult, config: RetrievalConfig) -> RouteFilter | None:
+    """For an anchorless query (lexical anchor under ``config.lexical_floor``), the routes that still order the
+    context: ``config.anchorless_routes`` (a name, or a prefix ending in '.'); None when every route counts."""
+    floor, anchor = config.lexical_floor, result.lexical_anchor
+    if floor is None or anchor is None or anchor >= floor:
+        return None
+    keep = config.anchorless_routes
+
+    def counts(name: str) -> bool:
+        return name in keep or any(p.endswith(".") and name.startswith(p) for p in keep)
+
+    return counts
+
+
 def pack_context(
-    result: SearchResult, max_tokens: int | None, *, include_persona: bool = True, k0: int = 60
+    result: SearchResult,
+    max_tokens: int | None,
+    *,
+    include_persona: bool = True,
+    k0: int = 60,
+    counts: RouteFilter | None = None,
 ) -> Context:
-    """The context of ``result`` within ``max_tokens`` (None: every hit, no limit)."""
+    """The context of ``result`` within ``max_tokens`` (None: every hit, no limit); ``counts`` limits the routes
+    that order it (:func:`route_filter`)."""
     if max_tokens is not None and max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
     limit = max_tokens if max_tokens is not None else 1 << 62
     scenes = {sh.scene.id: sh.scene for sh in result.scenes}
     scenes.update({s.id: s for ih in result.items for s in ih.source_scenes})
     units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result)]
-    order = unit_order(units, k0)
-    draft = _Draft()
+    order = unit_order(units, k0, counts)
+    draft = _Draft(titled=not result.descriptive_only)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
     covered: dict[str, None] = {}  # turn ids covered (raw text or fact), in order of entry
@@ -337,6 +376,8 @@ def pack_context(
         left_out=left_out,
         unbuilt_turns=result.unbuilt_turns,
         descriptive_only=result.descriptive_only,
+        lexical_anchor=result.lexical_anchor,
+        anchorless=counts is not None,
     )
 
 
@@ -365,7 +406,10 @@ def recall(
     """Search ``space`` for ``query`` (lists deepened for the budget) and pack the hits into ``max_tokens``."""
     cfg = config or RetrievalConfig.preset("auto")
     result = searcher.search(space, query, context_config(cfg, max_tokens))
-    return result, pack_context(result, max_tokens, include_persona=include_persona, k0=cfg.context_k0)
+    resolved = cfg.for_space(result.descriptive_only)
+    counts = route_filter(result, resolved)
+    context = pack_context(result, max_tokens, include_persona=include_persona, k0=resolved.context_k0, counts=counts)
+    return result, context
 
 
 def recall_context(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy.typing as npt
 from tmem.construct.extractive.builder import turn_embedding_text
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
+from tmem.index.anchor import TurnLexicon
 from tmem.index.bm25 import BM25Index
 from tmem.index.dense import DenseTable, Matrix, query_vector
 from tmem.index.topk import Mask, Scores
@@ -102,6 +104,11 @@ def turn_search_text(turn: Turn) -> str:
 
 class SpaceIndex:
     """Node and trigger indices of one space. Build with :meth:`build`; search through the cascade."""
+
+    @cached_property
+    def turn_lexicon(self) -> TurnLexicon:
+        """Token document frequencies over the raw turns (the query's lexical anchor; built on first use)."""
+        return TurnLexicon(turn_search_text(t) for t in self.turn_list)
 
     def __init__(self, records: SpaceRecords, vectorize: Vectorize, dim: int) -> None:
         self.space = records.space

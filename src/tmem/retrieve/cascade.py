@@ -20,7 +20,7 @@ import numpy.typing as npt
 from tmem.embed.base import Embedder
 from tmem.errors import NotFoundError
 from tmem.index.cache import SpaceCache
-from tmem.index.space import SpaceIndex, scene_text
+from tmem.index.space import SpaceIndex, scene_text, turn_search_text
 from tmem.index.topk import Mask, Scores, top_k
 from tmem.models import ITEM_FAMILIES, TriggerFamily
 from tmem.retrieve.config import RetrievalConfig
@@ -31,6 +31,7 @@ from tmem.store.base import Store
 from tmem.util.text import text_hash
 
 Vector = npt.NDArray[np.float32]
+ANCHOR_CANDIDATES = 3  # best BM25 turns whose share of the query's IDF mass is the query's lexical anchor
 
 
 def _ranked(ids: Sequence[str], scores: Scores, rows: npt.NDArray[np.intp]) -> list[Ranked]:
@@ -229,19 +230,27 @@ def run_cascade(
         kept_items = _rerank(fuse(item_lists, cfg.k0), item_text_of, query, reranker, cfg.rerank_depth)[: cfg.k_items]
 
     kept_turns: list[Fused] = []
+    tr_bm: Scores | None = None
     if cfg.turn_top > 0 and index.turn_list:
         tr_bm = index.turn_bm25.scores(query)
         tr_de = index.part(cos, "turn")
         t_ids = index.turn_ids
+        # Each list's best turn_top turns are kept (not the fused top turn_top): a turn that one list alone puts at
+        # its top is what flat retrieval by that list would hand a reader, so it must reach the context's fusion.
         kept_turns = fuse(
             {
-                "turn.bm25": _ranked(t_ids, tr_bm, top_k(tr_bm, max(cfg.depth, cfg.turn_top), positive_only=True)),
-                "turn.dense": _ranked(t_ids, tr_de, top_k(tr_de, max(cfg.depth, cfg.turn_top))),
+                "turn.bm25": _ranked(t_ids, tr_bm, top_k(tr_bm, cfg.turn_top, positive_only=True)),
+                "turn.dense": _ranked(t_ids, tr_de, top_k(tr_de, cfg.turn_top)),
             },
             cfg.k0,
-        )[: cfg.turn_top]
+        )
 
     result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, misses)
+    if cfg.lexical_floor is not None and index.turn_list:
+        lexical = tr_bm if tr_bm is not None else index.turn_bm25.scores(query)
+        best = top_k(lexical, ANCHOR_CANDIDATES, positive_only=True)
+        texts = [turn_search_text(index.turn_list[int(r)]) for r in best]
+        result = result.model_copy(update={"lexical_anchor": index.turn_lexicon.anchor(query, texts)})
     if not kept_turns:
         return result
     turn_hits = [

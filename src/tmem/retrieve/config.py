@@ -70,6 +70,18 @@ class RetrievalConfig(BaseModel):
         description="Turn route (not in the paper): also rank every raw turn by BM25 + dense, fused, and return the "
         "top N as turn hits. 0 = off.",
     )
+    lexical_floor: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="A query whose lexical anchor (share of its IDF mass that its best BM25 turns contain) is under "
+        "this is anchorless: the budgeted context then orders hits by the `anchorless_routes` only (docs/retrieval.md). "
+        "None = every route always counts.",
+    )
+    anchorless_routes: frozenset[str] = Field(
+        default=frozenset(),
+        description="Routes (names or prefixes ending in '.') that still count for an anchorless query.",
+    )
     context_k0: int = Field(
         default=1,
         ge=0,
@@ -110,7 +122,14 @@ class RetrievalConfig(BaseModel):
             return self
         target = PRESETS["extractive" if descriptive_only else "associative"]
         changes: dict[str, Any] = {"name": f"auto:{target.name}"}
-        for field in ("gate", "item_direct_top", "scene_via_items_top", "split_item_triggers"):
+        for field in (
+            "gate",
+            "item_direct_top",
+            "scene_via_items_top",
+            "split_item_triggers",
+            "lexical_floor",
+            "anchorless_routes",
+        ):
             if getattr(self, field) == getattr(_PAPER, field):
                 changes[field] = getattr(target, field)
         return self.replace(**changes)
@@ -125,6 +144,8 @@ class RetrievalConfig(BaseModel):
 
 
 _PAPER = RetrievalConfig(name="paper")
+# A query whose best BM25 turns hold under a quarter of its IDF mass has no lexical anchor (docs/retrieval.md).
+ANCHOR_FLOOR = 0.25
 
 PRESETS: dict[str, RetrievalConfig] = {
     # Appendix E: (kT, kS, kI) = (15, 5, 15), R = 10, gate 0.85, k0 = 60 (calibrated for bge-m3).
@@ -137,7 +158,14 @@ PRESETS: dict[str, RetrievalConfig] = {
     ),
     # The offline default for spaces built without an LLM: their items are the substantive turns themselves, and
     # only Entity triggers exist, so items are also ranked directly over the whole space (see docs/retrieval.md).
-    "extractive": _PAPER.replace(name="extractive", gate=0.6, item_direct_top=50, scene_via_items_top=50),
+    "extractive": _PAPER.replace(
+        name="extractive",
+        gate=0.6,
+        item_direct_top=50,
+        scene_via_items_top=50,
+        lexical_floor=ANCHOR_FLOOR,
+        anchorless_routes=frozenset({"turn.dense"}),
+    ),
     # The default for LLM-built spaces, for any embedder: trigger routes admit by rank (top R / top 10), never by an
     # absolute cosine, and Entity and Bridge rank as two lists (docs/retrieval.md: the measurements behind this).
     "associative": _PAPER.replace(name="associative", gate=None, split_item_triggers=True),

@@ -96,6 +96,11 @@ class SearchResult(BaseModel):
     )
     stale: bool = Field(default=False, description="True when turns were added since the last build (not searched).")
     stale_turns: int = Field(default=0, ge=0, description="How many turns are not built yet (absent from the result).")
+    lexical_anchor: float | None = Field(
+        default=None,
+        description="Share of the query's IDF mass that its best BM25 turns contain (tmem.index.anchor); None when "
+        "not measured (the turn route is off).",
+    )
 
     def turn_ids(self) -> list[str]:
         """Every turn id of the hits (scenes, items' source turns, then raw turns), without duplicates."""

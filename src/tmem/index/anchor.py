@@ -1,0 +1,52 @@
+"""The lexical anchor of a query: how much of it the best lexical match explains.
+
+A question such as "When did Caroline go to the LGBTQ support group?" shares its rare words with the turn that
+answers it; a message such as "My feet are killing me by every evening lately" shares none with the memory it should
+recall (a new standing job, weeks earlier). BM25 still returns *something* for the second one, through the common
+words it happens to share, and those accidental matches crowd the context.
+
+The anchor of a query is the largest share of the query's IDF mass (over the space's raw turns) that one of the best
+BM25 turns contains: ``sum idf(t) for t in query & turn / sum idf(t) for t in query``, in [0, 1]. Query words no turn
+holds get the largest IDF (they cannot be matched, so they weigh as unexplained). It uses only the space's own
+turns and the query, so it carries to any conversation and any embedder. docs/retrieval.md says how the context uses
+it (``RetrievalConfig.lexical_floor``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from tmem.index.bm25 import tokenize
+
+
+class TurnLexicon:
+    """Document frequencies of the tokens of a space's raw turns (BM25's tokenizer), for :meth:`anchor`."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self.df: Counter[str] = Counter()
+        self.n = 0
+        for text in texts:
+            self.df.update(set(tokenize(text)))
+            self.n += 1
+
+    def idf(self, token: str) -> float:
+        df = self.df.get(token, 0)
+        return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
+
+    def anchor(self, query: str, best_texts: Sequence[str]) -> float:
+        """The largest share of the query's IDF mass that one of ``best_texts`` contains (0 when none is given or the
+        query has no token)."""
+        words = set(tokenize(query))
+        if not words or not best_texts:
+            return 0.0
+        weights = {w: self.idf(w) for w in words}
+        total = math.fsum(weights.values())
+        if total <= 0.0:
+            return 0.0
+        best = 0.0
+        for text in best_texts:
+            shared = words.intersection(tokenize(text))
+            best = max(best, math.fsum(weights[w] for w in shared) / total)
+        return best
