@@ -1,0 +1,86 @@
+"""The lexical anchor of a query and the anchorless context (docs/retrieval.md, "The lexical anchor")."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.test_retrieve_extractive import SPACE, db  # noqa: F401  (module fixture: conv-26, 4 sessions, extractive)
+from tmem.answer.budget import recall, route_filter
+from tmem.embed.hashing import HashEmbedder
+from tmem.index.anchor import TurnLexicon
+from tmem.retrieve.cascade import Retriever
+from tmem.retrieve.config import RetrievalConfig
+from tmem.store.sqlite import SQLiteStore
+
+TURNS = [
+    "Caroline: I went to the LGBTQ support group yesterday.",
+    "Melanie: The kids and I went camping by the lake.",
+    "Caroline: Painting helps me relax after work.",
+    "Melanie: We went to the beach with the kids.",
+]
+
+
+def test_anchor_is_the_share_of_the_query_idf_mass_its_best_turn_holds() -> None:
+    lex = TurnLexicon(TURNS)
+    assert lex.n == 4
+    assert lex.anchor("support group", TURNS) == pytest.approx(1.0)
+    assert lex.anchor("support group", []) == 0.0
+    assert lex.anchor("", TURNS) == 0.0
+    assert lex.anchor("quantum chromodynamics", TURNS) == 0.0
+    # "kids" is in two turns, "support" in one, "volcano" in none (unexplained, largest idf)
+    idf = {w: lex.idf(w) for w in ("kids", "support", "volcano")}
+    assert idf["volcano"] > idf["support"] > idf["kids"]
+    got = lex.anchor("kids support volcano", [TURNS[1], TURNS[0]])
+    assert got == pytest.approx(max(idf["kids"], idf["support"]) / math.fsum(idf.values()))
+    assert 0.0 < got < 1.0
+
+
+@given(st.text(max_size=120), st.lists(st.sampled_from(TURNS), max_size=3))
+def test_anchor_is_a_share(query: str, best: list[str]) -> None:
+    got = TurnLexicon(TURNS).anchor(query, best)
+    assert 0.0 <= got <= 1.0 + 1e-12
+
+
+def test_route_filter_keeps_names_and_prefixes_only_under_the_floor() -> None:
+    cfg = RetrievalConfig.preset("extractive").replace(anchorless_routes=frozenset({"turn.dense", "scene.trigger."}))
+    assert cfg.lexical_floor is not None
+    from tmem.retrieve.types import SearchResult
+
+    def result(anchor: float | None) -> SearchResult:
+        return SearchResult(space="s", query="q", preset="extractive", scenes=[], items=[], lexical_anchor=anchor)
+
+    assert route_filter(result(None), cfg) is None
+    assert route_filter(result(cfg.lexical_floor), cfg) is None
+    counts = route_filter(result(cfg.lexical_floor / 2), cfg)
+    assert counts is not None
+    assert counts("turn.dense") and counts("scene.trigger.horizon")
+    assert not counts("turn.bm25") and not counts("item.direct.dense") and not counts("turn.dense2")
+    assert route_filter(result(0.0), cfg.replace(lexical_floor=None)) is None
+
+
+def test_an_anchorless_query_on_an_extractive_space_is_ordered_by_dense_raw_turns(db: Path) -> None:  # noqa: F811
+    store = SQLiteStore.open(db / "tmem.db")
+    try:
+        retriever = Retriever(store, HashEmbedder())
+        # a question that names what it asks about: anchored, every route counts
+        res, ctx = recall(retriever, SPACE, "When did Caroline go to the LGBTQ support group?", 400)
+        assert res.lexical_anchor is not None and res.lexical_anchor >= 0.25 and not ctx.anchorless
+        assert ctx.lexical_anchor == res.lexical_anchor
+        assert {r.name for h in ctx.hits for r in h.routes} - {"turn.dense"}
+        # a message sharing no rare word with the conversation: anchorless, dense raw-turn order first
+        res, ctx = recall(retriever, SPACE, "Honestly my week felt strange and slow, nothing much to report.", 400)
+        assert res.lexical_anchor is not None and res.lexical_anchor < 0.25 and ctx.anchorless
+        assert ctx.tokens <= 400
+        dense = {th.turn.id: r.rank for th in res.turns for r in th.routes if r.name == "turn.dense"}
+        lead = [h for h in ctx.hits if h.kind == "turn" and h.id in dense]
+        assert lead and ctx.hits[: len(lead)] == lead, "dense raw turns come first"
+        assert [dense[h.id] for h in lead] == sorted(dense[h.id] for h in lead)
+        # the scene blocks of an extractive space carry a date, not the keyphrase title
+        assert "Scene (" not in ctx.text and ctx.text.startswith("[")
+    finally:
+        store.close()
