@@ -73,6 +73,7 @@ class PgBase:
 
     def __init__(self, pool: ConnectionPool[Any], url: str) -> None:
         self._pool = pool
+        self._url = url
         self._where = redact(url)
         self._local = threading.local()
 
@@ -112,6 +113,11 @@ class PgBase:
     @property
     def where(self) -> str:
         return self._where
+
+    @property
+    def url(self) -> str:
+        """The database URL this store was opened with (password included: show :attr:`where` instead)."""
+        return self._url
 
     def close(self) -> None:
         self._pool.close()
