@@ -9,12 +9,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from tmem.construct.policy import lease_holder
 from tmem.errors import InputError, NotFoundError
-from tmem.service.worker import STALE_SECONDS, orphaned
+from tmem.memory import Memory
+from tmem.service.worker import STALE_SECONDS, BuildWorkers, orphaned
+from tmem.settings import Settings
 from tmem.store import open_store
 from tmem.store.base import Store
 from tmem.store.control import MAX_ATTEMPTS, ControlStore, open_control
@@ -203,5 +206,31 @@ def test_jobs_and_keys_survive_reopening(store_url: str) -> None:
     try:
         assert control.authenticate(key) == "acme" and control.get_job(job.id) == job
     finally:
+        control.close()
+        store.close()
+
+
+def test_a_live_server_takes_over_a_stopped_servers_job(store_url: str, tmp_path: Path) -> None:
+    """BuildWorkers beat for their own jobs and, every recover interval, re-queue and run a stopped server's job."""
+    settings = Settings(home=tmp_path / "mem", database_url=store_url, llm="none", embed_backend="hash")
+    memory = Memory.open(settings=settings)
+    memory.add_messages("acme/s", [{"speaker": "Ann", "text": "I adopted a cat named Miso.", "time": "2024-05-02"}])
+    memory.close()
+    store = open_store(store_url)
+    control = open_control(store)
+    job = control.create_job("acme", "s", {})
+    assert control.claim_job(_dead_owner(), time.time()) is not None  # its server died mid-build
+    workers = BuildWorkers(
+        control, lambda: Memory.open(settings=settings), poll_seconds=0.05, heartbeat_seconds=0.05, recover_seconds=0.1
+    )
+    workers.start()
+    try:
+        deadline = time.monotonic() + 60
+        while control.get_job(job.id).state != "succeeded" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        done = control.get_job(job.id)
+        assert done.state == "succeeded" and done.attempts == 2 and done.owner == workers.owner
+    finally:
+        workers.stop()
         control.close()
         store.close()
