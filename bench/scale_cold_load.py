@@ -137,6 +137,11 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
             entries.append(Entry(view_part(tr.family.value), f"{tr.id}:{pos}", tr.host_id, v.name, text_hash(v.text)))
             rows.append(embedder.embed([v.text]).vectors[0])
     lite.close()
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the bench's own server: HNSW graphs built in memory
+        conn.execute("ALTER SYSTEM SET maintenance_work_mem = '2GB'")
+        conn.execute("SELECT pg_reload_conf()")
     pg = open_store(pg_url)
     assert isinstance(pg, PostgresStore)
     t0 = time.perf_counter()
