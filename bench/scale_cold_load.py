@@ -131,17 +131,23 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
     t0 = time.perf_counter()
     index = SpaceIndex.from_store(lite, SPACE, embedder)  # embeds every text once into the store's cache
     lite_figures["first_load_s"] = time.perf_counter() - t0
-    lite_figures["vectors"] = float(index.matrix.shape[0])
-    entries, rows = [], []
-    for kind in ("topic", "scene", "item"):
-        for n, ident in enumerate(index.ids[kind]):  # type: ignore[index]
-            entries.append(Entry(kind, ident, ident, "", text_hash(index.node_texts[kind][n])))  # type: ignore[index]
-            rows.append(index.dense[kind].matrix[n])  # type: ignore[index]
+    if hasattr(index, "entries"):  # the index reads vectors through a VectorIndex: its entries, in row order
+        lite_figures["vectors"] = float(len(index.entries))
+        entries, vectors = list(index.entries), index.vectors.matrix
+    else:  # the index holds a matrix per kind: rebuild the pgvector entries from it and the trigger views
+        lite_figures["vectors"] = float(index.matrix.shape[0])
+        entries, rows = [], []
+        for kind in ("topic", "scene", "item"):
+            for n, ident in enumerate(index.ids[kind]):
+                entries.append(Entry(kind, ident, ident, "", text_hash(index.node_texts[kind][n])))
+                rows.append(index.dense[kind].matrix[n])
+        for tr in lite.triggers(SPACE):
+            for pos, v in enumerate(tr.views):
+                part = view_part(tr.family.value)
+                entries.append(Entry(part, f"{tr.id}:{pos}", tr.host_id, v.name, text_hash(v.text)))
+                rows.append(embedder.embed([v.text]).vectors[0])
+        vectors = np.stack(rows).astype(np.float32)
     del index
-    for tr in lite.triggers(SPACE):
-        for pos, v in enumerate(tr.views):
-            entries.append(Entry(view_part(tr.family.value), f"{tr.id}:{pos}", tr.host_id, v.name, text_hash(v.text)))
-            rows.append(embedder.embed([v.text]).vectors[0])
     lite.close()
     import psycopg
 
@@ -154,7 +160,7 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
     copied = copy_space(lite_path, pg, SPACE)
     pg_figures = {"write_s": time.perf_counter() - t0, "rows": float(sum(copied.values()))}
     t0 = time.perf_counter()
-    PgVectorIndex(pg, SPACE, embedder.model_id, DIM).sync(entries, np.stack(rows).astype(np.float32))
+    PgVectorIndex(pg, SPACE, embedder.model_id, DIM).sync(entries, vectors)
     pg_figures["pgvector_sync_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     with pg._pool.connection() as conn:  # steady state before measuring: no autovacuum running during the loads
