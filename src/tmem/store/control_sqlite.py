@@ -17,7 +17,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tmem.errors import NotFoundError, StoreError
-from tmem.store.control import MAX_ATTEMPTS, ApiKey, Job, check_name, hash_key, key_id_of, new_key, now
+from tmem.store.control import (
+    INTERRUPTED,
+    MAX_ATTEMPTS,
+    REQUEUED_NOTE,
+    ApiKey,
+    Job,
+    Orphaned,
+    check_name,
+    hash_key,
+    key_id_of,
+    new_key,
+    now,
+)
 from tmem.store.migrations import migrate
 
 
@@ -144,7 +156,7 @@ class SQLiteControl:
             )
         return [self._job(r) for r in rows]
 
-    def claim_job(self) -> Job | None:
+    def claim_job(self, owner: str, at: float) -> Job | None:
         with self._tx() as db:
             row = db.execute(
                 "SELECT id FROM service_jobs AS q WHERE state = 'queued' AND NOT EXISTS ("
@@ -154,11 +166,17 @@ class SQLiteControl:
             if row is None:
                 return None
             db.execute(
-                "UPDATE service_jobs SET state = 'running', attempts = attempts + 1, started_at = ?, progress = ? "
-                "WHERE id = ?",
-                (now(), json.dumps({"stage": "building", "fraction": 0.0}), row["id"]),
+                "UPDATE service_jobs SET state = 'running', attempts = attempts + 1, started_at = ?, progress = ?, "
+                "owner = ?, heartbeat_at = ? WHERE id = ?",
+                (now(), json.dumps({"stage": "building", "fraction": 0.0}), owner, at, row["id"]),
             )
         return self.get_job(str(row["id"]))
+
+    def heartbeat(self, owner: str, at: float) -> int:
+        with self._tx() as db:
+            return db.execute(
+                "UPDATE service_jobs SET heartbeat_at = ? WHERE owner = ? AND state = 'running'", (at, owner)
+            ).rowcount
 
     def set_progress(self, job_id: str, progress: dict[str, Any]) -> None:
         with self._tx() as db:
@@ -168,7 +186,7 @@ class SQLiteControl:
         with self._tx() as db:
             db.execute(
                 "UPDATE service_jobs SET state = 'queued', attempts = MAX(attempts - 1, 0), started_at = NULL, "
-                "progress = ? WHERE id = ? AND state = 'running'",
+                "owner = NULL, heartbeat_at = NULL, progress = ? WHERE id = ? AND state = 'running'",
                 (json.dumps({"stage": "queued", "fraction": 0.0, "note": note}), job_id),
             )
 
@@ -190,23 +208,29 @@ class SQLiteControl:
             )
         return self.get_job(job_id)
 
-    def recover(self) -> tuple[int, int]:
+    def recover(self, orphaned: Orphaned) -> tuple[int, int]:
+        requeued = failed = 0
         with self._tx() as db:
-            failed = db.execute(
-                "UPDATE service_jobs SET state = 'failed', finished_at = ?, progress = ?, error = ? "
-                "WHERE state = 'running' AND attempts >= ?",
-                (
-                    now(),
-                    json.dumps({"stage": "failed"}),
-                    f"The server stopped during this build {MAX_ATTEMPTS} times; it was not retried again. Check "
-                    "the server's log, then POST .../build again (the build resumes from its checkpoints).",
-                    MAX_ATTEMPTS,
-                ),
-            ).rowcount
-            requeued = db.execute(
-                "UPDATE service_jobs SET state = 'queued', progress = ? WHERE state = 'running'",
-                (json.dumps({"stage": "queued", "fraction": 0.0, "note": "re-queued: the server stopped mid-build"}),),
-            ).rowcount
+            running = db.execute(
+                "SELECT id, owner, heartbeat_at, attempts FROM service_jobs WHERE state = 'running'"
+            ).fetchall()
+            for row in running:
+                if not orphaned(row["owner"], row["heartbeat_at"]):
+                    continue
+                if row["attempts"] >= MAX_ATTEMPTS:
+                    db.execute(
+                        "UPDATE service_jobs SET state = 'failed', finished_at = ?, progress = ?, error = ? "
+                        "WHERE id = ?",
+                        (now(), json.dumps({"stage": "failed"}), INTERRUPTED, row["id"]),
+                    )
+                    failed += 1
+                else:
+                    db.execute(
+                        "UPDATE service_jobs SET state = 'queued', owner = NULL, heartbeat_at = NULL, progress = ? "
+                        "WHERE id = ?",
+                        (json.dumps({"stage": "queued", "fraction": 0.0, "note": REQUEUED_NOTE}), row["id"]),
+                    )
+                    requeued += 1
         return requeued, failed
 
     def fail_queued(self, tenant: str, space: str, reason: str) -> int:

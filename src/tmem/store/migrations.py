@@ -269,12 +269,24 @@ def _m_item_conflicts(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE items ADD COLUMN conflicts_with TEXT NOT NULL DEFAULT '[]'")
 
 
+def _m_service_job_owner(db: sqlite3.Connection) -> None:
+    """Service jobs record which server process runs them (``owner``, a lease-holder name) and when it last said it
+    was alive (``heartbeat_at``, wall-clock seconds), so that several servers on one database re-queue only the jobs
+    of a server that stopped, never another live server's. Jobs claimed before this migration have no owner."""
+    have = _columns(db, "service_jobs")
+    if "owner" not in have:
+        db.execute("ALTER TABLE service_jobs ADD COLUMN owner TEXT")
+    if "heartbeat_at" not in have:
+        db.execute("ALTER TABLE service_jobs ADD COLUMN heartbeat_at REAL")
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
     ("service_control", _m_service_control),
     ("agent_items", _m_agent_items),
     ("002_item_date_precision", _m_item_date_precision),
     ("003_item_conflicts", _m_item_conflicts),
+    ("service_job_owner", _m_service_job_owner),
 ]
 
 

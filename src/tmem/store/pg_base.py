@@ -73,6 +73,7 @@ class PgBase:
 
     def __init__(self, pool: ConnectionPool[Any], url: str) -> None:
         self._pool = pool
+        self._url = url
         self._where = redact(url)
         self._local = threading.local()
 
@@ -112,6 +113,11 @@ class PgBase:
     @property
     def where(self) -> str:
         return self._where
+
+    @property
+    def url(self) -> str:
+        """The database URL this store was opened with (password included: show :attr:`where` instead)."""
+        return self._url
 
     def close(self) -> None:
         self._pool.close()
@@ -160,10 +166,11 @@ class PgBase:
             raise pg_store_error(exc, self._where, "loading the vector type") from exc
         self._local.conn = conn
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _rows(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
+        """Run one query; ``binary`` asks for results in binary form (vectors arrive as raw float4s, not text)."""
         with self._conn() as conn:
             try:
-                return list(conn.execute(sql, params).fetchall())
+                return list(conn.execute(sql, params, binary=binary).fetchall())
             except psycopg.Error as exc:
                 raise pg_store_error(exc, self._where, f"reading ({_verb(sql)})") from exc
             except UnicodeEncodeError as exc:

@@ -263,6 +263,14 @@ UPDATE items SET date_precision = 'day' WHERE date IS NOT NULL AND date_precisio
 _M_ITEM_CONFLICTS = """
 ALTER TABLE items ADD COLUMN IF NOT EXISTS conflicts_with TEXT NOT NULL DEFAULT '[]'
 """
+# Job owners and heartbeats (see the SQLite migration), and an insertion order for jobs and keys (SQLite's rowid).
+_M_SERVICE_JOB_OWNER = """
+ALTER TABLE service_jobs ADD COLUMN IF NOT EXISTS owner TEXT;
+ALTER TABLE service_jobs ADD COLUMN IF NOT EXISTS heartbeat_at DOUBLE PRECISION;
+ALTER TABLE service_jobs ADD COLUMN IF NOT EXISTS seq BIGINT GENERATED ALWAYS AS IDENTITY;
+ALTER TABLE service_keys ADD COLUMN IF NOT EXISTS seq BIGINT GENERATED ALWAYS AS IDENTITY;
+CREATE INDEX IF NOT EXISTS service_jobs_owner ON service_jobs(owner, state)
+"""
 
 # (name, DDL): the names and order of tmem.store.migrations.MIGRATIONS.
 MIGRATIONS: list[tuple[str, str]] = [
@@ -271,6 +279,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("agent_items", _M_AGENT_ITEMS),
     ("002_item_date_precision", _M_ITEM_DATE_PRECISION),
     ("003_item_conflicts", _M_ITEM_CONFLICTS),
+    ("service_job_owner", _M_SERVICE_JOB_OWNER),
 ]
 
 _LOCK_KEY = 7_460_135_001  # pg_advisory_xact_lock key: one process migrates at a time

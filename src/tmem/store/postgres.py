@@ -165,6 +165,7 @@ class PostgresStore(PgAgentOps):
         rows = self._rows(
             f"SELECT text_hash, dim, vector FROM embeddings WHERE {_SCOPE} AND model_id = %s AND text_hash = ANY(%s)",
             (*self._key(space), model_id, list(dict.fromkeys(text_hashes))),
+            binary=True,  # parsing 384 printed decimals per vector cost most of a cold load's time
         )
         for text_hash, dim, vec in rows:
             if vec.shape[0] != dim:

@@ -1,18 +1,16 @@
 """The SQLite side of the agent operations (issue 9): id-scoped reads and writes for ``Memory.add_messages``, item
 edits, forgetting (tombstones, targeted deletes, erasure) and the per-space build lease.
 
-Mixed into :class:`tmem.store.sqlite.SQLiteStore`; each method is documented in :class:`tmem.store.base.Store`.
+A base of :class:`tmem.store.sqlite.SQLiteStore`; each method is documented in :class:`tmem.store.base.Store`.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tmem.errors import IntegrityError
 from tmem.models import (
@@ -27,6 +25,7 @@ from tmem.models import (
     Turn,
 )
 from tmem.store.base import iter_batches
+from tmem.store.sqlite_records import SQLiteRecords
 
 _CHUNK = 500
 
@@ -52,27 +51,8 @@ def _session(r: Sequence[Any]) -> Session:
     return Session(id=r[0], seq=r[1], started_at=datetime.fromisoformat(r[2]), content_hash=r[3])
 
 
-class AgentOps:
+class AgentOps(SQLiteRecords):
     """Id-scoped store methods; every query names its space and is served by a primary key or an index."""
-
-    if TYPE_CHECKING:
-        _db: sqlite3.Connection
-        _lock: threading.RLock
-        _depth: int
-
-        def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]: ...
-
-        def _exec(self, sql: str, params: Sequence[Any] = ()) -> None: ...
-
-        def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
-
-        def transaction(self) -> AbstractContextManager[None]: ...
-
-        def scenes(self, space: str, ids: Sequence[str] | None = None) -> list[Scene]: ...
-
-        def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]: ...
-
-        def get_space(self, name: str) -> Any: ...
 
     def _chunked(self, sql: str, space: str, ids: Sequence[str], *extra: Any) -> Iterator[sqlite3.Row]:
         """Run ``sql`` (with one ``{marks}`` placeholder list) over ``ids`` in chunks."""

@@ -1,0 +1,194 @@
+"""Connection, transactions, statement helpers and errors of the SQLite store (the record methods live in
+:mod:`tmem.store.sqlite_records` and :mod:`tmem.store.sqlite`): one file in the memory directory, WAL journal, busy
+timeout, foreign keys on."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Self
+
+from tmem.errors import IntegrityError, StoreError
+from tmem.store.base import iter_batches
+from tmem.store.migrations import migrate
+from tmem.store.rules import not_utf8
+
+_CHUNK = 500  # ids per IN (...) clause, well under SQLite's parameter limit
+
+
+def _ts(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _dt(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def _verb(sql: str) -> str:
+    """The head of a statement for error messages (``INSERT INTO items``)."""
+    return " ".join(sql.split("(")[0].split()[:4])
+
+
+def _placeholders(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def store_error(exc: sqlite3.Error, path: str, doing: str) -> StoreError:
+    """The :class:`StoreError` (or :class:`IntegrityError`) that says what to do about a SQLite failure."""
+    if isinstance(exc, sqlite3.IntegrityError):
+        return IntegrityError(
+            f"{exc} (while {doing} in {path}). Nothing of it was written; fix the records named and retry."
+        )
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreError(
+            f"The memory store {path} is locked by another process (while {doing}): {text}. Nothing of it was written. "
+            "Wait for the other tmem command (a build or import on the same --dir) to finish and rerun; for many "
+            "concurrent writers use PostgreSQL (TMEM_DATABASE_URL=postgresql://...)."
+        )
+    if "readonly" in text or "read-only" in text:
+        return StoreError(
+            f"The memory store {path} is read-only (while {doing}): {text}. Give this user write access to the file "
+            "and its directory, or point --dir/TMEM_HOME elsewhere."
+        )
+    if "disk" in text and ("full" in text or "I/O" in text):
+        return StoreError(f"Writing the memory store {path} failed (while {doing}): {text}. Free disk space and rerun.")
+    return StoreError(
+        f"The memory store {path} failed while {doing}: {text}. Rerun the command; if it persists, run "
+        "`tmem check` and restore the file from a backup."
+    )
+
+
+class SQLiteBase:
+    """One connection (guarded by a lock) and the statement helpers every part of the SQLite store uses."""
+
+    def __init__(self, db: sqlite3.Connection, path: str) -> None:
+        self._db = db
+        self._path = path
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, path: str | Path, *, timeout_s: float = 30.0) -> Self:
+        """Open (creating and migrating) the file; a writer waits up to ``timeout_s`` for another one's lock."""
+        target = str(path)
+        if target != ":memory:":
+            file = Path(target)
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"Cannot create the memory directory {file.parent}: {exc}. Choose another with --dir or TMEM_HOME."
+                ) from exc
+        try:
+            db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout_s)
+            db.execute("PRAGMA foreign_keys = ON")
+            db.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            db.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten, whatever the platform default
+            if target != ":memory:":
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = NORMAL")
+            migrate(db)
+        except sqlite3.OperationalError as exc:
+            raise store_error(exc, target, "opening and migrating it") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"Cannot open the memory store {target}: {exc}. Check the file is a tmem database and not in use "
+                "by an incompatible version, or point --dir/TMEM_HOME elsewhere."
+            ) from exc
+        return cls(db, target)
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            outer = self._depth == 0
+            if outer:
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise store_error(exc, self._path, "starting a write") from exc
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer and self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if outer:
+                self._commit()
+
+    def _commit(self) -> None:
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            # A failed COMMIT leaves the transaction open: roll it back, or every later write would fail too.
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise store_error(exc, self._path, "committing") from exc
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                cur = self._db.execute(sql, params)
+                return list(cur.fetchall())
+            except sqlite3.Error as exc:
+                raise store_error(exc, self._path, f"reading ({_verb(sql)})") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> None:
+        try:
+            self._db.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise store_error(exc, self._path, f"running {_verb(sql)}") from exc
+        except UnicodeEncodeError as exc:
+            raise not_utf8(exc) from exc
+
+    def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            self._db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise store_error(exc, self._path, f"running {_verb(sql)}") from exc
+        except UnicodeEncodeError as exc:
+            raise not_utf8(exc) from exc
+
+    def _select_ids(self, table: str, space: str, ids: Sequence[str] | None, order: str) -> list[sqlite3.Row]:
+        if ids is None:
+            return self._rows(f"SELECT * FROM {table} WHERE space = ? ORDER BY {order}", (space,))
+        rows: list[sqlite3.Row] = []
+        for chunk in iter_batches(list(dict.fromkeys(ids)), _CHUNK):
+            rows += self._rows(
+                f"SELECT * FROM {table} WHERE space = ? AND id IN ({_placeholders(len(chunk))})",
+                (space, *chunk),
+            )
+        return rows
+
+    def _links(
+        self, table: str, key: str, other: str, space: str, ids: Sequence[str] | None, found: list[str]
+    ) -> list[sqlite3.Row]:
+        """(key, other) link rows in position order: of the whole space, or of the ``found`` records only."""
+        if ids is None:
+            return self._rows(f"SELECT {key}, {other} FROM {table} WHERE space = ? ORDER BY {key}, position", (space,))
+        out: list[sqlite3.Row] = []
+        for chunk in iter_batches(found, _CHUNK):
+            out += self._rows(
+                f"SELECT {key}, {other} FROM {table} WHERE space = ? AND {key} IN ({_placeholders(len(chunk))}) "
+                f"ORDER BY {key}, position",
+                (space, *chunk),
+            )
+        return out
