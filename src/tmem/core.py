@@ -32,6 +32,7 @@ from tmem.embed import make_embedder
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.errors import BuildBusy, ConfigError, InputError
+from tmem.index.factory import persistent_vectors, refresh_space
 from tmem.ingest.messages import MessageInput, MessagesReport, add_messages
 from tmem.llm.base import LLM, ClosableBackend
 from tmem.llm.service import StructuredLLM, make_llm
@@ -146,6 +147,15 @@ class MemoryCore:
         if self._retriever is not None:
             self._retriever.invalidate(space)
 
+    def _refresh_index(self, space: str) -> None:
+        """After this process changed the memory of ``space`` (a build, an edit, a forget): update its index now and
+        incrementally (only new, changed and gone entries are touched). The retriever updates its cached index when
+        it holds one; otherwise, with pgvector, the database's vectors are updated so that no searching worker has to
+        (and a forgotten item's vectors are gone at once)."""
+        held = self._retriever is not None and self._retriever.refresh(space)
+        if not held and persistent_vectors(self.store):
+            refresh_space(self.store, space, self.embedder)
+
     # ------------------------------------------------------------------ shared rules
     def resolve_config(self, config: RetrievalConfig | str | None = None) -> RetrievalConfig:
         """The retrieval configuration of a request: a config as given; a preset name, or None for
@@ -224,7 +234,7 @@ class MemoryCore:
             if last is not None:
                 old = int(self.store.get_state(space, STATE_TURN_SEQ) or -1)
                 self.store.set_state(space, STATE_TURN_SEQ, str(max(last.seq, old)))
-        self._invalidate(space)
+            self._refresh_index(space)
         return report
 
     def build_policy(self) -> BuildPolicy:
@@ -284,7 +294,7 @@ class MemoryCore:
 
     async def aupdate_item(self, space: str, item_id: str, text: str) -> Item:
         updated = await update_item(self.store, space, item_id, text, llm=self.llm)
-        self._invalidate(space)
+        self._refresh_index(space)
         return updated
 
     def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
@@ -297,7 +307,7 @@ class MemoryCore:
             return vectors
 
         report = forget(self.store, space, turn_ids=turn_ids, item_ids=item_ids, embed=embed)
-        self._invalidate(space)
+        self._refresh_index(space)
         return report
 
     def history(self, space: str, item_id: str) -> ItemHistory:
