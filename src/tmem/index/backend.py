@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from tmem.index.dense import Matrix, normalise_rows, query_vector
+from tmem.index.dense import Matrix, query_vector, unit_rows
 from tmem.index.topk import Scores, top_k
 
 NODE_PARTS = ("topic", "scene", "item", "turn")
@@ -155,7 +155,7 @@ def _layout(dim: int, rows: list[tuple[Entry, npt.NDArray[np.float32]]]) -> _Lay
             first.setdefault(e.host, n)
         part_rows.sort(key=lambda r: first[r[0].host])  # stable: a host's rows keep their entry order
         parts[name] = _Part([e for e, _ in part_rows], at)
-        blocks.append(normalise_rows(np.stack([v for _, v in part_rows])))
+        blocks.append(np.stack([v for _, v in part_rows]))
         at += len(part_rows)
     matrix = np.concatenate(blocks, axis=0) if blocks else np.zeros((0, dim), dtype=np.float32)
     hashes = {(e.part, e.id): e.text_hash for e, _ in rows}
@@ -203,11 +203,11 @@ class MemoryVectorIndex:
             raise ValueError(f"sync got {len(entries)} entries but vectors of shape {vectors.shape}.")
         old = self._state
         write, remove, kept = changes(old.hashes, entries)
-        fresh = set(write)
+        fresh = dict(zip(write, unit_rows(vectors[write]), strict=True))
         rows: list[tuple[Entry, npt.NDArray[np.float32]]] = []
         for n, e in enumerate(entries):
             if n in fresh:
-                rows.append((e, np.asarray(vectors[n], dtype=np.float32)))
+                rows.append((e, fresh[n]))
             else:
                 p = old.parts[e.part]
                 rows.append((e, old.matrix[p.lo + p.pos[e.id]]))

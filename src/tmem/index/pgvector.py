@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from tmem.errors import StoreError
 from tmem.index.backend import Entry, Hit, HostHit, SyncReport, changes
-from tmem.index.dense import Matrix, normalise_rows, query_vector
+from tmem.index.dense import Matrix, query_vector, unit_rows
 from tmem.store.pg_schema import statements
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
@@ -136,7 +136,7 @@ class PgVectorIndex:
         write, remove, kept = changes(self.known(), entries)
         for part in {e.part for e in entries}:
             _part_sql(part)
-        unit = normalise_rows(vectors[write]) if write else np.zeros((0, self._dim), dtype=np.float32)
+        unit = unit_rows(vectors[write]) if write else np.zeros((0, self._dim), dtype=np.float32)
         drop: dict[str, list[str]] = {}
         for part, ident in [*remove, *((entries[n].part, entries[n].id) for n in write)]:
             drop.setdefault(part, []).append(ident)

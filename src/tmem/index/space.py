@@ -162,6 +162,7 @@ class SpaceIndex:
         }
         self.ids = ids
         self.entries, self.entry_texts = _entries(records, self)
+        self.synced: SyncReport | None = None  # what bringing ``vectors`` up to date wrote (see index_space)
 
     @cached_property
     def bm25(self) -> BM25Index:
@@ -260,5 +261,5 @@ def index_space(records: SpaceRecords, vectors: VectorIndex, vectorize: Vectoriz
     """The index of ``records`` over ``vectors`` (any backend), brought up to date: only what ``vectors`` lacks or
     holds with another text is embedded and written."""
     index = SpaceIndex(records, vectors)
-    refresh_vectors(vectors, index.entries, index.entry_texts, vectorize)
+    index.synced = refresh_vectors(vectors, index.entries, index.entry_texts, vectorize)
     return index
