@@ -45,7 +45,6 @@ def _words() -> list[str]:
 
 def populate(url: str, n_turns: int) -> dict[str, float]:
     from tmem.embed.hashing import HashEmbedder
-    from tmem.index.backend import Entry, view_part
     from tmem.index.space import SpaceIndex
     from tmem.models import (
         BuildMode,
@@ -61,7 +60,6 @@ def populate(url: str, n_turns: int) -> dict[str, float]:
         Turn,
     )  # fmt: skip
     from tmem.store import open_store
-    from tmem.util.text import text_hash
 
     rng = np.random.default_rng(0)
     words = _words()
@@ -113,25 +111,16 @@ def populate(url: str, n_turns: int) -> dict[str, float]:
     embedder = HashEmbedder(DIM)
     index = SpaceIndex.from_store(store, SPACE, embedder)  # embeds every text once into the store's cache
     first_s = time.perf_counter() - t0
-    figures = {"write_s": write_s, "first_load_s": first_s, "vectors": float(index.matrix.shape[0])}
+    figures = {"write_s": write_s, "first_load_s": first_s, "vectors": float(len(index.entries))}
     if url.startswith("postgresql"):
         from tmem.index.pgvector import PgVectorIndex
         from tmem.store.postgres import PostgresStore
 
         assert isinstance(store, PostgresStore)
-        entries, rows = [], []
-        for kind in ("topic", "scene", "item"):
-            for n, ident in enumerate(index.ids[kind]):  # type: ignore[index]
-                entries.append(Entry(kind, ident, ident, "", text_hash(index.node_texts[kind][n])))  # type: ignore[index]
-                rows.append(index.dense[kind].matrix[n])  # type: ignore[index]
-        for tr in store.triggers(SPACE):
-            for pos, v in enumerate(tr.views):
-                entries.append(
-                    Entry(view_part(tr.family.value), f"{tr.id}:{pos}", tr.host_id, v.name, text_hash(v.text))
-                )
-                rows.append(embedder.embed([v.text]).vectors[0])
+        entries = index.entries
+        vectors = index.vectors.matrix  # type: ignore[attr-defined]  # in-process: rows in entry order
         t0 = time.perf_counter()
-        PgVectorIndex(store, SPACE, embedder.model_id, DIM).sync(entries, np.stack(rows).astype(np.float32))
+        PgVectorIndex(store, SPACE, embedder.model_id, DIM).sync(entries, vectors)
         figures["pgvector_sync_s"] = time.perf_counter() - t0
     store.close()
     return figures

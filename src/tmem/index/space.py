@@ -184,7 +184,10 @@ class SpaceIndex:
 
     @classmethod
     def from_store(cls, store: Store, space: str, embedder: Embedder) -> SpaceIndex:
-        return cls.build(load_space(store, space), cached_vectorizer(store, space, embedder), embedder.dim)
+        """The whole index of a stored space in process (vectors and BM25), ready to search."""
+        index = cls.build(load_space(store, space), cached_vectorizer(store, space, embedder), embedder.dim)
+        index.bm25, index.turn_bm25  # noqa: B018 -- built now, not by the first search
+        return index
 
     # ------------------------------------------------------------------ queries used by the cascade
 
