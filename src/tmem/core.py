@@ -33,6 +33,7 @@ from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.errors import BuildBusy, ConfigError, InputError
 from tmem.index.factory import persistent_vectors, refresh_space
+from tmem.index.lexical import LexicalStore
 from tmem.ingest.messages import MessageInput, MessagesReport, add_messages
 from tmem.llm.base import LLM, ClosableBackend
 from tmem.llm.service import StructuredLLM, make_llm
@@ -125,7 +126,10 @@ class MemoryCore:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            self._retriever = Retriever(self.store, self.embedder)
+            where = self.settings.lexical_path
+            self._retriever = Retriever(
+                self.store, self.embedder, lexical=None if where is None else LexicalStore(where)
+            )
         return self._retriever
 
     @property

@@ -15,6 +15,7 @@ import sys
 
 from tmem.embed.base import Embedder
 from tmem.index.backend import MemoryVectorIndex, SyncReport, VectorIndex
+from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, SpaceRecords, cached_vectorizer, index_space, load_space, refresh_vectors
 from tmem.store.base import Store
 
@@ -44,12 +45,21 @@ def _reusable(previous: SpaceIndex | None, store: Store, space: str, embedder: E
     return open_vector_index(store, space, embedder)
 
 
-def load_index(store: Store, space: str, embedder: Embedder, previous: SpaceIndex | None = None) -> SpaceIndex:
+def load_index(
+    store: Store,
+    space: str,
+    embedder: Embedder,
+    previous: SpaceIndex | None = None,
+    *,
+    lexical: LexicalStore | None = None,
+) -> SpaceIndex:
     """The index of ``space`` as the store holds it now. With ``previous`` (an older index of the same space, same
     embedder) the update is incremental: only entries that are new or whose text changed are embedded (through the
-    store's cache) and written; removed ones are dropped."""
+    store's cache) and written; removed ones are dropped. With ``lexical``, BM25 indices are loaded from (or saved
+    to) that store of saved indices instead of being rebuilt."""
     records = load_space(store, space)
-    index = index_space(records, _reusable(previous, store, space, embedder), cached_vectorizer(store, space, embedder))
+    vectors = _reusable(previous, store, space, embedder)
+    index = index_space(records, vectors, cached_vectorizer(store, space, embedder), lexical=lexical)
     index.bm25, index.turn_bm25  # noqa: B018 -- built now, once, under the caller's lock, not by the first searches
     return index
 

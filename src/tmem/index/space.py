@@ -26,6 +26,7 @@ from tmem.embed.cached import CachedEmbedder
 from tmem.index.backend import Entry, MemoryVectorIndex, SyncReport, VectorIndex, changes, view_part
 from tmem.index.bm25 import BM25Index
 from tmem.index.dense import Matrix
+from tmem.index.lexical import LexicalStore
 from tmem.index.topk import Mask, Scores
 from tmem.index.views import Vectorize
 from tmem.models import (
@@ -109,8 +110,9 @@ class SpaceIndex:
     space's vectors behind the :class:`VectorIndex` protocol (``vectors``). Build with :func:`index_space` (or
     :meth:`build` / :meth:`from_store` for the in-process backend); search through the cascade."""
 
-    def __init__(self, records: SpaceRecords, vectors: VectorIndex) -> None:
+    def __init__(self, records: SpaceRecords, vectors: VectorIndex, lexical: LexicalStore | None = None) -> None:
         self.space = records.space
+        self._lexical = lexical
         self.vectors = vectors
         self.dim = vectors.dim
         self.personas = list(records.personas)
@@ -170,12 +172,17 @@ class SpaceIndex:
         first use: a process that only updates the vectors never needs it)."""
         texts = self.node_texts
         all_ids = [f"{kind}:{n}" for kind in NODE_TYPES for n in range(len(texts[kind]))]
-        return BM25Index.build(all_ids, [t for kind in NODE_TYPES for t in texts[kind]])
+        return self._bm25("nodes", all_ids, [t for kind in NODE_TYPES for t in texts[kind]])
 
     @cached_property
     def turn_bm25(self) -> BM25Index:
         """BM25 over raw turns (speaker, text, caption), built on first use."""
-        return BM25Index.build(self.turn_ids, [turn_search_text(t) for t in self.turn_list])
+        return self._bm25("turns", self.turn_ids, [turn_search_text(t) for t in self.turn_list])
+
+    def _bm25(self, corpus: str, ids: list[str], texts: list[str]) -> BM25Index:
+        if self._lexical is None:
+            return BM25Index.build(ids, texts)
+        return self._lexical.index(f"{self.space}/{corpus}", ids, texts)
 
     @classmethod
     def build(cls, records: SpaceRecords, vectorize: Vectorize, dim: int) -> SpaceIndex:
@@ -260,9 +267,11 @@ def refresh_vectors(
     return vectors.sync(entries, matrix)
 
 
-def index_space(records: SpaceRecords, vectors: VectorIndex, vectorize: Vectorize) -> SpaceIndex:
+def index_space(
+    records: SpaceRecords, vectors: VectorIndex, vectorize: Vectorize, *, lexical: LexicalStore | None = None
+) -> SpaceIndex:
     """The index of ``records`` over ``vectors`` (any backend), brought up to date: only what ``vectors`` lacks or
-    holds with another text is embedded and written."""
-    index = SpaceIndex(records, vectors)
+    holds with another text is embedded and written. BM25 comes from ``lexical`` (saved indices) when given."""
+    index = SpaceIndex(records, vectors, lexical)
     index.synced = refresh_vectors(vectors, index.entries, index.entry_texts, vectorize)
     return index

@@ -22,6 +22,7 @@ from tmem.errors import NotFoundError
 from tmem.index.backend import MemoryVectorIndex, view_part
 from tmem.index.cache import SpaceCache
 from tmem.index.factory import load_index
+from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, scene_text
 from tmem.index.topk import Mask, Scores, top_k
 from tmem.models import ITEM_FAMILIES, TriggerFamily
@@ -322,12 +323,14 @@ class Retriever:
         *,
         config: RetrievalConfig | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        lexical: LexicalStore | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
         self.config = config or RetrievalConfig.preset("auto")
         self._cache: SpaceCache[SpaceIndex] = SpaceCache(cache_bytes, index_bytes)
+        self.lexical = lexical  # where BM25 indices are saved and loaded from (None: rebuilt at every load)
         self._rerankers: dict[str, Reranker] = {}
 
     @property
@@ -348,7 +351,7 @@ class Retriever:
         return self._cache.get(space, self.fingerprint(space), lambda: self._load(space))
 
     def _load(self, space: str) -> SpaceIndex:
-        return load_index(self.store, space, self.embedder, self._cache.stale(space))
+        return load_index(self.store, space, self.embedder, self._cache.stale(space), lexical=self.lexical)
 
     def refresh(self, space: str) -> bool:
         """Update the cached index of ``space`` now (incrementally), whether or not its fingerprint changed: after a
