@@ -19,14 +19,15 @@ Backends: :class:`MemoryVectorIndex` (exact, in process; the default with SQLite
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from tmem.index.dense import Matrix, query_vector, unit_rows
+from tmem.errors import InputError
+from tmem.index.dense import Matrix, query_vector
 from tmem.index.topk import Scores, top_k
 
 NODE_PARTS = ("topic", "scene", "item", "turn")
@@ -138,28 +139,42 @@ class _Layout:
     host_rank: dict[str, int]
 
 
-def _layout(dim: int, rows: list[tuple[Entry, npt.NDArray[np.float32]]]) -> _Layout:
+def _layout(dim: int, entries: Sequence[Entry], fill: Callable[[Matrix, npt.NDArray[np.intp]], None]) -> _Layout:
     """Parts in the order of their first entry; inside a part, rows grouped by host (hosts in the order of their first
-    entry, rows of a host in entry order)."""
-    by_part: dict[str, list[tuple[Entry, npt.NDArray[np.float32]]]] = {}
+    entry, rows of a host in entry order). ``fill(matrix, order)`` writes entry ``order[r]``'s vector into row r."""
+    by_part: dict[str, list[int]] = {}
     host_rank: dict[str, int] = {}
-    for n, (e, v) in enumerate(rows):
-        by_part.setdefault(e.part, []).append((e, v))
+    for n, e in enumerate(entries):
+        by_part.setdefault(e.part, []).append(n)
         host_rank.setdefault(e.host, n)
     parts: dict[str, _Part] = {}
-    blocks: list[Matrix] = []
-    at = 0
-    for name, part_rows in by_part.items():
+    order: list[int] = []
+    for name, rows in by_part.items():
         first: dict[str, int] = {}
-        for n, (e, _) in enumerate(part_rows):
-            first.setdefault(e.host, n)
-        part_rows.sort(key=lambda r: first[r[0].host])  # stable: a host's rows keep their entry order
-        parts[name] = _Part([e for e, _ in part_rows], at)
-        blocks.append(np.stack([v for _, v in part_rows]))
-        at += len(part_rows)
-    matrix = np.concatenate(blocks, axis=0) if blocks else np.zeros((0, dim), dtype=np.float32)
-    hashes = {(e.part, e.id): e.text_hash for e, _ in rows}
-    return _Layout(np.ascontiguousarray(matrix, dtype=np.float32), parts, hashes, host_rank)
+        for n in rows:
+            first.setdefault(entries[n].host, n)
+        rows.sort(key=lambda n: first[entries[n].host])  # stable: a host's rows keep their entry order
+        parts[name] = _Part([entries[n] for n in rows], len(order))
+        order += rows
+    matrix = np.empty((len(order), dim), dtype=np.float32)
+    if order:
+        fill(matrix, np.asarray(order, dtype=np.intp))
+    hashes = {(e.part, e.id): e.text_hash for e in entries}
+    return _Layout(matrix, parts, hashes, host_rank)
+
+
+def _unit_in_place(matrix: Matrix, rows: npt.NDArray[np.intp], block: int = 65_536) -> None:
+    """Scale the given rows of ``matrix`` to unit length (rows already of unit length within 1e-4 are kept bit for
+    bit), a block at a time (no full-size temporary)."""
+    for lo in range(0, rows.shape[0], block):
+        idx = rows[lo : lo + block]
+        part = matrix[idx]
+        norms = np.sqrt(np.einsum("ij,ij->i", part, part))
+        if np.any(norms == 0) or not np.all(np.isfinite(norms)):
+            raise InputError("A zero or non-finite vector cannot be indexed; every row needs a usable embedding.")
+        off = np.abs(norms - 1.0) > 1e-4
+        if np.any(off):
+            matrix[idx[off]] = part[off] / norms[off, None]
 
 
 class MemoryVectorIndex:
@@ -171,7 +186,7 @@ class MemoryVectorIndex:
 
     def __init__(self, dim: int) -> None:
         self._dim = dim
-        self._state = _layout(dim, [])
+        self._state = _layout(dim, [], lambda m, o: None)
         self._last: tuple[_Layout, bytes, Scores] | None = None
 
     @property
@@ -201,17 +216,28 @@ class MemoryVectorIndex:
     def sync(self, entries: Sequence[Entry], vectors: Matrix) -> SyncReport:
         if vectors.shape != (len(entries), self._dim):
             raise ValueError(f"sync got {len(entries)} entries but vectors of shape {vectors.shape}.")
+        vectors = np.asarray(vectors, dtype=np.float32)  # no copy when already float32
         old = self._state
         write, remove, kept = changes(old.hashes, entries)
-        fresh = dict(zip(write, unit_rows(vectors[write]), strict=True))
-        rows: list[tuple[Entry, npt.NDArray[np.float32]]] = []
-        for n, e in enumerate(entries):
-            if n in fresh:
-                rows.append((e, fresh[n]))
+        is_new = np.zeros(len(entries), dtype=np.bool_)
+        is_new[write] = True
+
+        def fill(matrix: Matrix, order: npt.NDArray[np.intp]) -> None:
+            if len(write) == len(entries):
+                np.take(vectors, order, axis=0, out=matrix)  # a full build: no temporary copy of the vectors
+                new_rows = np.arange(len(order), dtype=np.intp)
             else:
-                p = old.parts[e.part]
-                rows.append((e, old.matrix[p.lo + p.pos[e.id]]))
-        self._state = _layout(self._dim, rows)
+                new_rows = np.flatnonzero(is_new[order])
+                old_rows = np.flatnonzero(~is_new[order])
+                if new_rows.shape[0]:
+                    matrix[new_rows] = vectors[order[new_rows]]
+                src = [
+                    old.parts[e.part].lo + old.parts[e.part].pos[e.id] for e in (entries[n] for n in order[old_rows])
+                ]
+                matrix[old_rows] = old.matrix[np.asarray(src, dtype=np.intp)]
+            _unit_in_place(matrix, new_rows)
+
+        self._state = _layout(self._dim, entries, fill)
         self._last = None
         return SyncReport(written=len(write), removed=len(remove), kept=kept)
 
