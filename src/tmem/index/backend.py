@@ -114,6 +114,20 @@ def changes(held: dict[tuple[str, str], str], entries: Sequence[Entry]) -> tuple
     return write, remove, len(entries) - len(write)
 
 
+def part_order(entries: Sequence[Entry]) -> dict[str, list[int]]:
+    """Rows of each part (parts in the order of their first entry) in the order every backend ranks ties by: grouped
+    by host, hosts in the order of their first entry, a host's rows in entry order."""
+    by_part: dict[str, list[int]] = {}
+    for n, e in enumerate(entries):
+        by_part.setdefault(e.part, []).append(n)
+    for rows in by_part.values():
+        first: dict[str, int] = {}
+        for n in rows:
+            first.setdefault(entries[n].host, n)
+        rows.sort(key=lambda n: first[entries[n].host])  # stable: a host's rows keep their entry order
+    return by_part
+
+
 class _Part:
     """One part of the in-process index: a slice of the stacked matrix, rows grouped by host (so a per-host max is one
     ``reduceat``), hosts in the order of their first entry."""
@@ -135,32 +149,24 @@ class _Layout:
 
     matrix: Matrix
     parts: dict[str, _Part]
-    hashes: dict[tuple[str, str], str]
     host_rank: dict[str, int]
 
 
 def _layout(dim: int, entries: Sequence[Entry], fill: Callable[[Matrix, npt.NDArray[np.intp]], None]) -> _Layout:
     """Parts in the order of their first entry; inside a part, rows grouped by host (hosts in the order of their first
     entry, rows of a host in entry order). ``fill(matrix, order)`` writes entry ``order[r]``'s vector into row r."""
-    by_part: dict[str, list[int]] = {}
     host_rank: dict[str, int] = {}
     for n, e in enumerate(entries):
-        by_part.setdefault(e.part, []).append(n)
         host_rank.setdefault(e.host, n)
     parts: dict[str, _Part] = {}
     order: list[int] = []
-    for name, rows in by_part.items():
-        first: dict[str, int] = {}
-        for n in rows:
-            first.setdefault(entries[n].host, n)
-        rows.sort(key=lambda n: first[entries[n].host])  # stable: a host's rows keep their entry order
+    for name, rows in part_order(entries).items():
         parts[name] = _Part([entries[n] for n in rows], len(order))
         order += rows
     matrix = np.empty((len(order), dim), dtype=np.float32)
     if order:
         fill(matrix, np.asarray(order, dtype=np.intp))
-    hashes = {(e.part, e.id): e.text_hash for e in entries}
-    return _Layout(matrix, parts, hashes, host_rank)
+    return _Layout(matrix, parts, host_rank)
 
 
 def _unit_in_place(matrix: Matrix, rows: npt.NDArray[np.intp], block: int = 65_536) -> None:
@@ -211,20 +217,24 @@ class MemoryVectorIndex:
         return twin
 
     def known(self) -> dict[tuple[str, str], str]:
-        return dict(self._state.hashes)
+        # derived on demand (a sync's business), not kept: a dict per entry would cost ~250 bytes each at 1M entries
+        return {(e.part, e.id): e.text_hash for p in self._state.parts.values() for e in p.entries}
 
     def sync(self, entries: Sequence[Entry], vectors: Matrix) -> SyncReport:
         if vectors.shape != (len(entries), self._dim):
             raise ValueError(f"sync got {len(entries)} entries but vectors of shape {vectors.shape}.")
         vectors = np.asarray(vectors, dtype=np.float32)  # no copy when already float32
         old = self._state
-        write, remove, kept = changes(old.hashes, entries)
+        write, remove, kept = changes(self.known(), entries)
         is_new = np.zeros(len(entries), dtype=np.bool_)
         is_new[write] = True
 
         def fill(matrix: Matrix, order: npt.NDArray[np.intp]) -> None:
-            if len(write) == len(entries):
-                np.take(vectors, order, axis=0, out=matrix)  # a full build: no temporary copy of the vectors
+            if len(write) == len(entries):  # a full build: no temporary copy of the vectors
+                if np.array_equal(order, np.arange(len(order))):
+                    np.copyto(matrix, vectors)  # entries already grouped (as SpaceIndex lists them)
+                else:
+                    np.take(vectors, order, axis=0, out=matrix)
                 new_rows = np.arange(len(order), dtype=np.intp)
             else:
                 new_rows = np.flatnonzero(is_new[order])

@@ -21,7 +21,7 @@ from tmem.embed.base import Embedder
 from tmem.errors import NotFoundError
 from tmem.index.backend import MemoryVectorIndex, view_part
 from tmem.index.cache import SpaceCache
-from tmem.index.factory import load_index
+from tmem.index.factory import load_index, persistent_vectors
 from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, scene_text
 from tmem.index.topk import Mask, Scores, top_k
@@ -387,4 +387,8 @@ class Retriever:
             raise NotFoundError(
                 f"Space {space!r} has {len(index.turns)} turns but no memory yet: run `tmem build {space}` first."
             )
-        return run_cascade(index, query, self.embed_query(query), cfg, self._reranker_for(cfg))
+        qvec, reranker = self.embed_query(query), self._reranker_for(cfg)
+        if not persistent_vectors(self.store):
+            return run_cascade(index, query, qvec, cfg, reranker)
+        with self.store.transaction():  # pgvector: the search's lookups on one pooled connection and one snapshot
+            return run_cascade(index, query, qvec, cfg, reranker)
