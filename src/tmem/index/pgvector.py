@@ -2,8 +2,8 @@
 cosine distance with an HNSW index (approximate) or exactly, whichever fits the part's size.
 
 Table ``vector_index`` (created on first use, keyed by (tenant, space) like every store table, deleted with its
-space) holds one row per entry and embedder (``model_id``). pgvector's HNSW index needs a fixed dimension, and a filter on the part inside one shared graph
-costs both recall and time (measured: bench/results/scale.md), so there is one partial expression index per
+space) holds one row per entry and embedder (``model_id``). pgvector's HNSW index needs a fixed dimension, and a
+filter on the part inside one shared graph costs both recall and time (measured: bench/results/scale.md), so there is one partial expression index per
 (dimension, part) in use: ``USING hnsw ((vec::vector(D)) vector_cosine_ops) WHERE dim = D AND part = 'P'``, created
 after the first rows of that part are written (a bulk build, not row-by-row insertion).
 
@@ -13,8 +13,13 @@ index); a larger one goes through HNSW with ``hnsw.iterative_scan = relaxed_orde
 starve the result, and ``hnsw.ef_search`` = ``ef_search`` (the recall/latency knob): session settings the pool makes
 once per connection (:func:`tmem.store.pg_vector.configure_session`); another ``ef_search`` costs one ``SET LOCAL``.
 Run several searches inside ``store.transaction()`` to make them one round trip each, on one connection and one
-snapshot. Filtered top-k with an ``allowed`` id list is always
-exact (the list is short: scenes admitted by the topic prefilter, items of the kept scenes).
+snapshot (the retriever does so for every search). Filtered top-k with an ``allowed`` id list is always exact (the
+list is short: scenes admitted by the topic prefilter, items of the kept scenes).
+
+Ties: column ``ord`` holds each entry's place in its part in the in-process backend's order
+(:func:`tmem.index.backend.part_order`: node order, views grouped by host), and exact scans break equal distances by
+it, so that both backends rank a space alike (LoCoMo conv-26: identical retrieval records). ``sync`` rewrites ``ord``
+of kept rows whose place changed. The approximate path ranks by distance alone.
 """
 
 from __future__ import annotations
