@@ -84,3 +84,24 @@ def test_a_fresh_retriever_loads_the_saved_indices_and_answers_alike(tmp_path: P
     assert [second.search(SPACE, q, cfg) for q in queries] == plain
     assert second.lexical is not None and (second.lexical.builds, second.lexical.loads) == (0, 2)
     store.close()
+
+
+def test_forget_and_delete_remove_the_saved_indices(tmp_path: Path) -> None:
+    """A save holds the vocabulary of its texts: a forget replaces the space's saves, a delete removes them."""
+    from tmem.core import MemoryCore
+    from tmem.settings import Settings
+
+    store = make_store()
+    core = MemoryCore(
+        store, Settings(home=tmp_path / "home", lexical_dir=tmp_path / "lex"), embedder=CountingEmbedder()
+    )
+    core.search(SPACE, "Gina clothing store")
+    before = {p.relative_to(tmp_path) for p in (tmp_path / "lex").glob("*/*")}
+    assert len(before) == 2  # the node and the turn corpus
+    core.forget(SPACE, item_ids=["i1"])
+    after = {p.relative_to(tmp_path) for p in (tmp_path / "lex").glob("*/*")}
+    # the node corpus was saved again without the forgotten item and its older save is gone; the turns are unchanged
+    assert len(after) == 2 and len(before - after) == 1 and len(after - before) == 1
+    core.delete_space(SPACE)
+    assert not list((tmp_path / "lex").glob("*/*"))
+    store.close()

@@ -79,6 +79,8 @@ class MemoryCore:
         self._answer_llm = answer_llm
         self._embedder = embedder
         self._retriever: Retriever | None = None
+        where = settings.lexical_path  # saved BM25 indices (a cache on local disk), None when off
+        self._lexical = None if where is None else LexicalStore(where)
         self._owned: list[LLM] = []  # LLMs this core created (and so closes); passed-in ones belong to the caller
 
     # ------------------------------------------------------------------ components
@@ -126,10 +128,7 @@ class MemoryCore:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            where = self.settings.lexical_path
-            self._retriever = Retriever(
-                self.store, self.embedder, lexical=None if where is None else LexicalStore(where)
-            )
+            self._retriever = Retriever(self.store, self.embedder, lexical=self._lexical)
         return self._retriever
 
     @property
@@ -213,6 +212,8 @@ class MemoryCore:
         """Delete and erase; False when another connection's open read kept the erasure from completing."""
         self.store.delete_space(space)
         self._invalidate(space)
+        if self._lexical is not None:
+            self._lexical.drop(space)
         return self.store.scrub()
 
     # ------------------------------------------------------------------ construction
@@ -311,6 +312,8 @@ class MemoryCore:
             return vectors
 
         report = forget(self.store, space, turn_ids=turn_ids, item_ids=item_ids, embed=embed)
+        if self._lexical is not None:
+            self._lexical.drop(space)  # the saved BM25 indices hold the forgotten texts' words
         self._refresh_index(space)
         return report
 

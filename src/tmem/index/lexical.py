@@ -26,6 +26,14 @@ log = logging.getLogger(__name__)
 _DONE = "complete.json"  # written last: a folder without it is not a save
 
 
+CORPORA = ("nodes", "turns")  # a space's two BM25 corpora (node texts, raw turns)
+
+
+def scope_of(space: str, corpus: str) -> str:
+    """The slot name of one of a space's BM25 corpora."""
+    return f"{space}/{corpus}"
+
+
 def corpus_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
     """Digest of a corpus as BM25 sees it (ids, texts, tokenizer and bm25s versions)."""
     import bm25s
@@ -71,6 +79,11 @@ class LexicalStore:
         if built.has_terms:
             self._save(folder, built, scope)
         return built
+
+    def drop(self, space: str) -> None:
+        """Remove every save of ``space`` (after a forget or a delete: a save holds the vocabulary of its texts)."""
+        for corpus in CORPORA:
+            shutil.rmtree(self._slot(scope_of(space, corpus)), ignore_errors=True)
 
     def _save(self, folder: Path, index: BM25Index, scope: str) -> None:
         slot = folder.parent

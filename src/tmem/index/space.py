@@ -26,7 +26,7 @@ from tmem.embed.cached import CachedEmbedder
 from tmem.index.backend import Entry, MemoryVectorIndex, SyncReport, VectorIndex, changes, view_part
 from tmem.index.bm25 import BM25Index
 from tmem.index.dense import Matrix
-from tmem.index.lexical import LexicalStore
+from tmem.index.lexical import LexicalStore, scope_of
 from tmem.index.topk import Mask, Scores
 from tmem.index.views import Vectorize
 from tmem.models import (
@@ -182,7 +182,7 @@ class SpaceIndex:
     def _bm25(self, corpus: str, ids: list[str], texts: list[str]) -> BM25Index:
         if self._lexical is None:
             return BM25Index.build(ids, texts)
-        return self._lexical.index(f"{self.space}/{corpus}", ids, texts)
+        return self._lexical.index(scope_of(self.space, corpus), ids, texts)
 
     @classmethod
     def build(cls, records: SpaceRecords, vectorize: Vectorize, dim: int) -> SpaceIndex:
