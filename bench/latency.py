@@ -42,6 +42,7 @@ import torch
 from tmem.construct.extractive import build_extractive
 from tmem.embed.base import Embedder
 from tmem.embed.sentence import SentenceTransformerEmbedder
+from tmem.index.backend import MemoryVectorIndex, view_part
 from tmem.index.space import SpaceIndex, SpaceRecords
 from tmem.ingest.importer import import_spaces
 from tmem.ingest.reader import read_file
@@ -124,7 +125,7 @@ def bench_locomo(
         t = time.perf_counter()
         index = retriever.index(conv)
         build_s = time.perf_counter() - t
-        matrix = index.matrix  # every node and view vector, the very array the cascade multiplies
+        matrix = in_process(index)  # every node and view vector, the very array the cascade multiplies
         questions = [q["question"] for c in json.loads(DATA.read_text()) if c["sample_id"] == conv for q in c["qa"]]
         queries = questions[:n_queries]
         cfg = RetrievalConfig.preset("auto")  # the default: resolves to `extractive` on this space
@@ -133,12 +134,22 @@ def bench_locomo(
             return matrix @ floor_embedder.embed([q]).vectors[0]
 
         s, f = measure(queries, lambda q: retriever.search(conv, q, cfg), floor)
-        n_views = sum(len(v) for v in index.views.values())
+        n_views = n_view_vectors(index)
         out = row(f"{conv} (extractive, MiniLM, preset auto)", n_views, matrix.shape[0], build_s, s, f)
         out["nodes"] = index.counts()
         return out
     finally:
         store.close()
+
+
+def in_process(index: SpaceIndex) -> np.ndarray:
+    """The in-process vector stack of an index (these benches run on SQLite)."""
+    assert isinstance(index.vectors, MemoryVectorIndex)
+    return index.vectors.matrix
+
+
+def n_view_vectors(index: SpaceIndex) -> int:
+    return sum(n for part, n in index.counts().items() if part.startswith("views."))
 
 
 # ------------------------------------------------------------------ synthetic spaces
@@ -239,7 +250,7 @@ def bench_synthetic(
     del records
     gc.collect()
     build_s = time.perf_counter() - t
-    matrix = index.matrix  # every node and view vector, the very array the cascade multiplies
+    matrix = in_process(index)  # every node and view vector, the very array the cascade multiplies
     cfg = RetrievalConfig.preset("paper").replace(gate=None)  # random vectors never reach 0.85
 
     def floor(q: str) -> object:
@@ -249,7 +260,7 @@ def bench_synthetic(
         return run_cascade(index, q, embedder.embed([q]).vectors[0], cfg)
 
     s, f = measure(queries, search, floor)
-    n = sum(len(v) for v in index.views.values())
+    n = n_view_vectors(index)
     out = row(f"synthetic {n_views:,} views", n, matrix.shape[0], build_s, s, f)
     out["nodes"] = index.counts()
     return out
@@ -265,16 +276,16 @@ def gate_calibration(conv: str, embedder: Embedder, n_questions: int, db_dir: Pa
         qa = [q for c in json.loads(DATA.read_text()) if c["sample_id"] == conv for q in c["qa"] if q["category"] != 5][
             :n_questions
         ]
-        table = index.views[TriggerFamily.ENTITY]
         gold: list[float] = []
         other: list[float] = []
         for q in qa:
             vec = embedder.embed([q["question"]]).vectors[0]
-            hosts = table.host_scores(vec, index.part(index.cosines(vec), TriggerFamily.ENTITY))
+            parts = [view_part(TriggerFamily.ENTITY.value)]
+            hosts = {h.host: h.score for h in index.vectors.top_hosts(parts, vec, len(index.items))}
             evidence = set(q.get("evidence", []))
-            for n, item in enumerate(index.items):
-                if not np.isnan(hosts[n]):
-                    (gold if evidence & set(item.turn_ids) else other).append(float(hosts[n]))
+            for item in index.items:
+                if item.id in hosts:
+                    (gold if evidence & set(item.turn_ids) else other).append(hosts[item.id])
         lines = [
             "| items | n | p50 | p90 | p99 | >= 0.5 | >= 0.6 | >= 0.7 | >= 0.85 |",
             "|---|---|---|---|---|---|---|---|---|",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +32,9 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _block_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _block_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setenv("TMEM_LEXICAL_DIR", str(tmp_path / "lexical"))  # saved BM25 indices: never the user's home
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TMEM_LLM", "TMEM_LLM_MODEL", "TMEM_HOME"):

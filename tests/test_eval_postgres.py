@@ -1,5 +1,5 @@
-"""The LoCoMo retrieval-only evaluation gives the same figures on PostgreSQL as on SQLite (same slice of dev data,
-same extractive memory, same hash embedder)."""
+"""The LoCoMo retrieval-only evaluation gives the same figures and records on PostgreSQL (every dense lookup served by
+pgvector) as on SQLite (the in-process index): same slice of dev data, same extractive memory, same hash embedder."""
 
 from __future__ import annotations
 

@@ -163,3 +163,29 @@ def test_the_store_protocol_is_enough_to_build_an_index(store_url: str) -> None:
     index.sync(entries, np.stack([cached[e.text_hash] for e in entries]))
     assert index.top_k("item", vectors[0], 1)[0].id == entries[0].id
     store.close()
+
+
+def test_exact_ties_follow_entry_order_on_both_backends(make_index: tuple[str, object]) -> None:
+    """Equal cosines are ranked by the entries' order (node order in a space; views listed in the order of their
+    hosts, as SpaceIndex lists them), also after a sync that reorders them, so that both backends rank a space
+    alike."""
+    v = np.zeros(DIM, dtype=np.float32)
+    v[0] = 1.0
+    other = np.zeros(DIM, dtype=np.float32)
+    other[1] = 1.0
+    entries = [Entry("item", i, i, "", "h") for i in ("c", "a", "b")]
+    entries += [Entry(ENTITY, f"{h}:0", h, "concept", "h") for h in ("c", "a", "b")]
+    entries += [Entry(BRIDGE, f"{h}:1", h, "bridge", "h") for h in ("c", "a", "b")]
+    index = _index(make_index, "ties")
+    index.sync(entries, np.stack([v] * len(entries)))
+    assert [h.id for h in index.top_k("item", v, 3)] == ["c", "a", "b"]
+    assert [h.id for h in index.top_k("item", v, 2, ["b", "a"])] == ["a", "b"]
+    assert [(h.host, h.part) for h in index.top_hosts([ENTITY, BRIDGE], v, 3)] == [
+        ("c", ENTITY),
+        ("a", ENTITY),
+        ("b", ENTITY),
+    ]
+    reordered = [entries[2], entries[0], entries[1], Entry("item", "d", "d", "", "h"), *entries[3:]]
+    vectors = np.stack([v, v, v, other] + [v] * (len(entries) - 3))
+    index.sync(reordered, vectors)
+    assert [h.id for h in index.top_k("item", v, 4)] == ["b", "c", "a", "d"]

@@ -21,6 +21,7 @@ from tests.test_retrieve_fixtures import (
     make_store,
 )
 from tmem.errors import ConfigError, NotFoundError
+from tmem.index.backend import MemoryVectorIndex
 from tmem.index.views import ViewRow, ViewTable
 from tmem.models import BuildMode, Item, ItemKind, Session, TriggerFamily, Turn
 from tmem.retrieve.cascade import Retriever
@@ -86,14 +87,29 @@ def test_view_table_host_score_is_nan_aware_max_over_views() -> None:
 
 
 def test_one_stack_holds_every_vector_once(retriever: Retriever) -> None:
+    """The in-process backend keeps every node and view vector once, in one matrix; its lookups equal a cosine over
+    each part's own texts, and a host's score is the max over its views (the ViewTable reference)."""
     index = retriever.index(SPACE)
+    assert isinstance(index.vectors, MemoryVectorIndex)
     counts = index.counts()
-    assert index.matrix.shape == (sum(counts.values()), 256)
+    assert index.vectors.matrix.shape == (sum(counts.values()), 256) == (len(index.entries), 256)
+    emb = CountingEmbedder()
     q = retriever.embed_query("Gina clothing store")
-    cos = index.cosines(q)
-    assert np.allclose(index.part(cos, "scene"), index.dense["scene"].scores(q))
-    assert np.allclose(index.part(cos, TriggerFamily.HORIZON), index.views[TriggerFamily.HORIZON].cosines(q))
-    assert np.shares_memory(index.dense["item"].matrix, index.matrix)
+    scenes = index.vectors.top_k("scene", q, 100)
+    want = emb.embed(index.node_texts["scene"]).vectors @ q
+    assert {h.id: h.score for h in scenes} == pytest.approx(dict(zip(index.ids["scene"], want.tolist(), strict=True)))
+    rows = [
+        ViewRow(index.scene_pos[e.host], TriggerFamily.HORIZON, e.view, t)
+        for e, t in zip(index.entries, index.entry_texts, strict=True)
+        if e.part == "views.horizon"
+    ]
+    table = ViewTable.build(TriggerFamily.HORIZON, len(index.scenes), rows, lambda t: emb.embed(t).vectors, 256)
+    ref = table.host_scores(q)
+    hosts = index.vectors.top_hosts(["views.horizon"], q, 100)
+    assert len(hosts) == table.hosts_with_views > 0
+    for h in hosts:
+        assert h.score == pytest.approx(float(ref[index.scene_pos[h.host]]))
+        assert h.view == table.best_view(table.cosines(q), index.scene_pos[h.host])
 
 
 def test_superseded_items_and_their_triggers_are_not_indexed(retriever: Retriever) -> None:

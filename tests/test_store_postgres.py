@@ -11,6 +11,7 @@ from tmem.errors import StoreError
 from tmem.models import Session, Topic, Turn
 from tmem.store import migrations as sqlite_migrations
 from tmem.store import open_store, pg_schema
+from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
@@ -126,6 +127,6 @@ def test_pooled_connections_carry_the_hnsw_session_settings(pg_url: str) -> None
     with pytest.raises(StoreError), store.transaction():  # a rolled-back transaction must not undo them
         store._exec("SELECT 1/0")
     assert store._rows("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')") == [
-        ("200", "relaxed_order")
+        (str(DEFAULT_EF_SEARCH), "relaxed_order")
     ]
     store.close()

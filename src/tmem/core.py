@@ -32,6 +32,8 @@ from tmem.embed import make_embedder
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.errors import BuildBusy, ConfigError, InputError
+from tmem.index.factory import persistent_vectors, refresh_space
+from tmem.index.lexical import LexicalStore
 from tmem.ingest.messages import MessageInput, MessagesReport, add_messages
 from tmem.llm.base import LLM, ClosableBackend
 from tmem.llm.service import StructuredLLM, make_llm
@@ -77,6 +79,8 @@ class MemoryCore:
         self._answer_llm = answer_llm
         self._embedder = embedder
         self._retriever: Retriever | None = None
+        where = settings.lexical_path  # saved BM25 indices (a cache on local disk), None when off
+        self._lexical = None if where is None else LexicalStore(where)
         self._owned: list[LLM] = []  # LLMs this core created (and so closes); passed-in ones belong to the caller
 
     # ------------------------------------------------------------------ components
@@ -124,7 +128,7 @@ class MemoryCore:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            self._retriever = Retriever(self.store, self.embedder)
+            self._retriever = Retriever(self.store, self.embedder, lexical=self._lexical)
         return self._retriever
 
     @property
@@ -145,6 +149,15 @@ class MemoryCore:
     def _invalidate(self, space: str) -> None:
         if self._retriever is not None:
             self._retriever.invalidate(space)
+
+    def _refresh_index(self, space: str) -> None:
+        """After this process changed the memory of ``space`` (a build, an edit, a forget): update its index now and
+        incrementally (only new, changed and gone entries are touched). The retriever updates its cached index when
+        it holds one; otherwise, with pgvector, the database's vectors are updated so that no searching worker has to
+        (and a forgotten item's vectors are gone at once)."""
+        held = self._retriever is not None and self._retriever.refresh(space)
+        if not held and persistent_vectors(self.store):
+            refresh_space(self.store, space, self.embedder)
 
     # ------------------------------------------------------------------ shared rules
     def resolve_config(self, config: RetrievalConfig | str | None = None) -> RetrievalConfig:
@@ -199,6 +212,8 @@ class MemoryCore:
         """Delete and erase; False when another connection's open read kept the erasure from completing."""
         self.store.delete_space(space)
         self._invalidate(space)
+        if self._lexical is not None:
+            self._lexical.drop(space)
         return self.store.scrub()
 
     # ------------------------------------------------------------------ construction
@@ -224,7 +239,7 @@ class MemoryCore:
             if last is not None:
                 old = int(self.store.get_state(space, STATE_TURN_SEQ) or -1)
                 self.store.set_state(space, STATE_TURN_SEQ, str(max(last.seq, old)))
-        self._invalidate(space)
+            self._refresh_index(space)
         return report
 
     def build_policy(self) -> BuildPolicy:
@@ -284,7 +299,7 @@ class MemoryCore:
 
     async def aupdate_item(self, space: str, item_id: str, text: str) -> Item:
         updated = await update_item(self.store, space, item_id, text, llm=self.llm)
-        self._invalidate(space)
+        self._refresh_index(space)
         return updated
 
     def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
@@ -297,7 +312,9 @@ class MemoryCore:
             return vectors
 
         report = forget(self.store, space, turn_ids=turn_ids, item_ids=item_ids, embed=embed)
-        self._invalidate(space)
+        if self._lexical is not None:
+            self._lexical.drop(space)  # the saved BM25 indices hold the forgotten texts' words
+        self._refresh_index(space)
         return report
 
     def history(self, space: str, item_id: str) -> ItemHistory:

@@ -72,6 +72,14 @@ class Settings(BaseSettings):
         default="auto",
         description="Named retrieval preset (docs/retrieval.md); 'auto' picks 'extractive' or 'paper' per space.",
     )
+    lexical_cache: bool = Field(
+        default=True,
+        description="Save each space's BM25 indices on local disk and load them in a fresh process instead of "
+        "rebuilding them (TMEM_LEXICAL_CACHE; a cache keyed by the corpus's content, never the source of truth).",
+    )
+    lexical_dir: Path | None = Field(
+        default=None, description="Folder of the saved BM25 indices (TMEM_LEXICAL_DIR). Default: lexical/ in the home."
+    )
 
     # ---------------------------------------------------------------- messages and the build policy (docs/agents.md)
     session_gap_minutes: float = Field(
@@ -98,6 +106,11 @@ class Settings(BaseSettings):
     @property
     def db_path(self) -> Path:
         return self.home / "tmem.db"
+
+    @property
+    def lexical_path(self) -> Path | None:
+        """Where saved BM25 indices live, or None when ``lexical_cache`` is off."""
+        return (self.lexical_dir or self.home / "lexical") if self.lexical_cache else None
 
     @property
     def store_url(self) -> str:

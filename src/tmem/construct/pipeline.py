@@ -34,7 +34,8 @@ from tmem.construct.topics import run_topics
 from tmem.construct.triggers import ITEM_STAGE, SCENE_STAGE, run_item_triggers, run_scene_triggers
 from tmem.embed.base import Embedder
 from tmem.errors import BatchPending, BuildError, ConfigError, InputError, LLMError
-from tmem.index.space import SpaceIndex, SpaceRecords, cached_vectorizer, load_space
+from tmem.index.factory import refresh_space
+from tmem.index.space import SpaceRecords, load_space
 from tmem.llm.base import LLM
 from tmem.models import BuildMode, TriggerFamily
 from tmem.store.base import Store
@@ -126,9 +127,10 @@ async def build_space(
         _save_failed(store, space, report)
         raise _export(store, space, ", ".join(waiting), options, next(iter(waiting.values()))) from None
     # Embed every text the index will hold (node texts, trigger views) through the embedding cache now, so that the
-    # first search embeds only its query; an incremental build embeds only what is new.
+    # first search embeds only its query; an incremental build embeds only what is new (with pgvector, only the new
+    # and changed entries are written to the database).
     records = load_space(store, space)
-    SpaceIndex.build(records, cached_vectorizer(store, space, embedder), embedder.dim)
+    refresh_space(store, space, embedder, records)
     report.counts = counts_of(records)
     with store.transaction():
         store.set_state(space, STATE_MODE, BuildMode.LLM.value)

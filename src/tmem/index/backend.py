@@ -19,14 +19,15 @@ Backends: :class:`MemoryVectorIndex` (exact, in process; the default with SQLite
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from tmem.index.dense import Matrix, normalise_rows, query_vector
+from tmem.errors import InputError
+from tmem.index.dense import Matrix, query_vector
 from tmem.index.topk import Scores, top_k
 
 NODE_PARTS = ("topic", "scene", "item", "turn")
@@ -98,7 +99,8 @@ class VectorIndex(Protocol):
     def top_hosts(
         self, parts: Sequence[str], qvec: npt.NDArray[np.floating], k: int, allowed: Sequence[str] | None = None
     ) -> list[HostHit]:
-        """Best ``k`` hosts by the max cosine over their entries in ``parts``, best first (ties: host id)."""
+        """Best ``k`` hosts by the max cosine over their entries in ``parts``, best first, with the part and view that
+        gave the max. Ties: a deterministic order of the backend's (in-process: entry order; pgvector: host id)."""
         ...
 
 
@@ -112,28 +114,86 @@ def changes(held: dict[tuple[str, str], str], entries: Sequence[Entry]) -> tuple
     return write, remove, len(entries) - len(write)
 
 
-class _Part:
-    """One part of the in-process index: rows grouped by host, so a per-host max is one ``reduceat``."""
+def part_order(entries: Sequence[Entry]) -> dict[str, list[int]]:
+    """Rows of each part (parts in the order of their first entry) in the order every backend ranks ties by: grouped
+    by host, hosts in the order of their first entry, a host's rows in entry order."""
+    by_part: dict[str, list[int]] = {}
+    for n, e in enumerate(entries):
+        by_part.setdefault(e.part, []).append(n)
+    for rows in by_part.values():
+        first: dict[str, int] = {}
+        for n in rows:
+            first.setdefault(entries[n].host, n)
+        rows.sort(key=lambda n: first[entries[n].host])  # stable: a host's rows keep their entry order
+    return by_part
 
-    def __init__(self, rows: list[tuple[Entry, npt.NDArray[np.float32]]], dim: int) -> None:
-        rows = sorted(rows, key=lambda r: (r[0].host, r[0].id))
-        self.entries = [e for e, _ in rows]
-        self.pos = {e.id: n for n, e in enumerate(self.entries)}
-        self.matrix: Matrix = (
-            normalise_rows(np.stack([v for _, v in rows])) if rows else np.zeros((0, dim), dtype=np.float32)
-        )
-        hosts = [e.host for e in self.entries]
+
+class _Part:
+    """One part of the in-process index: a slice of the stacked matrix, rows grouped by host (so a per-host max is one
+    ``reduceat``), hosts in the order of their first entry."""
+
+    def __init__(self, entries: list[Entry], lo: int) -> None:
+        self.entries = entries
+        self.lo, self.hi = lo, lo + len(entries)
+        self.pos = {e.id: n for n, e in enumerate(entries)}
+        hosts = [e.host for e in entries]
         self.starts = np.array([n for n in range(len(hosts)) if n == 0 or hosts[n] != hosts[n - 1]], dtype=np.intp)
         self.hosts = [hosts[n] for n in self.starts.tolist()]
+        self.host_row = {h: r for r, h in enumerate(self.hosts)}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Everything a search reads, replaced as one object by :meth:`MemoryVectorIndex.sync` (searches running on
+    another thread keep the layout they started with)."""
+
+    matrix: Matrix
+    parts: dict[str, _Part]
+    host_rank: dict[str, int]
+
+
+def _layout(dim: int, entries: Sequence[Entry], fill: Callable[[Matrix, npt.NDArray[np.intp]], None]) -> _Layout:
+    """Parts in the order of their first entry; inside a part, rows grouped by host (hosts in the order of their first
+    entry, rows of a host in entry order). ``fill(matrix, order)`` writes entry ``order[r]``'s vector into row r."""
+    host_rank: dict[str, int] = {}
+    for n, e in enumerate(entries):
+        host_rank.setdefault(e.host, n)
+    parts: dict[str, _Part] = {}
+    order: list[int] = []
+    for name, rows in part_order(entries).items():
+        parts[name] = _Part([entries[n] for n in rows], len(order))
+        order += rows
+    matrix = np.empty((len(order), dim), dtype=np.float32)
+    if order:
+        fill(matrix, np.asarray(order, dtype=np.intp))
+    return _Layout(matrix, parts, host_rank)
+
+
+def _unit_in_place(matrix: Matrix, rows: npt.NDArray[np.intp], block: int = 65_536) -> None:
+    """Scale the given rows of ``matrix`` to unit length (rows already of unit length within 1e-4 are kept bit for
+    bit), a block at a time (no full-size temporary)."""
+    for lo in range(0, rows.shape[0], block):
+        idx = rows[lo : lo + block]
+        part = matrix[idx]
+        norms = np.sqrt(np.einsum("ij,ij->i", part, part))
+        if np.any(norms == 0) or not np.all(np.isfinite(norms)):
+            raise InputError("A zero or non-finite vector cannot be indexed; every row needs a usable embedding.")
+        off = np.abs(norms - 1.0) > 1e-4
+        if np.any(off):
+            matrix[idx[off]] = part[off] / norms[off, None]
 
 
 class MemoryVectorIndex:
-    """Exact cosine search in process memory (float32, one matrix per part)."""
+    """Exact cosine search in process memory: float32, every part in one stacked matrix, so that all the lookups of
+    one search cost a single matrix-vector product (the cosines of the last query are kept and sliced per part).
+
+    Ties are broken by entry order (the order of the entries given to :meth:`sync`; for ``top_hosts`` the position of
+    each host's first entry), so a caller that lists its nodes in a stable order gets a stable ranking."""
 
     def __init__(self, dim: int) -> None:
         self._dim = dim
-        self._parts: dict[str, _Part] = {}
-        self._hashes: dict[tuple[str, str], str] = {}
+        self._state = _layout(dim, [], lambda m, o: None)
+        self._last: tuple[_Layout, bytes, Scores] | None = None
 
     @property
     def dim(self) -> int:
@@ -142,45 +202,79 @@ class MemoryVectorIndex:
     @property
     def nbytes(self) -> int:
         """Bytes held by the vectors (what an LRU cache bounded by memory counts)."""
-        return sum(p.matrix.nbytes for p in self._parts.values())
+        return int(self._state.matrix.nbytes)
+
+    @property
+    def matrix(self) -> Matrix:
+        """Every vector of the index in one stack (parts in the order of their first entry)."""
+        return self._state.matrix
+
+    def copy(self) -> MemoryVectorIndex:
+        """A second index sharing this one's (immutable) vectors: sync the copy to update a space while searches keep
+        reading the original."""
+        twin = MemoryVectorIndex(self._dim)
+        twin._state = self._state
+        return twin
 
     def known(self) -> dict[tuple[str, str], str]:
-        return dict(self._hashes)
+        # derived on demand (a sync's business), not kept: a dict per entry would cost ~250 bytes each at 1M entries
+        return {(e.part, e.id): e.text_hash for p in self._state.parts.values() for e in p.entries}
 
     def sync(self, entries: Sequence[Entry], vectors: Matrix) -> SyncReport:
         if vectors.shape != (len(entries), self._dim):
             raise ValueError(f"sync got {len(entries)} entries but vectors of shape {vectors.shape}.")
-        write, remove, kept = changes(self._hashes, entries)
-        touched = {entries[n].part for n in write} | {part for part, _ in remove}
-        for part in touched:
-            old = self._parts.get(part)
-            rows: dict[str, tuple[Entry, npt.NDArray[np.float32]]] = {}
-            if old is not None:
-                rows = {e.id: (e, old.matrix[n]) for n, e in enumerate(old.entries)}
-            for key in remove:
-                if key[0] == part:
-                    rows.pop(key[1], None)
-            for n in write:
-                if entries[n].part == part:
-                    rows[entries[n].id] = (entries[n], np.asarray(vectors[n], dtype=np.float32))
-            self._parts[part] = _Part(list(rows.values()), self._dim)
-        for key in remove:
-            self._hashes.pop(key, None)
-        for n in write:
-            self._hashes[(entries[n].part, entries[n].id)] = entries[n].text_hash
+        vectors = np.asarray(vectors, dtype=np.float32)  # no copy when already float32
+        old = self._state
+        write, remove, kept = changes(self.known(), entries)
+        is_new = np.zeros(len(entries), dtype=np.bool_)
+        is_new[write] = True
+
+        def fill(matrix: Matrix, order: npt.NDArray[np.intp]) -> None:
+            if len(write) == len(entries):  # a full build: no temporary copy of the vectors
+                if np.array_equal(order, np.arange(len(order))):
+                    np.copyto(matrix, vectors)  # entries already grouped (as SpaceIndex lists them)
+                else:
+                    np.take(vectors, order, axis=0, out=matrix)
+                new_rows = np.arange(len(order), dtype=np.intp)
+            else:
+                new_rows = np.flatnonzero(is_new[order])
+                old_rows = np.flatnonzero(~is_new[order])
+                if new_rows.shape[0]:
+                    matrix[new_rows] = vectors[order[new_rows]]
+                src = [
+                    old.parts[e.part].lo + old.parts[e.part].pos[e.id] for e in (entries[n] for n in order[old_rows])
+                ]
+                matrix[old_rows] = old.matrix[np.asarray(src, dtype=np.intp)]
+            _unit_in_place(matrix, new_rows)
+
+        self._state = _layout(self._dim, entries, fill)
+        self._last = None
         return SyncReport(written=len(write), removed=len(remove), kept=kept)
 
     def count(self, part: str) -> int:
-        p = self._parts.get(part)
+        p = self._state.parts.get(part)
         return 0 if p is None else len(p.entries)
+
+    def _cosines(self, state: _Layout, qvec: npt.NDArray[np.floating]) -> Scores:
+        """Cosine of the query with every vector (one product per distinct query, reused by the next lookups)."""
+        q = query_vector(qvec, self._dim)
+        key = q.tobytes()
+        last = self._last
+        if last is not None and last[0] is state and last[1] == key:
+            return last[2]
+        cos: Scores = state.matrix @ q
+        self._last = (state, key, cos)
+        return cos
 
     def top_k(
         self, part: str, qvec: npt.NDArray[np.floating], k: int, allowed: Sequence[str] | None = None
     ) -> list[Hit]:
-        p = self._parts.get(part)
+        state = self._state
+        p = state.parts.get(part)
         if p is None or not p.entries:
+            query_vector(qvec, self._dim)
             return []
-        scores = p.matrix @ query_vector(qvec, self._dim)
+        scores = self._cosines(state, qvec)[p.lo : p.hi]
         mask = None
         if allowed is not None:
             mask = np.zeros(len(p.entries), dtype=np.bool_)
@@ -190,27 +284,32 @@ class MemoryVectorIndex:
     def top_hosts(
         self, parts: Sequence[str], qvec: npt.NDArray[np.floating], k: int, allowed: Sequence[str] | None = None
     ) -> list[HostHit]:
-        q = query_vector(qvec, self._dim)
-        best: dict[str, tuple[float, str, int]] = {}  # host -> (score, part, host row in that part)
-        cosines: dict[str, Scores] = {}
+        state = self._state
+        present = [(name, p) for name in parts if (p := state.parts.get(name)) is not None and p.entries]
+        if k <= 0 or not present:
+            query_vector(qvec, self._dim)
+            return []
+        cos = self._cosines(state, qvec)
         allow = None if allowed is None else set(allowed)
-        for name in parts:
-            p = self._parts.get(name)
-            if p is None or not p.entries:
-                continue
-            cos = cosines[name] = p.matrix @ q
-            host_max = np.fmax.reduceat(cos, p.starts)
-            for r in top_k(host_max, k if allow is None else len(p.hosts)).tolist():
-                host = p.hosts[r]
-                if allow is not None and host not in allow:
-                    continue
-                score = float(host_max[r])
-                if host not in best or score > best[host][0]:
-                    best[host] = (score, name, r)
+        host_max: dict[str, Scores] = {}
+        best: dict[str, float] = {}
+        for name, p in present:
+            hm = host_max[name] = np.fmax.reduceat(cos[p.lo : p.hi], p.starts)
+            # a host of the overall top k is in the top k of the part that gives its max
+            rows = top_k(hm, k).tolist() if allow is None else [r for r, h in enumerate(p.hosts) if h in allow]
+            for r in rows:
+                host, score = p.hosts[r], float(hm[r])
+                if host not in best or score > best[host]:
+                    best[host] = score
         out: list[HostHit] = []
-        for host, (score, name, r) in sorted(best.items(), key=lambda x: (-x[1][0], x[0]))[:k]:
-            p = self._parts[name]
+        for host, score in sorted(best.items(), key=lambda x: (-x[1], state.host_rank[x[0]]))[:k]:
+            # the part that gave the max: the first listed among equals, and in it the host's first best view
+            name, p = next(
+                (n, p) for n, p in present if host in p.host_row and float(host_max[n][p.host_row[host]]) == score
+            )
+            r = p.host_row[host]
             lo = int(p.starts[r])
             hi = int(p.starts[r + 1]) if r + 1 < len(p.starts) else len(p.entries)
-            out.append(HostHit(host, score, name, p.entries[lo + int(np.argmax(cosines[name][lo:hi]))].view))
+            view_cos = cos[p.lo + lo : p.lo + hi]
+            out.append(HostHit(host, score, name, p.entries[lo + int(np.argmax(view_cos))].view))
         return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     import bm25s
 
 _TOKEN = re.compile(r"\w+")
+TOKENIZER_VERSION = 1  # bump when tokenize() changes: saved indices (tmem.index.lexical) are keyed by it
 
 
 @cache
@@ -61,13 +63,38 @@ class BM25Index:
         import bm25s
 
         corpus = [tokenize(t) for t in texts]
+        if not any(corpus):  # only stop words (or nothing): no token can ever score (bm25s would divide by zero)
+            return cls(list(ids), None, frozenset())
         model = bm25s.BM25()
         model.index(corpus, show_progress=False)
         vocab = frozenset(str(tok) for tok in model.vocab_dict if tok != "")
         return cls(list(ids), model, vocab)
 
+    def save(self, folder: Path) -> None:
+        """Write the index (bm25s' arrays, vocabulary and parameters; not the ids) into an existing ``folder``."""
+        if self._model is None:
+            raise InputError("An empty BM25Index has nothing to save.")
+        self._model.save(str(folder), show_progress=False)
+
+    @classmethod
+    def load(cls, folder: Path, ids: Sequence[str]) -> BM25Index:
+        """The index saved in ``folder`` by :meth:`save`, over ``ids`` (in build order), its arrays memory-mapped."""
+        import bm25s
+
+        model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
+        n_docs = int(model.scores["num_docs"])
+        if n_docs != len(ids):
+            raise ValueError(f"the saved BM25 index holds {n_docs} documents, not {len(ids)}")
+        vocab = frozenset(str(tok) for tok in model.vocab_dict if tok != "")
+        return cls(list(ids), model, vocab)
+
     def __len__(self) -> int:
         return len(self._ids)
+
+    @property
+    def has_terms(self) -> bool:
+        """False when no document holds a searchable token (every score is zero)."""
+        return self._model is not None
 
     @property
     def ids(self) -> list[str]:

@@ -57,15 +57,22 @@ class SpaceCache(Generic[T]):
             self._entries.move_to_end(space)
             return hit.value
 
-    def get(self, space: str, fingerprint: Hashable, build: Callable[[], T]) -> T:
-        """The cached value of ``space`` if its fingerprint matches, else ``build()`` (once, under the space's lock)."""
-        found = self._lookup(space, fingerprint)
+    def stale(self, space: str) -> T | None:
+        """The value cached for ``space`` whatever its fingerprint (a base for an incremental update), or None."""
+        with self._guard:
+            hit = self._entries.get(space)
+            return None if hit is None else hit.value
+
+    def get(self, space: str, fingerprint: Hashable, build: Callable[[], T], *, force: bool = False) -> T:
+        """The cached value of ``space`` if its fingerprint matches (and not ``force``), else ``build()`` (once,
+        under the space's lock; ``build`` may read :meth:`stale` to update the previous value)."""
+        found = None if force else self._lookup(space, fingerprint)
         if found is not None:
             return found
         with self._guard:
             lock = self._locks.setdefault(space, threading.Lock())
         with lock:
-            found = self._lookup(space, fingerprint)  # another thread may have built it meanwhile
+            found = None if force else self._lookup(space, fingerprint)  # another thread may have built it meanwhile
             if found is not None:
                 return found
             value = build()

@@ -26,6 +26,20 @@ def normalise_rows(matrix: npt.NDArray[np.floating]) -> Matrix:
     return out
 
 
+def unit_rows(matrix: npt.NDArray[np.floating]) -> Matrix:
+    """float32 rows of unit length, each row on its own: a row already of unit length (within 1e-4) is kept bit for
+    bit, whatever the other rows, so that the same vector is stored alike in any batch."""
+    out = np.array(matrix, dtype=np.float32, copy=True, order="C")
+    if out.shape[0] == 0:
+        return out
+    norms = np.linalg.norm(out, axis=1)
+    if np.any(norms == 0) or not np.all(np.isfinite(norms)):
+        raise InputError("A zero or non-finite vector cannot be indexed; every row needs a usable embedding.")
+    off = np.abs(norms - 1.0) > 1e-4
+    out[off] /= norms[off, None]
+    return out
+
+
 def query_vector(qvec: npt.NDArray[np.floating], dim: int) -> npt.NDArray[np.float32]:
     """The query as a flat float32 vector of the index's dimension (InputError naming the fix otherwise)."""
     q = np.asarray(qvec, dtype=np.float32).reshape(-1)

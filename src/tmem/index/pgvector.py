@@ -2,8 +2,8 @@
 cosine distance with an HNSW index (approximate) or exactly, whichever fits the part's size.
 
 Table ``vector_index`` (created on first use, keyed by (tenant, space) like every store table, deleted with its
-space) holds one row per entry and embedder (``model_id``). pgvector's HNSW index needs a fixed dimension, and a filter on the part inside one shared graph
-costs both recall and time (measured: bench/results/scale.md), so there is one partial expression index per
+space) holds one row per entry and embedder (``model_id``). pgvector's HNSW index needs a fixed dimension, and a
+filter on the part inside one shared graph costs both recall and time (measured: bench/results/scale.md), so there is one partial expression index per
 (dimension, part) in use: ``USING hnsw ((vec::vector(D)) vector_cosine_ops) WHERE dim = D AND part = 'P'``, created
 after the first rows of that part are written (a bulk build, not row-by-row insertion).
 
@@ -13,8 +13,13 @@ index); a larger one goes through HNSW with ``hnsw.iterative_scan = relaxed_orde
 starve the result, and ``hnsw.ef_search`` = ``ef_search`` (the recall/latency knob): session settings the pool makes
 once per connection (:func:`tmem.store.pg_vector.configure_session`); another ``ef_search`` costs one ``SET LOCAL``.
 Run several searches inside ``store.transaction()`` to make them one round trip each, on one connection and one
-snapshot. Filtered top-k with an ``allowed`` id list is always
-exact (the list is short: scenes admitted by the topic prefilter, items of the kept scenes).
+snapshot (the retriever does so for every search). Filtered top-k with an ``allowed`` id list is always exact (the
+list is short: scenes admitted by the topic prefilter, items of the kept scenes).
+
+Ties: column ``ord`` holds each entry's place in its part in the in-process backend's order
+(:func:`tmem.index.backend.part_order`: node order, views grouped by host), and exact scans break equal distances by
+it, so that both backends rank a space alike (LoCoMo conv-26: identical retrieval records). ``sync`` rewrites ``ord``
+of kept rows whose place changed. The approximate path ranks by distance alone.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tmem.errors import StoreError
-from tmem.index.backend import Entry, Hit, HostHit, SyncReport, changes
-from tmem.index.dense import Matrix, normalise_rows, query_vector
+from tmem.index.backend import Entry, Hit, HostHit, SyncReport, changes, part_order
+from tmem.index.dense import Matrix, query_vector, unit_rows
 from tmem.store.pg_schema import statements
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
@@ -45,6 +50,7 @@ CREATE TABLE IF NOT EXISTS vector_index (
     view TEXT NOT NULL,
     text_hash TEXT NOT NULL,
     dim INTEGER NOT NULL,
+    ord INTEGER NOT NULL DEFAULT 0,
     vec vector NOT NULL,
     CHECK (tenant = (CASE WHEN strpos(space, '/') > 0 THEN split_part(space, '/', 1) ELSE '' END)),
     PRIMARY KEY (tenant, space, model_id, part, id),
@@ -93,13 +99,17 @@ class PgVectorIndex:
 
     @staticmethod
     def ensure_schema(store: PostgresStore, dim: int) -> None:
-        """Create the table if missing (once, under an advisory lock)."""
-        if store._rows("SELECT 1 FROM pg_tables WHERE tablename = 'vector_index'"):
+        """Create the table if missing, or add the ``ord`` column to a table made before it (once, under an advisory
+        lock)."""
+        if store._rows(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'vector_index' AND column_name = 'ord'"
+        ):
             return
         with store.transaction():
             store._exec("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             for statement in statements(_SCHEMA):
                 store._exec(statement)
+            store._exec("ALTER TABLE vector_index ADD COLUMN IF NOT EXISTS ord INTEGER NOT NULL DEFAULT 0")
 
     def _ensure_part_index(self, part: str) -> None:
         """The HNSW index of (dim, part), built once for the whole table (every space shares it)."""
@@ -126,17 +136,32 @@ class PgVectorIndex:
         return self._counts.get(part, 0)
 
     def known(self) -> dict[tuple[str, str], str]:
-        rows = self._store._rows(f"SELECT part, id, text_hash FROM vector_index WHERE {_SCOPE}", self._key)
-        return {(str(p), str(i)): str(h) for p, i, h in rows}
+        return {key: h for key, (h, _) in self._held().items()}
+
+    def _held(self) -> dict[tuple[str, str], tuple[str, int]]:
+        rows = self._store._rows(f"SELECT part, id, text_hash, ord FROM vector_index WHERE {_SCOPE}", self._key)
+        return {(str(p), str(i)): (str(h), int(o)) for p, i, h, o in rows}
 
     # ------------------------------------------------------------------ writes
     def sync(self, entries: Sequence[Entry], vectors: Matrix) -> SyncReport:
         if vectors.shape != (len(entries), self._dim):
             raise ValueError(f"sync got {len(entries)} entries but vectors of shape {vectors.shape}.")
-        write, remove, kept = changes(self.known(), entries)
+        held = self._held()
+        write, remove, kept = changes({key: h for key, (h, _) in held.items()}, entries)
         for part in {e.part for e in entries}:
             _part_sql(part)
-        unit = normalise_rows(vectors[write]) if write else np.zeros((0, self._dim), dtype=np.float32)
+        # ``ord``: the entry's place in its part in the in-process backend's tie order (exact searches break ties by it)
+        ords = [0] * len(entries)
+        for rows in part_order(entries).values():
+            for at, n in enumerate(rows):
+                ords[n] = at
+        fresh = set(write)
+        moved = [
+            (e.part, e.id, ords[n])
+            for n, e in enumerate(entries)
+            if n not in fresh and held[(e.part, e.id)][1] != ords[n]
+        ]
+        unit = unit_rows(vectors[write]) if write else np.zeros((0, self._dim), dtype=np.float32)
         drop: dict[str, list[str]] = {}
         for part, ident in [*remove, *((entries[n].part, entries[n].id) for n in write)]:
             drop.setdefault(part, []).append(ident)
@@ -146,16 +171,23 @@ class PgVectorIndex:
                 store._exec(
                     f"DELETE FROM vector_index WHERE {_SCOPE} AND part = %s AND id = ANY(%s)", (*self._key, part, ids)
                 )
+            if moved:
+                store._exec(
+                    "UPDATE vector_index v SET ord = u.ord FROM unnest(%s::text[], %s::text[], %s::int[]) "
+                    "AS u(part, id, ord) WHERE v.tenant = %s AND v.space = %s AND v.model_id = %s "
+                    "AND v.part = u.part AND v.id = u.id",
+                    ([m[0] for m in moved], [m[1] for m in moved], [m[2] for m in moved], *self._key),
+                )
             if write:
                 with (
                     store._conn() as conn,
                     conn.cursor() as cur,
                     cur.copy(
-                        "COPY vector_index (tenant, space, model_id, part, id, host, view, text_hash, dim, vec) "
+                        "COPY vector_index (tenant, space, model_id, part, id, host, view, text_hash, dim, ord, vec) "
                         "FROM STDIN (FORMAT BINARY)"
                     ) as copy,
                 ):
-                    copy.set_types([*["text"] * 8, "int4", "vector"])
+                    copy.set_types([*["text"] * 8, "int4", "int4", "vector"])
                     for row, n in enumerate(write):
                         e = entries[n]
                         copy.write_row(
@@ -167,6 +199,7 @@ class PgVectorIndex:
                                 e.view,
                                 e.text_hash,
                                 self._dim,
+                                ords[n],
                                 unit[row],
                             )
                         )
@@ -197,14 +230,15 @@ class PgVectorIndex:
             params.append(list(allowed))
         approximate = allowed is None and self.count(part) >= self._exact_below
         dist = f"vec::vector({self._dim}) <=> %b::vector({self._dim})" if approximate else "vec <=> %b"
-        order = dist if approximate else f"{dist}, id"  # a tie-breaker would keep the planner off the HNSW index
+        order = dist if approximate else f"{dist}, ord"  # a tie-breaker would keep the planner off the HNSW index
         rows = self._search(
-            f"SELECT id, 1 - ({dist}) AS score FROM vector_index WHERE {where} ORDER BY {order} LIMIT {int(k)}",
+            f"SELECT id, 1 - ({dist}) AS score, ord FROM vector_index WHERE {where} ORDER BY {order} LIMIT {int(k)}",
             [q, *params, q],
             approximate,
             k,
         )
-        return sorted((Hit(str(i), float(s)) for i, s in rows), key=lambda h: (-h.score, h.id))
+        # ties as the in-process backend breaks them: by the entry's place in its part
+        return [Hit(str(i), float(s)) for i, s, _ in sorted(rows, key=lambda r: (-float(r[1]), int(r[2])))]
 
     def top_hosts(
         self, parts: Sequence[str], qvec: npt.NDArray[np.floating], k: int, allowed: Sequence[str] | None = None
@@ -214,15 +248,17 @@ class PgVectorIndex:
             return []
         q = query_vector(qvec, self._dim)
         if allowed is not None or size < self._exact_below:
+            # ties as in process: the first listed part, then the place in the part (hosts' rows are contiguous there)
+            listed = "CASE part " + " ".join(f"WHEN {_part_sql(x)} THEN {n}" for n, x in enumerate(parts)) + " END"
             where = f"{_SCOPE} AND part IN ({', '.join(_part_sql(p) for p in parts)}) AND dim = {self._dim}"
             params: list[Any] = [*self._key]
             if allowed is not None:
                 where += " AND host = ANY(%s)"
                 params.append(list(allowed))
             rows = self._search(
-                "SELECT host, part, view, score FROM (SELECT DISTINCT ON (host) host, part, view, "
+                "SELECT host, part, view, score FROM (SELECT DISTINCT ON (host) host, part, view, ord, "
                 f"1 - (vec <=> %b) AS score FROM vector_index WHERE {where} "
-                "ORDER BY host, vec <=> %b, part, id) best ORDER BY score DESC, host LIMIT %s",
+                f"ORDER BY host, vec <=> %b, {listed}, ord) best ORDER BY score DESC, ord LIMIT %s",
                 [q, *params, q, k],
                 False,
                 k,

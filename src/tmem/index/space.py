@@ -1,12 +1,14 @@
-"""The per-space index: node indices (one BM25 corpus over every node text, one dense table per node type) and the
-trigger-aware view tables of the four families (paper §3.3).
+"""The per-space index: the records and their links, lexical indices (one BM25 corpus over every node text, one over
+raw turns) and the space's vectors behind :class:`tmem.index.backend.VectorIndex`: one part per node type (topic,
+scene, item, turn) and one per trigger family's views (paper §3.3; a host's family score is the max over its views).
 
 Node texts: a topic is its label; a scene is ``title. summary``; an item is its text. Superseded items (with
 ``superseded_by`` set) are left out of every index, as are the triggers they host.
 
-The index is immutable. It is built from :class:`SpaceRecords` and a ``vectorize`` function; :func:`load_space`
-reads the records from a store and :func:`cached_vectorizer` embeds through the store's embedding cache, so that a
-text stored once is never embedded again.
+A :class:`SpaceIndex` is immutable once built. :func:`index_space` builds it from :class:`SpaceRecords` over a vector
+backend and brings the backend up to date, embedding only what it lacks; :func:`load_space` reads the records from a
+store and :func:`cached_vectorizer` embeds through the store's embedding cache, so that a text stored once is never
+embedded again. Which backend serves a store is decided in :mod:`tmem.index.factory`.
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ from functools import cached_property
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from tmem.construct.extractive.builder import turn_embedding_text
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.index.anchor import TurnLexicon
+from tmem.index.backend import Entry, MemoryVectorIndex, SyncReport, VectorIndex, changes, view_part
 from tmem.index.bm25 import BM25Index
-from tmem.index.dense import DenseTable, Matrix, query_vector
+from tmem.index.dense import Matrix
+from tmem.index.lexical import LexicalStore, scope_of
 from tmem.index.topk import Mask, Scores
-from tmem.index.views import Vectorize, ViewRow, ViewTable
+from tmem.index.views import Vectorize
 from tmem.models import (
     ITEM_FAMILIES,
     SCENE_FAMILIES,
@@ -42,6 +45,7 @@ from tmem.models import (
 )
 from tmem.store.base import Store
 from tmem.util.state import STATE_MODE
+from tmem.util.text import text_hash
 
 NodeType = Literal["topic", "scene", "item"]
 NODE_TYPES: tuple[NodeType, ...] = ("topic", "scene", "item")
@@ -103,16 +107,20 @@ def turn_search_text(turn: Turn) -> str:
 
 
 class SpaceIndex:
-    """Node and trigger indices of one space. Build with :meth:`build`; search through the cascade."""
+    """Node and trigger indices of one space: the records and their links, BM25 over node and turn texts, and the
+    space's vectors behind the :class:`VectorIndex` protocol (``vectors``). Build with :func:`index_space` (or
+    :meth:`build` / :meth:`from_store` for the in-process backend); search through the cascade."""
 
     @cached_property
     def turn_lexicon(self) -> TurnLexicon:
         """Token document frequencies over the raw turns (the query's lexical anchor; built on first use)."""
         return TurnLexicon(turn_search_text(t) for t in self.turn_list)
 
-    def __init__(self, records: SpaceRecords, vectorize: Vectorize, dim: int) -> None:
+    def __init__(self, records: SpaceRecords, vectors: VectorIndex, lexical: LexicalStore | None = None) -> None:
         self.space = records.space
-        self.dim = dim
+        self._lexical = lexical
+        self.vectors = vectors
+        self.dim = vectors.dim
         self.personas = list(records.personas)
         self.topics = list(records.topics)
         self.scenes = list(records.scenes)
@@ -126,13 +134,6 @@ class SpaceIndex:
         # the text the extractive build already embeds (so its vectors come from the store's cache).
         self.turn_list = sorted(records.turns, key=lambda t: t.seq)
         self.turn_ids = [t.id for t in self.turn_list]
-        self.turn_bm25 = BM25Index.build(self.turn_ids, [turn_search_text(t) for t in self.turn_list])
-        turn_matrix = (
-            vectorize([turn_embedding_text(t) for t in self.turn_list])
-            if self.turn_list
-            else np.zeros((0, dim), dtype=np.float32)
-        )
-        self.turn_dense = DenseTable(self.turn_ids, turn_matrix)
         self.turn_scene: dict[str, str] = {tid: s.id for s in records.scenes for tid in s.turn_ids}
 
         # topic -> scene rows, scene -> topic ids, scene -> item rows (non-superseded only)
@@ -157,9 +158,6 @@ class SpaceIndex:
             "item": [i.text for i in self.items],
         }
         self.node_texts = texts
-        # One BM25 corpus over all nodes, laid out topics | scenes | items; each stage reads its slice.
-        all_ids = [f"{kind}:{n}" for kind in NODE_TYPES for n in range(len(texts[kind]))]
-        self.bm25 = BM25Index.build(all_ids, [t for kind in NODE_TYPES for t in texts[kind]])
         self._offsets: dict[NodeType, tuple[int, int]] = {}
         at = 0
         for kind in NODE_TYPES:
@@ -171,53 +169,38 @@ class SpaceIndex:
             "item": [i.id for i in self.items],
         }
         self.ids = ids
-        self.dense: dict[NodeType, DenseTable] = {}
-        for kind in NODE_TYPES:
-            matrix = vectorize(texts[kind]) if texts[kind] else np.zeros((0, dim), dtype=np.float32)
-            self.dense[kind] = DenseTable(ids[kind], matrix)
+        self.entries, self.entry_texts = _entries(records, self)
+        self.synced: SyncReport | None = None  # what bringing ``vectors`` up to date wrote (see index_space)
 
-        rows: list[ViewRow] = []
-        for trig in records.triggers:
-            if trig.host_kind == "item" and trig.family in ITEM_FAMILIES:
-                host = self.item_pos.get(trig.host_id)  # superseded or unknown hosts are dropped
-            elif trig.host_kind == "scene" and trig.family in SCENE_FAMILIES:
-                host = self.scene_pos.get(trig.host_id)
-            else:
-                host = None
-            if host is None:
-                continue
-            rows.extend(ViewRow(host, trig.family, v.name, v.text) for v in trig.views)
-        self.views: dict[TriggerFamily, ViewTable] = {}
-        for fam in TriggerFamily:
-            n_hosts = len(self.items) if fam in ITEM_FAMILIES else len(self.scenes)
-            self.views[fam] = ViewTable.build(fam, n_hosts, rows, vectorize, dim)
+    @cached_property
+    def bm25(self) -> BM25Index:
+        """One BM25 corpus over all nodes, laid out topics | scenes | items; each stage reads its slice (built on
+        first use: a process that only updates the vectors never needs it)."""
+        texts = self.node_texts
+        all_ids = [f"{kind}:{n}" for kind in NODE_TYPES for n in range(len(texts[kind]))]
+        return self._bm25("nodes", all_ids, [t for kind in NODE_TYPES for t in texts[kind]])
 
-        # All vectors in one C-contiguous stack (tables keep slices of it): a query costs one matrix-vector product,
-        # whatever the number of tables, and no vector is held twice.
-        parts: list[tuple[DenseTable | ViewTable, Matrix]] = [(self.dense[k], self.dense[k].matrix) for k in NODE_TYPES]
-        parts += [(self.views[f], self.views[f].matrix) for f in TriggerFamily]
-        parts.append((self.turn_dense, self.turn_dense.matrix))
-        self.matrix: Matrix = np.concatenate([m for _, m in parts], axis=0) if parts else np.zeros((0, dim), np.float32)
-        # Two maps: TriggerFamily.SCENE == "scene" as a str, so one dict would mix the scene table and scene views.
-        self._node_slices: dict[str, slice] = {}
-        self._view_slices: dict[TriggerFamily, slice] = {}
-        at = 0
-        for (table, m), key in zip(parts, [*NODE_TYPES, *TriggerFamily, "turn"], strict=True):
-            sl = slice(at, at + m.shape[0])
-            table.share(self.matrix[sl])
-            if isinstance(key, TriggerFamily):
-                self._view_slices[key] = sl
-            else:
-                self._node_slices[key] = sl
-            at += m.shape[0]
+    @cached_property
+    def turn_bm25(self) -> BM25Index:
+        """BM25 over raw turns (speaker, text, caption), built on first use."""
+        return self._bm25("turns", self.turn_ids, [turn_search_text(t) for t in self.turn_list])
+
+    def _bm25(self, corpus: str, ids: list[str], texts: list[str]) -> BM25Index:
+        if self._lexical is None:
+            return BM25Index.build(ids, texts)
+        return self._lexical.index(scope_of(self.space, corpus), ids, texts)
 
     @classmethod
     def build(cls, records: SpaceRecords, vectorize: Vectorize, dim: int) -> SpaceIndex:
-        return cls(records, vectorize, dim)
+        """An index with the in-process vector backend, every vector from ``vectorize``."""
+        return index_space(records, MemoryVectorIndex(dim), vectorize)
 
     @classmethod
     def from_store(cls, store: Store, space: str, embedder: Embedder) -> SpaceIndex:
-        return cls(load_space(store, space), cached_vectorizer(store, space, embedder), embedder.dim)
+        """The whole index of a stored space in process (vectors and BM25), ready to search."""
+        index = cls.build(load_space(store, space), cached_vectorizer(store, space, embedder), embedder.dim)
+        index.bm25, index.turn_bm25  # noqa: B018 -- built now, not by the first search
+        return index
 
     # ------------------------------------------------------------------ queries used by the cascade
 
@@ -227,17 +210,6 @@ class SpaceIndex:
         lo, hi = self._offsets[kind]
         return scores[lo:hi]
 
-    def cosines(self, qvec: npt.NDArray[np.floating]) -> Scores:
-        """Cosine of the query with every vector of the space (one product); slice it with :meth:`part`."""
-        out: Scores = self.matrix @ query_vector(qvec, self.dim)
-        return out
-
-    def part(self, cos: Scores, key: NodeType | TriggerFamily | Literal["turn"]) -> Scores:
-        """The slice of :meth:`cosines` that belongs to one node type or trigger family."""
-        if isinstance(key, TriggerFamily):
-            return cos[self._view_slices[key]]
-        return cos[self._node_slices[key]]
-
     @property
     def descriptive_only(self) -> bool:
         """True for a space built without an LLM (no Bridge, Horizon, Scene triggers or persona)."""
@@ -246,7 +218,66 @@ class SpaceIndex:
         return bool(self.scenes) and all(s.mode == BuildMode.EXTRACTIVE for s in self.scenes)
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {kind: len(self.dense[kind]) for kind in NODE_TYPES}
-        out.update({f"views.{fam.value}": len(tab) for fam, tab in self.views.items()})
-        out["turn"] = len(self.turn_dense)
-        return out
+        """Vectors held per part of :attr:`vectors` (``topic`` ... ``views.entity`` ... ``turn``)."""
+        return {part: self.vectors.count(part) for part in dict.fromkeys(e.part for e in self.entries)}
+
+
+def _entries(records: SpaceRecords, index: SpaceIndex) -> tuple[list[Entry], list[str]]:
+    """What the space's vector index holds, with the text each entry embeds, in a fixed order: topics, scenes, items
+    (store order), the views of each trigger family (grouped by host, hosts in node order; empty views and views of
+    superseded or unknown hosts left out), then turns (conversation order)."""
+    entries: list[Entry] = []
+    texts: list[str] = []
+
+    def add(part: str, ident: str, host: str, view: str, text: str) -> None:
+        entries.append(Entry(part, ident, host, view, text_hash(text)))
+        texts.append(text)
+
+    for kind in NODE_TYPES:
+        for ident, text in zip(index.ids[kind], index.node_texts[kind], strict=True):
+            add(kind, ident, ident, "", text)
+    views: dict[TriggerFamily, list[tuple[int, str, str, str]]] = {fam: [] for fam in TriggerFamily}
+    for trig in records.triggers:
+        if trig.host_kind == "item" and trig.family in ITEM_FAMILIES:
+            host = index.item_pos.get(trig.host_id)
+        elif trig.host_kind == "scene" and trig.family in SCENE_FAMILIES:
+            host = index.scene_pos.get(trig.host_id)
+        else:
+            host = None
+        if host is None:
+            continue
+        views[trig.family].extend(
+            (host, f"{trig.id}:{n}", v.name, v.text) for n, v in enumerate(trig.views) if v.text.strip()
+        )
+    for fam in TriggerFamily:
+        hosts = index.ids["item" if fam in ITEM_FAMILIES else "scene"]
+        for pos, ident, name, text in sorted(views[fam], key=lambda r: r[0]):
+            add(view_part(fam.value), ident, hosts[pos], name, text)
+    for turn in index.turn_list:
+        add("turn", turn.id, turn.id, "", turn_embedding_text(turn))
+    return entries, texts
+
+
+def refresh_vectors(
+    vectors: VectorIndex, entries: Sequence[Entry], texts: Sequence[str], vectorize: Vectorize
+) -> SyncReport:
+    """Make ``vectors`` hold exactly ``entries``, embedding only the entries it lacks or holds with another text
+    (one ``vectorize`` call per part, so that a full build embeds in the same batches as a part-by-part one)."""
+    write, _, _ = changes(vectors.known(), entries)
+    matrix = np.zeros((len(entries), vectors.dim), dtype=np.float32)
+    by_part: dict[str, list[int]] = {}
+    for n in write:
+        by_part.setdefault(entries[n].part, []).append(n)
+    for rows in by_part.values():
+        matrix[rows] = vectorize([texts[n] for n in rows])
+    return vectors.sync(entries, matrix)
+
+
+def index_space(
+    records: SpaceRecords, vectors: VectorIndex, vectorize: Vectorize, *, lexical: LexicalStore | None = None
+) -> SpaceIndex:
+    """The index of ``records`` over ``vectors`` (any backend), brought up to date: only what ``vectors`` lacks or
+    holds with another text is embedded and written. BM25 comes from ``lexical`` (saved indices) when given."""
+    index = SpaceIndex(records, vectors, lexical)
+    index.synced = refresh_vectors(vectors, index.entries, index.entry_texts, vectorize)
+    return index

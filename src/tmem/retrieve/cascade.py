@@ -19,7 +19,10 @@ import numpy.typing as npt
 
 from tmem.embed.base import Embedder
 from tmem.errors import NotFoundError
+from tmem.index.backend import MemoryVectorIndex, view_part
 from tmem.index.cache import SpaceCache
+from tmem.index.factory import load_index, persistent_vectors
+from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, scene_text, turn_search_text
 from tmem.index.topk import Mask, Scores, top_k
 from tmem.models import ITEM_FAMILIES, TriggerFamily
@@ -38,34 +41,34 @@ def _ranked(ids: Sequence[str], scores: Scores, rows: npt.NDArray[np.intp]) -> l
     return [Ranked(ids[r], float(scores[r])) for r in rows]
 
 
+def _dense(
+    index: SpaceIndex, part: str, qvec: Vector, k: int, allowed: Mask | None = None, ids: Sequence[str] = ()
+) -> list[Ranked]:
+    """The ``k`` entries of a node part nearest the query, through the vector index (only the rows of ``ids`` set in
+    ``allowed`` when given)."""
+    only = None if allowed is None else [ids[r] for r in np.flatnonzero(allowed).tolist()]
+    return [Ranked(h.id, h.score) for h in index.vectors.top_k(part, qvec, k, only)]
+
+
 def _trigger_route(
     index: SpaceIndex,
     families: Sequence[TriggerFamily],
-    cos: Scores,
+    qvec: Vector,
     top: int,
     threshold: float | None,
     route: str,
     misses: list[GateMiss],
 ) -> list[Ranked]:
-    """Hosts reached through the views of ``families``: host score = NaN-aware max over all those views. Those of the
-    top list under ``threshold`` are dropped and recorded in ``misses``."""
+    """Hosts reached through the views of ``families``: host score = max over all those views. Those of the top list
+    under ``threshold`` are dropped and recorded in ``misses``."""
     if top <= 0 or not families:
         return []
-    view_cos = {fam: index.part(cos, fam) for fam in families}
-    per_family = {fam: index.views[fam].host_scores(cos, view_cos[fam]) for fam in families}
-    combined = per_family[families[0]]
-    for fam in families[1:]:
-        combined = np.fmax(combined, per_family[fam])
-    rows = top_k(combined, top)
-    ids = index.ids["item"] if families[0] in ITEM_FAMILIES else index.ids["scene"]
     out: list[Ranked] = []
-    for r in rows:
-        host = int(r)
-        winner = max(families, key=lambda f: -np.inf if np.isnan(per_family[f][host]) else per_family[f][host])
-        view = index.views[winner].best_view(view_cos[winner], host)
+    for hit in index.vectors.top_hosts([view_part(f.value) for f in families], qvec, top):
+        winner = TriggerFamily(hit.part.removeprefix("views."))
         # the item route unites Entity and Bridge views: its view label names the family that gave the max
-        label = f"{winner.value}:{view}" if winner in ITEM_FAMILIES else view
-        out.append(Ranked(ids[host], float(combined[host]), label))
+        label = f"{winner.value}:{hit.view}" if winner in ITEM_FAMILIES else hit.view
+        out.append(Ranked(hit.host, hit.score, label))
     kept, fell = split_gate(out, threshold)
     host_kind: Literal["item", "scene"] = "item" if families[0] in ITEM_FAMILIES else "scene"
     rank = {e.id: n for n, e in enumerate(out, start=1)}
@@ -95,7 +98,7 @@ def _rerank(
 
 
 def _scenes_via_items(
-    index: SpaceIndex, i_bm: Scores, i_de: Scores, admitted: Mask, cfg: RetrievalConfig
+    index: SpaceIndex, i_bm: Scores, qvec: Vector, admitted: Mask, cfg: RetrievalConfig
 ) -> list[Ranked]:
     """Scenes ranked by their best item: BM25 + dense over every item, fused, each item voting for its source
     scenes in rank order (the view names the item that reached the scene). Admitted scenes only: this is a
@@ -104,7 +107,7 @@ def _scenes_via_items(
     items = fuse(
         {
             "bm25": _ranked(i_ids, i_bm, top_k(i_bm, cfg.depth, positive_only=True)),
-            "dense": _ranked(i_ids, i_de, top_k(i_de, cfg.depth)),
+            "dense": _dense(index, "item", qvec, cfg.depth),
         },
         cfg.k0,
     )
@@ -129,24 +132,24 @@ def run_cascade(
     """One search over a built index with an already embedded query."""
     cfg = config.for_space(index.descriptive_only)
     bm25_all = index.bm25.scores(query)
-    cos = index.cosines(qvec)  # the only matrix product of the search
     n_scenes = len(index.scenes)
 
     # ---------------- Stage 1: topic prefilter
     surviving: list[Fused] = []
     admitted: Mask = np.ones(n_scenes, dtype=np.bool_)
+    prefiltered = False  # whether the prefilter ran (else every scene is admitted: an unfiltered lookup)
     if cfg.enabled("TF") and index.topics:
         t_ids = index.ids["topic"]
         t_bm = index.bm25_scores("topic", query, bm25_all)
-        t_de = index.part(cos, "topic")
         surviving = fuse(
             {
                 "topic.bm25": _ranked(t_ids, t_bm, top_k(t_bm, cfg.depth, positive_only=True)),
-                "topic.dense": _ranked(t_ids, t_de, top_k(t_de, cfg.depth)),
+                "topic.dense": _dense(index, "topic", qvec, cfg.depth),
             },
             cfg.k0,
         )[: cfg.k_topics]
         admitted = index.unlinked_scenes.copy() if cfg.admit_unlinked_scenes else np.zeros(n_scenes, np.bool_)
+        prefiltered = True
         for f in surviving:
             admitted[index.topic_scenes[index.topic_pos[f.id]]] = True
     surviving_ids = {f.id for f in surviving}
@@ -155,17 +158,16 @@ def run_cascade(
     # ---------------- Stage 2: scenes
     s_ids = index.ids["scene"]
     s_bm = index.bm25_scores("scene", query, bm25_all)
-    s_de = index.part(cos, "scene")
     scene_lists: dict[str, list[Ranked]] = {
         "scene.bm25": _ranked(s_ids, s_bm, top_k(s_bm, cfg.depth, admitted, positive_only=True)),
-        "scene.dense": _ranked(s_ids, s_de, top_k(s_de, cfg.depth, admitted)),
+        "scene.dense": _dense(index, "scene", qvec, cfg.depth, admitted if prefiltered else None, s_ids),
     }
     # Trigger routes are never gated by the topic prefilter (the bypass).
     if cfg.enabled("ST"):
         scene_lists["scene.trigger.scene"] = _trigger_route(
             index,
             (TriggerFamily.SCENE,),
-            cos,
+            qvec,
             cfg.scene_trigger_top,
             cfg.scene_trigger_gate,
             "scene.trigger.scene",
@@ -175,7 +177,7 @@ def run_cascade(
         scene_lists["scene.trigger.horizon"] = _trigger_route(
             index,
             (TriggerFamily.HORIZON,),
-            cos,
+            qvec,
             cfg.scene_trigger_top,
             cfg.scene_trigger_gate,
             "scene.trigger.horizon",
@@ -184,9 +186,8 @@ def run_cascade(
 
     i_ids = index.ids["item"]
     i_bm = index.bm25_scores("item", query, bm25_all)
-    i_de = index.part(cos, "item")
     if cfg.scene_via_items_top > 0:
-        scene_lists["scene.items"] = _scenes_via_items(index, i_bm, i_de, admitted, cfg)
+        scene_lists["scene.items"] = _scenes_via_items(index, i_bm, qvec, admitted, cfg)
 
     def scene_text_of(sid: str) -> str:
         return scene_text(index.scenes[index.scene_pos[sid]])
@@ -205,23 +206,23 @@ def run_cascade(
             # items of kept scenes and items elsewhere compete on the same two lists.
             item_lists: dict[str, list[Ranked]] = {
                 "item.direct.bm25": _ranked(i_ids, i_bm, top_k(i_bm, cfg.item_direct_top, positive_only=True)),
-                "item.direct.dense": _ranked(i_ids, i_de, top_k(i_de, cfg.item_direct_top)),
+                "item.direct.dense": _dense(index, "item", qvec, cfg.item_direct_top),
             }
         else:
             n_pool = int(pool.sum())
             item_lists = {
                 "item.bm25": _ranked(i_ids, i_bm, top_k(i_bm, max(cfg.depth, n_pool), pool, positive_only=True)),
-                "item.dense": _ranked(i_ids, i_de, top_k(i_de, max(cfg.depth, n_pool), pool)),
+                "item.dense": _dense(index, "item", qvec, max(cfg.depth, n_pool), pool, i_ids),
             }
         if cfg.enabled("ET+BT"):
             families = tuple(f for f in ITEM_FAMILIES if f in cfg.item_trigger_families)
             if cfg.split_item_triggers:
                 for fam in families:
                     name = f"item.trigger.{fam.value}"
-                    item_lists[name] = _trigger_route(index, (fam,), cos, cfg.item_trigger_top, cfg.gate, name, misses)
+                    item_lists[name] = _trigger_route(index, (fam,), qvec, cfg.item_trigger_top, cfg.gate, name, misses)
             else:
                 item_lists["item.trigger"] = _trigger_route(
-                    index, families, cos, cfg.item_trigger_top, cfg.gate, "item.trigger", misses
+                    index, families, qvec, cfg.item_trigger_top, cfg.gate, "item.trigger", misses
                 )
 
         def item_text_of(iid: str) -> str:
@@ -233,14 +234,13 @@ def run_cascade(
     tr_bm: Scores | None = None
     if cfg.turn_top > 0 and index.turn_list:
         tr_bm = index.turn_bm25.scores(query)
-        tr_de = index.part(cos, "turn")
         t_ids = index.turn_ids
         # Each list's best turn_top turns are kept (not the fused top turn_top): a turn that one list alone puts at
         # its top is what flat retrieval by that list would hand a reader, so it must reach the context's fusion.
         kept_turns = fuse(
             {
                 "turn.bm25": _ranked(t_ids, tr_bm, top_k(tr_bm, cfg.turn_top, positive_only=True)),
-                "turn.dense": _ranked(t_ids, tr_de, top_k(tr_de, cfg.turn_top)),
+                "turn.dense": _dense(index, "turn", qvec, cfg.turn_top),
             },
             cfg.k0,
         )
@@ -311,10 +311,11 @@ DEFAULT_CACHE_BYTES = 2 * 2**30  # per Retriever: the built indices it keeps (ve
 
 
 def index_bytes(index: SpaceIndex) -> int:
-    """What a built index holds in memory, for the cache's budget: its vectors exactly, plus about 1 KiB of Python
-    objects per node and turn (records, ids, BM25 postings)."""
+    """What a built index holds in memory, for the cache's budget: its in-process vectors exactly (none with
+    pgvector), plus about 1 KiB of Python objects per node and turn (records, ids, BM25 postings)."""
     nodes = len(index.topics) + len(index.scenes) + len(index.items) + len(index.turns)
-    return int(index.matrix.nbytes) + 1024 * nodes
+    vectors = index.vectors.nbytes if isinstance(index.vectors, MemoryVectorIndex) else 0
+    return vectors + 1024 * nodes
 
 
 class Retriever:
@@ -331,12 +332,14 @@ class Retriever:
         *,
         config: RetrievalConfig | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        lexical: LexicalStore | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
         self.config = config or RetrievalConfig.preset("auto")
         self._cache: SpaceCache[SpaceIndex] = SpaceCache(cache_bytes, index_bytes)
+        self.lexical = lexical  # where BM25 indices are saved and loaded from (None: rebuilt at every load)
         self._rerankers: dict[str, Reranker] = {}
 
     @property
@@ -352,9 +355,20 @@ class Retriever:
         return (*sorted(self.store.state_keys(space).items()), ("sessions", text_hash(sessions)))
 
     def index(self, space: str) -> SpaceIndex:
-        """The space's index, built on first use and whenever its fingerprint changed."""
-        fp = self.fingerprint(space)
-        return self._cache.get(space, fp, lambda: SpaceIndex.from_store(self.store, space, self.embedder))
+        """The space's index, built on first use and updated whenever its fingerprint changed (incrementally: what
+        the previous index of the space holds is kept, only new or changed entries are embedded and written)."""
+        return self._cache.get(space, self.fingerprint(space), lambda: self._load(space))
+
+    def _load(self, space: str) -> SpaceIndex:
+        return load_index(self.store, space, self.embedder, self._cache.stale(space), lexical=self.lexical)
+
+    def refresh(self, space: str) -> bool:
+        """Update the cached index of ``space`` now (incrementally), whether or not its fingerprint changed: after a
+        write this process made (a build, an edit, a forget). False, doing nothing, when the space is not cached."""
+        if self._cache.stale(space) is None:
+            return False
+        self._cache.get(space, self.fingerprint(space), lambda: self._load(space), force=True)
+        return True
 
     def invalidate(self, space: str | None = None) -> None:
         """Forget the cached index of one space (or all): the next search rebuilds it from the store."""
@@ -382,4 +396,8 @@ class Retriever:
             raise NotFoundError(
                 f"Space {space!r} has {len(index.turns)} turns but no memory yet: run `tmem build {space}` first."
             )
-        return run_cascade(index, query, self.embed_query(query), cfg, self._reranker_for(cfg))
+        qvec, reranker = self.embed_query(query), self._reranker_for(cfg)
+        if not persistent_vectors(self.store):
+            return run_cascade(index, query, qvec, cfg, reranker)
+        with self.store.transaction():  # pgvector: the search's lookups on one pooled connection and one snapshot
+            return run_cascade(index, query, qvec, cfg, reranker)

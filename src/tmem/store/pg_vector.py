@@ -21,7 +21,9 @@ from psycopg.types import TypeInfo
 from tmem.errors import StoreError
 
 _HEAD = struct.Struct(">HH")
-DEFAULT_EF_SEARCH = 200  # pgvector's hnsw.ef_search for every pooled connection (pgvector's own default is 40)
+# pgvector's hnsw.ef_search for every pooled connection (pgvector's own default is 40). 400 is the lowest value measured
+# to reach recall@50 >= 0.98 against exact search at 100k views (0.989; 200 gave 0.967): bench/results/scale.md.
+DEFAULT_EF_SEARCH = 400
 _registered: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
 
 

@@ -1,0 +1,73 @@
+"""Which vector backend serves a space, decided in this one place from the store, and the index lifecycle: load a
+space's index (reusing what a previous index of the space already holds) and bring it up to date after a build.
+
+- SQLite (and any other store): :class:`tmem.index.backend.MemoryVectorIndex`, exact, in the searching process. The
+  vectors come from the store's embedding cache; after a build only new or re-texted entries are read or embedded,
+  the rest are taken over from the previous index of the space.
+- PostgreSQL: :class:`tmem.index.pgvector.PgVectorIndex`: the vectors live in the database (HNSW per part), a
+  searching process holds none. A build writes only its new or changed entries (:func:`refresh_space`), so a
+  worker's first search after it writes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tmem.embed.base import Embedder
+from tmem.index.backend import MemoryVectorIndex, SyncReport, VectorIndex
+from tmem.index.lexical import LexicalStore
+from tmem.index.space import SpaceIndex, SpaceRecords, cached_vectorizer, index_space, load_space, refresh_vectors
+from tmem.store.base import Store
+
+
+def persistent_vectors(store: Store) -> bool:
+    """Whether ``store``'s spaces keep their vectors in the database (pgvector) rather than in each process."""
+    postgres = sys.modules.get("tmem.store.postgres")  # never imported: the store cannot be a PostgresStore
+    return postgres is not None and isinstance(store, postgres.PostgresStore)
+
+
+def open_vector_index(store: Store, space: str, embedder: Embedder) -> VectorIndex:
+    """The vector backend for ``space`` of ``store``: pgvector with PostgreSQL, in-process otherwise."""
+    if persistent_vectors(store):
+        from tmem.index.pgvector import PgVectorIndex
+        from tmem.store.postgres import PostgresStore
+
+        if isinstance(store, PostgresStore):
+            return PgVectorIndex(store, space, embedder.model_id, embedder.dim)
+    return MemoryVectorIndex(embedder.dim)
+
+
+def _reusable(previous: SpaceIndex | None, store: Store, space: str, embedder: Embedder) -> VectorIndex:
+    """A vector index to update for ``space``: a copy of the previous in-process one (searches running on the
+    previous index keep reading it unchanged), else a fresh one of the store's backend."""
+    if previous is not None and isinstance(previous.vectors, MemoryVectorIndex) and previous.dim == embedder.dim:
+        return previous.vectors.copy()
+    return open_vector_index(store, space, embedder)
+
+
+def load_index(
+    store: Store,
+    space: str,
+    embedder: Embedder,
+    previous: SpaceIndex | None = None,
+    *,
+    lexical: LexicalStore | None = None,
+) -> SpaceIndex:
+    """The index of ``space`` as the store holds it now. With ``previous`` (an older index of the same space, same
+    embedder) the update is incremental: only entries that are new or whose text changed are embedded (through the
+    store's cache) and written; removed ones are dropped. With ``lexical``, BM25 indices are loaded from (or saved
+    to) that store of saved indices instead of being rebuilt."""
+    records = load_space(store, space)
+    vectors = _reusable(previous, store, space, embedder)
+    index = index_space(records, vectors, cached_vectorizer(store, space, embedder), lexical=lexical)
+    index.bm25, index.turn_bm25  # noqa: B018 -- built now, once, under the caller's lock, not by the first searches
+    return index
+
+
+def refresh_space(store: Store, space: str, embedder: Embedder, records: SpaceRecords | None = None) -> SyncReport:
+    """After a build: embed every text the index will hold through the store's cache (so that the first search
+    embeds only its query) and, with pgvector, write the new and changed entries to the database (removing the gone
+    ones). Returns what the backend wrote; for the in-process backend that is every entry of a throwaway index."""
+    recs = records if records is not None else load_space(store, space)
+    index = SpaceIndex(recs, open_vector_index(store, space, embedder))
+    return refresh_vectors(index.vectors, index.entries, index.entry_texts, cached_vectorizer(store, space, embedder))
