@@ -75,8 +75,14 @@ class Watched:
         self.problems: list[str] = []
         page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
         page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
+        page.on("requestfailed", self._failed)
         page.on("response", lambda r: self.problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+
+    def _failed(self, request: Any) -> None:
+        # net::ERR_ABORTED is a request the browser cancelled because the test navigated on (a favicon still loading
+        # on a busy machine): not a fault of the page
+        if "ERR_ABORTED" not in str(request.failure):
+            self.problems.append(f"request failed: {request.url} {request.failure}")
 
     def goto(self, url: str) -> None:
         response = self.page.goto(url)

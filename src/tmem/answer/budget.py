@@ -248,7 +248,7 @@ def _block_key(scene: Scene | None, turns: dict[str, Turn]) -> tuple[int, str]:
 
 def _render_block(scene: Scene | None, turns: dict[str, Turn], titled: bool = True) -> str:
     """A scene block: header with its first date and title, its turns in conversation order, re-dated on a new day;
-    ``...`` marks turns of the scene left out between two that are in."""
+    ``…`` marks turns of the scene left out between two that are in."""
     ordered = sorted(turns.values(), key=lambda t: t.seq)
     if titled:
         title = scene.title if scene is not None else "Conversation"

@@ -62,6 +62,8 @@ def _print_context(ctx: Context, explain: bool) -> None:
     notes = [f"preset {ctx.preset}", f"{ctx.tokens} of {ctx.max_tokens} tokens", f"{len(ctx.hits)} hits"]
     if ctx.left_out:
         notes.append(f"{ctx.left_out} hits did not fit")
+    if ctx.anchorless and ctx.lexical_anchor is not None:
+        notes.append(f"no lexical anchor ({ctx.lexical_anchor:.2f}): ordered by dense raw turns first")
     if ctx.descriptive_only:
         notes.append("descriptive only: built without an LLM")
     click.echo(f"Context for {ctx.query!r} in {ctx.space!r} [{'; '.join(notes)}]")
