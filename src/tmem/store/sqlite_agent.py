@@ -14,10 +14,8 @@ from typing import Any
 
 from tmem.errors import IntegrityError
 from tmem.models import (
-    BuildMode,
     Item,
     ItemEdit,
-    ItemKind,
     Scene,
     Session,
     TombstoneKind,
@@ -129,33 +127,7 @@ class AgentOps(SQLiteRecords):
         item_ids = sorted({r[0] for r in self._chunked(sql, space, scene_ids)})
         if not item_ids:
             return []
-        rows = list(self._chunked("SELECT * FROM items WHERE space = ? AND id IN ({marks})", space, item_ids))
-        links: dict[str, list[str]] = {}
-        for item_id, scene_id in self._chunked(
-            "SELECT item_id, scene_id FROM item_scenes WHERE space = ? AND item_id IN ({marks}) ORDER BY item_id, "
-            "position",
-            space,
-            item_ids,
-        ):
-            links.setdefault(item_id, []).append(scene_id)
-        out = [
-            Item(
-                id=r[1],
-                seq=r[2],
-                text=r[3],
-                kind=ItemKind(r[4]),
-                topic_id=r[5],
-                speaker=r[6],
-                date=r[7],
-                supersedes=r[8],
-                superseded_by=r[9],
-                turn_ids=json.loads(r[10]),
-                mode=BuildMode(r[11]),
-                scene_ids=links.get(r[1], []),
-            )
-            for r in rows
-        ]
-        return sorted(out, key=lambda i: (i.seq, i.id))
+        return self.items(space, item_ids)  # one row reader: every column, added ones included
 
     def topic_links_of(
         self, space: str, *, scene_ids: Sequence[str] = (), topic_ids: Sequence[str] = ()
