@@ -189,3 +189,67 @@ def test_exact_ties_follow_entry_order_on_both_backends(make_index: tuple[str, o
     vectors = np.stack([v, v, v, other] + [v] * (len(entries) - 3))
     index.sync(reordered, vectors)
     assert [h.id for h in index.top_k("item", v, 4)] == ["b", "c", "a", "d"]
+
+
+def _recall(exact: MemoryVectorIndex, approx: MemoryVectorIndex, seed: int, n: int = 20) -> float:
+    rng = np.random.default_rng(seed)
+    found = total = 0
+    for _ in range(n):
+        q = rng.normal(size=DIM).astype(np.float32)
+        q /= np.linalg.norm(q)
+        want = {h.host for h in exact.top_hosts([ENTITY, BRIDGE], q, 10)}
+        found += len(want & {h.host for h in approx.top_hosts([ENTITY, BRIDGE], q, 10)})
+        want_items = {h.id for h in exact.top_k("item", q, 10)}
+        found += len(want_items & {h.id for h in approx.top_k("item", q, 10)})
+        total += len(want) + len(want_items)
+    return found / total
+
+
+def test_in_process_approximate_parts_find_what_exact_finds() -> None:
+    """Parts at or over ``approx_above`` go to an IVF over 8-bit codes: it finds the exact answers (recall), its
+    scores are the cosines within the codes' error, the part and view it names gave that score, and a filtered search
+    stays inside its allowed ids."""
+    entries, vectors = _corpus(4, n_items=600)
+    exact = MemoryVectorIndex(DIM, approx_above=None)
+    exact.sync(entries, vectors)
+    approx = MemoryVectorIndex(DIM, approx_above=1)
+    approx.sync(entries, vectors)
+    assert sorted(approx.approximate_parts) == sorted({e.part for e in entries}) and approx.matrix.shape[0] == 0
+    assert approx.nbytes < exact.nbytes and approx.known() == exact.known()
+    assert _recall(exact, approx, seed=9) >= 0.95
+    q = vectors[7]
+    by_key = {(e.part, e.host, e.view): n for n, e in enumerate(entries)}
+    for h in approx.top_hosts([ENTITY, BRIDGE], q, 10):
+        assert abs(float(vectors[by_key[(h.part, h.host, h.view)]] @ q) - h.score) < 0.02
+    got = approx.top_k("item", q, 5)
+    assert got[0].id == entries[7].host and abs(got[0].score - float(vectors[7] @ q)) < 0.02
+    allowed = [e.id for e in entries if e.part == "item"][::7]
+    want = [h.id for h in exact.top_k("item", q, 4, allowed)]
+    assert [h.id for h in approx.top_k("item", q, 4, allowed)] == want
+    hosts = sorted({e.host for e in entries})[::9]
+    assert {h.host for h in approx.top_hosts([ENTITY, BRIDGE], q, 50, hosts)} <= set(hosts)
+    assert approx.top_k("scene", q, 5) == [] and approx.top_hosts([view_part("horizon")], q, 5) == []
+
+
+def test_in_process_approximate_parts_update_incrementally() -> None:
+    """A part crosses the threshold (built from the exact rows kept), grows past its training size (retrained from
+    its decoded codes), loses and re-texts entries: each step answers like an exact index of the same entries."""
+    entries, vectors = _corpus(6, n_items=500)
+    rolling = MemoryVectorIndex(DIM, approx_above=120)
+    for step, cut in enumerate((60, 150, 500, 400)):
+        keep = [n for n, e in enumerate(entries) if int(e.host[1:]) < cut]
+        sub = [entries[n] for n in keep]
+        vecs = vectors[keep].copy()
+        if step == 3:  # re-text one item: a new vector under the same id
+            sub[0] = Entry(sub[0].part, sub[0].id, sub[0].host, "", "re-texted")
+            vecs[0] = vectors[-1]
+        before = rolling.known()
+        report = rolling.sync(sub, vecs)
+        assert report.written == sum(1 for e in sub if before.get((e.part, e.id)) != e.text_hash)
+        assert rolling.known() == {(e.part, e.id): e.text_hash for e in sub}
+        assert rolling.count("item") == sum(1 for e in sub if e.part == "item")
+        exact = MemoryVectorIndex(DIM, approx_above=None)
+        exact.sync(sub, vecs)
+        assert _recall(exact, rolling, seed=step) >= 0.95
+        assert ("item" in rolling.approximate_parts) == (cut >= 120)
+    assert rolling.top_k("item", vectors[-1], 1)[0].id == entries[0].id

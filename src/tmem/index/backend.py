@@ -20,17 +20,20 @@ Backends: :class:`MemoryVectorIndex` (exact, in process; the default with SQLite
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from tmem.errors import InputError
-from tmem.index.dense import Matrix, query_vector
+from tmem.index.dense import Matrix, query_vector, unit_rows
+from tmem.index.ivf import IvfPart
 from tmem.index.topk import Scores, top_k
 
 NODE_PARTS = ("topic", "scene", "item", "turn")
+# A part of this many entries or more is searched approximately (IVF over 8-bit codes; bench/results/scale.md).
+APPROX_ABOVE = 200_000
 
 
 def view_part(family: str) -> str:
@@ -145,28 +148,41 @@ class _Part:
 @dataclass(frozen=True)
 class _Layout:
     """Everything a search reads, replaced as one object by :meth:`MemoryVectorIndex.sync` (searches running on
-    another thread keep the layout they started with)."""
+    another thread keep the layout they started with). ``approx``: the parts held in an IVF index instead of rows of
+    ``matrix`` (their ``_Part`` still lists the entries; its ``lo``/``hi`` span no rows)."""
 
     matrix: Matrix
     parts: dict[str, _Part]
     host_rank: dict[str, int]
+    approx: dict[str, IvfPart] = field(default_factory=dict)
 
 
-def _layout(dim: int, entries: Sequence[Entry], fill: Callable[[Matrix, npt.NDArray[np.intp]], None]) -> _Layout:
+def _layout(
+    dim: int,
+    entries: Sequence[Entry],
+    fill: Callable[[Matrix, npt.NDArray[np.intp]], None],
+    approx: dict[str, IvfPart] | None = None,
+) -> _Layout:
     """Parts in the order of their first entry; inside a part, rows grouped by host (hosts in the order of their first
-    entry, rows of a host in entry order). ``fill(matrix, order)`` writes entry ``order[r]``'s vector into row r."""
+    entry, rows of a host in entry order). ``fill(matrix, order)`` writes entry ``order[r]``'s vector into row r.
+    Parts in ``approx`` get no rows."""
+    approx = approx or {}
     host_rank: dict[str, int] = {}
     for n, e in enumerate(entries):
         host_rank.setdefault(e.host, n)
     parts: dict[str, _Part] = {}
     order: list[int] = []
     for name, rows in part_order(entries).items():
+        if name in approx:
+            parts[name] = _Part([entries[n] for n in rows], len(order))
+            parts[name].hi = parts[name].lo
+            continue
         parts[name] = _Part([entries[n] for n in rows], len(order))
         order += rows
     matrix = np.empty((len(order), dim), dtype=np.float32)
     if order:
         fill(matrix, np.asarray(order, dtype=np.intp))
-    return _Layout(matrix, parts, host_rank)
+    return _Layout(matrix, parts, host_rank, approx)
 
 
 def _unit_in_place(matrix: Matrix, rows: npt.NDArray[np.intp], block: int = 65_536) -> None:
@@ -184,14 +200,21 @@ def _unit_in_place(matrix: Matrix, rows: npt.NDArray[np.intp], block: int = 65_5
 
 
 class MemoryVectorIndex:
-    """Exact cosine search in process memory: float32, every part in one stacked matrix, so that all the lookups of
-    one search cost a single matrix-vector product (the cosines of the last query are kept and sliced per part).
+    """Cosine search in process memory. A part under ``approx_above`` entries is exact: float32, every such part in
+    one stacked matrix, so that all the lookups of one search cost a single matrix-vector product (the cosines of the
+    last query are kept and sliced per part). A part of ``approx_above`` entries or more is held in an IVF index over
+    8-bit codes (:class:`tmem.index.ivf.IvfPart`: a quarter of the bytes, a few lists visited per query) and stays so
+    while it has entries; None keeps every part exact.
 
     Ties are broken by entry order (the order of the entries given to :meth:`sync`; for ``top_hosts`` the position of
-    each host's first entry), so a caller that lists its nodes in a stable order gets a stable ranking."""
+    each host's first entry), so a caller that lists its nodes in a stable order gets a stable ranking. Approximate
+    parts rank by score alone."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, approx_above: int | None = APPROX_ABOVE) -> None:
+        if approx_above is not None and approx_above < 1:
+            raise ValueError(f"approx_above must be >= 1 or None, got {approx_above}.")
         self._dim = dim
+        self._approx_above = approx_above
         self._state = _layout(dim, [], lambda m, o: None)
         self._last: tuple[_Layout, bytes, Scores] | None = None
 
@@ -202,23 +225,35 @@ class MemoryVectorIndex:
     @property
     def nbytes(self) -> int:
         """Bytes held by the vectors (what an LRU cache bounded by memory counts)."""
-        return int(self._state.matrix.nbytes)
+        return int(self._state.matrix.nbytes) + sum(a.nbytes for a in self._state.approx.values())
 
     @property
     def matrix(self) -> Matrix:
-        """Every vector of the index in one stack (parts in the order of their first entry)."""
+        """Every vector of the exact parts in one stack (parts in the order of their first entry)."""
         return self._state.matrix
+
+    @property
+    def approximate_parts(self) -> list[str]:
+        """The parts held in an IVF index."""
+        return list(self._state.approx)
 
     def copy(self) -> MemoryVectorIndex:
         """A second index sharing this one's (immutable) vectors: sync the copy to update a space while searches keep
         reading the original."""
-        twin = MemoryVectorIndex(self._dim)
+        twin = MemoryVectorIndex(self._dim, self._approx_above)
         twin._state = self._state
         return twin
 
     def known(self) -> dict[tuple[str, str], str]:
         # derived on demand (a sync's business), not kept: a dict per entry would cost ~250 bytes each at 1M entries
         return {(e.part, e.id): e.text_hash for p in self._state.parts.values() for e in p.entries}
+
+    def _approx_names(self, old: _Layout, entries: Sequence[Entry]) -> set[str]:
+        sizes: dict[str, int] = {}
+        for e in entries:
+            sizes[e.part] = sizes.get(e.part, 0) + 1
+        above = self._approx_above
+        return {name for name, n in sizes.items() if name in old.approx or (above is not None and n >= above)}
 
     def sync(self, entries: Sequence[Entry], vectors: Matrix) -> SyncReport:
         if vectors.shape != (len(entries), self._dim):
@@ -228,6 +263,10 @@ class MemoryVectorIndex:
         write, remove, kept = changes(self.known(), entries)
         is_new = np.zeros(len(entries), dtype=np.bool_)
         is_new[write] = True
+        approx = {
+            name: _sync_approx(self._dim, old, name, entries, vectors, is_new)
+            for name in self._approx_names(old, entries)
+        }
 
         def fill(matrix: Matrix, order: npt.NDArray[np.intp]) -> None:
             if len(write) == len(entries):  # a full build: no temporary copy of the vectors
@@ -241,13 +280,11 @@ class MemoryVectorIndex:
                 old_rows = np.flatnonzero(~is_new[order])
                 if new_rows.shape[0]:
                     matrix[new_rows] = vectors[order[new_rows]]
-                src = [
-                    old.parts[e.part].lo + old.parts[e.part].pos[e.id] for e in (entries[n] for n in order[old_rows])
-                ]
+                src = [_old_row(old, e) for e in (entries[n] for n in order[old_rows])]
                 matrix[old_rows] = old.matrix[np.asarray(src, dtype=np.intp)]
             _unit_in_place(matrix, new_rows)
 
-        self._state = _layout(self._dim, entries, fill)
+        self._state = _layout(self._dim, entries, fill, approx)
         self._last = None
         return SyncReport(written=len(write), removed=len(remove), kept=kept)
 
@@ -274,6 +311,11 @@ class MemoryVectorIndex:
         if p is None or not p.entries:
             query_vector(qvec, self._dim)
             return []
+        ivf = state.approx.get(part)
+        if ivf is not None:
+            among = None if allowed is None else [ivf.pos[i] for i in allowed if i in ivf.pos]
+            keys, scores = ivf.search(query_vector(qvec, self._dim), k, among)
+            return [Hit(str(ivf.entries[key]), float(s)) for key, s in zip(keys.tolist(), scores.tolist(), strict=True)]
         scores = self._cosines(state, qvec)[p.lo : p.hi]
         mask = None
         if allowed is not None:
@@ -289,11 +331,20 @@ class MemoryVectorIndex:
         if k <= 0 or not present:
             query_vector(qvec, self._dim)
             return []
-        cos = self._cosines(state, qvec)
         allow = None if allowed is None else set(allowed)
+        exact = [(name, p) for name, p in present if name not in state.approx]
+        cos = self._cosines(state, qvec) if exact else np.zeros(0, dtype=np.float32)
         host_max: dict[str, Scores] = {}
         best: dict[str, float] = {}
+        found: dict[tuple[str, str], tuple[float, str]] = {}  # (part, host) -> (score, view) of approximate parts
         for name, p in present:
+            ivf = state.approx.get(name)
+            if ivf is not None:
+                for host, (score, view) in _approx_hosts(ivf, query_vector(qvec, self._dim), k, allow).items():
+                    found[(name, host)] = (score, view)
+                    if host not in best or score > best[host]:
+                        best[host] = score
+                continue
             hm = host_max[name] = np.fmax.reduceat(cos[p.lo : p.hi], p.starts)
             # a host of the overall top k is in the top k of the part that gives its max
             rows = top_k(hm, k).tolist() if allow is None else [r for r, h in enumerate(p.hosts) if h in allow]
@@ -303,13 +354,97 @@ class MemoryVectorIndex:
                     best[host] = score
         out: list[HostHit] = []
         for host, score in sorted(best.items(), key=lambda x: (-x[1], state.host_rank[x[0]]))[:k]:
-            # the part that gave the max: the first listed among equals, and in it the host's first best view
-            name, p = next(
-                (n, p) for n, p in present if host in p.host_row and float(host_max[n][p.host_row[host]]) == score
-            )
-            r = p.host_row[host]
-            lo = int(p.starts[r])
-            hi = int(p.starts[r + 1]) if r + 1 < len(p.starts) else len(p.entries)
-            view_cos = cos[p.lo + lo : p.lo + hi]
-            out.append(HostHit(host, score, name, p.entries[lo + int(np.argmax(view_cos))].view))
+            out.append(_host_hit(present, host_max, found, cos, host, score))
         return out
+
+
+def _host_hit(
+    present: list[tuple[str, _Part]],
+    host_max: dict[str, Scores],
+    found: dict[tuple[str, str], tuple[float, str]],
+    cos: Scores,
+    host: str,
+    score: float,
+) -> HostHit:
+    """The part that gave ``host`` its max (the first listed among equals) and in it the host's first best view."""
+    for name, p in present:
+        if name not in host_max:
+            hit = found.get((name, host))
+            if hit is not None and hit[0] == score:
+                return HostHit(host, score, name, hit[1])
+            continue
+        r = p.host_row.get(host)
+        if r is None or float(host_max[name][r]) != score:
+            continue
+        lo = int(p.starts[r])
+        hi = int(p.starts[r + 1]) if r + 1 < len(p.starts) else len(p.entries)
+        view_cos = cos[p.lo + lo : p.lo + hi]
+        return HostHit(host, score, name, p.entries[lo + int(np.argmax(view_cos))].view)
+    raise AssertionError(f"host {host!r} scored {score} in no part")  # unreachable: best only holds found scores
+
+
+def _approx_hosts(
+    ivf: IvfPart, q: npt.NDArray[np.float32], k: int, allow: set[str] | None
+) -> dict[str, tuple[float, str]]:
+    """Host -> (best score, its view) for the ``k`` best hosts of an approximate part: views are fetched best first,
+    4 per wanted host, more when fewer than ``k`` distinct hosts came back (hosts with many close views)."""
+    if allow is not None:
+        among = [key for h in allow for key in ivf.host_keys.get(h, ())]
+        keys, scores = ivf.search(q, len(among), among)
+        want = len(among)
+    else:
+        want = 4 * k
+    while True:
+        if allow is None:
+            keys, scores = ivf.search(q, want)
+        hosts: dict[str, tuple[float, str]] = {}
+        for key, s in zip(keys.tolist(), scores.tolist(), strict=True):
+            host = ivf.host_of[key]
+            if host not in hosts:
+                hosts[host] = (float(s), ivf.view_of[key])
+        if allow is not None or len(hosts) >= k or want >= len(ivf) or len(keys) < want:
+            return hosts
+        want *= 4
+
+
+def _old_row(old: _Layout, e: Entry) -> int:
+    p = old.parts[e.part]
+    return p.lo + p.pos[e.id]
+
+
+def _sync_approx(
+    dim: int, old: _Layout, name: str, entries: Sequence[Entry], vectors: Matrix, is_new: npt.NDArray[np.bool_]
+) -> IvfPart:
+    """The IVF part ``name`` holding exactly its entries among ``entries``: the old IVF updated (gone and re-texted
+    entries removed, new ones added), or built afresh from the exact rows and new vectors (first time over the
+    threshold, or grown past its training size)."""
+    rows = [n for n, e in enumerate(entries) if e.part == name]
+    prev = old.approx.get(name)
+    if prev is not None and not prev.needs_retraining(len(rows)):
+        ivf = prev.clone()
+        wanted = {entries[n].id for n in rows}
+        ivf.remove(
+            [i for i in list(ivf.pos) if i not in wanted]
+            + [entries[n].id for n in rows if is_new[n] and entries[n].id in ivf.pos]
+        )
+        add = [n for n in rows if entries[n].id not in ivf.pos]
+        ivf.add(
+            [entries[n].id for n in add],
+            [entries[n].host for n in add],
+            [entries[n].view for n in add],
+            unit_rows(vectors[add]) if add else np.zeros((0, dim), dtype=np.float32),
+        )
+        return ivf
+    matrix = np.empty((len(rows), dim), dtype=np.float32)
+    new = [r for r, n in enumerate(rows) if is_new[n]]
+    if new:
+        matrix[new] = unit_rows(vectors[[rows[r] for r in new]])
+    kept = [r for r, n in enumerate(rows) if not is_new[n]]
+    if kept:
+        ids = [entries[rows[r]].id for r in kept]
+        matrix[kept] = (
+            prev.vectors(ids) if prev is not None else old.matrix[[_old_row(old, entries[rows[r]]) for r in kept]]
+        )
+    return IvfPart.build(
+        dim, [entries[n].id for n in rows], [entries[n].host for n in rows], [entries[n].view for n in rows], matrix
+    )
