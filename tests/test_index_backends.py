@@ -206,7 +206,7 @@ def _recall(exact: MemoryVectorIndex, approx: MemoryVectorIndex, seed: int, n: i
 
 
 def test_in_process_approximate_parts_find_what_exact_finds() -> None:
-    """Parts at or over ``approx_above`` go to an IVF over 8-bit codes: it finds the exact answers (recall), its
+    """Parts at or over ``approx_above`` go to an IVF over float16 vectors: it finds the exact answers (recall), its
     scores are the cosines within the codes' error, the part and view it names gave that score, and a filtered search
     stays inside its allowed ids."""
     entries, vectors = _corpus(4, n_items=600)

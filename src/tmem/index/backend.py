@@ -32,7 +32,7 @@ from tmem.index.ivf import IvfPart
 from tmem.index.topk import Scores, top_k
 
 NODE_PARTS = ("topic", "scene", "item", "turn")
-# A part of this many entries or more is searched approximately (IVF over 8-bit codes; bench/results/scale.md).
+# A part of this many entries or more is searched approximately (IVF over float16; bench/results/scale.md).
 APPROX_ABOVE = 200_000
 
 
@@ -203,7 +203,7 @@ class MemoryVectorIndex:
     """Cosine search in process memory. A part under ``approx_above`` entries is exact: float32, every such part in
     one stacked matrix, so that all the lookups of one search cost a single matrix-vector product (the cosines of the
     last query are kept and sliced per part). A part of ``approx_above`` entries or more is held in an IVF index over
-    8-bit codes (:class:`tmem.index.ivf.IvfPart`: a quarter of the bytes, a few lists visited per query) and stays so
+    float16 vectors (:class:`tmem.index.ivf.IvfPart`: half the bytes, a few lists visited per query) and stays so
     while it has entries; None keeps every part exact.
 
     Ties are broken by entry order (the order of the entries given to :meth:`sync`; for ``top_hosts`` the position of

@@ -1,14 +1,15 @@
-"""Approximate search for the large parts of the in-process index: an inverted file (IVF) over 8-bit scalar-quantised
-vectors (faiss ``IndexIVFScalarQuantizer``, inner product on unit vectors = cosine).
+"""Approximate search for the large parts of the in-process index: an inverted file (IVF) over float16 vectors (faiss
+``IndexIVFScalarQuantizer`` with ``QT_fp16``, inner product on unit vectors = cosine).
 
 Why this shape (measured in bench/results/scale.md): exact float32 search over 1.3M vectors is bound by memory
-bandwidth (570 ms a query on a 2-core box, 1.9 GiB of vectors); an IVF over 8-bit codes holds a quarter of the bytes,
-trains and fills in seconds to a minute (no graph to build, unlike HNSW), and visits only the ``nprobe`` lists nearest
-the query. The part's entries keep stable int64 keys (their place in :attr:`IvfPart.entries`), so an update removes
+bandwidth (570 ms a query on a 2-core box, 1.9 GiB of vectors); an IVF over float16 holds half the bytes, trains and
+fills in about a minute (no graph to build, unlike HNSW), and visits only the ``nprobe`` lists nearest the query.
+8-bit codes would hold a quarter, but their rounding alone capped recall@50 at 0.980-0.983 whatever ``nprobe``
+(measured at 667k vectors), against 1.000 for float16. The part's entries keep stable int64 keys (their place in :attr:`IvfPart.entries`), so an update removes
 and adds only what changed, with the trained quantiser kept; a part that has grown to twice its training size is
 retrained.
 
-Scores are cosines of the decoded 8-bit vectors (error ~1e-3); ties rank by distance alone, as on pgvector.
+Scores are cosines of the float16 vectors (error ~1e-3); ties rank by distance alone, as on pgvector.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ DEFAULT_NPROBE = 64  # lists visited per query (recall@50 >= 0.98 measured at 1M
 _TRAIN_PER_LIST = 50  # training sample: this many vectors per list (faiss warns under 39)
 _KMEANS_ITER = 10
 _RETRAIN_GROWTH = 2  # retrain when the part holds this many times the vectors it was trained on
-_RANGE_MARGIN = 0.1  # each dimension's code range: the sample's [min, max] widened by this share of its width
 
 
 def _faiss() -> Any:
@@ -38,8 +38,9 @@ def _faiss() -> Any:
 
 
 def list_count(n: int) -> int:
-    """IVF lists for ``n`` vectors: 4 sqrt(n) (faiss's rule of thumb), at least 1 and at most ``n``."""
-    return max(1, min(n, round(4 * math.sqrt(n))))
+    """IVF lists for ``n`` vectors: 2 sqrt(n), at least 1 and at most ``n``. Training costs about the square of the
+    list count; 4 sqrt(n) (faiss's usual start) took 180 s at 1M views here, see bench/results/scale.md."""
+    return max(1, min(n, round(2 * math.sqrt(n))))
 
 
 @dataclass
@@ -65,10 +66,8 @@ class IvfPart:
         nlist = list_count(n)
         quantiser = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFScalarQuantizer(
-            quantiser, dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+            quantiser, dim, nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT
         )
-        index.sq.rangestat = faiss.ScalarQuantizer.RS_minmax  # per-dimension range of the sample, widened by a
-        index.sq.rangestat_arg = _RANGE_MARGIN  # margin so that vectors added later are seldom clipped
         index.cp.niter = _KMEANS_ITER
         index.cp.seed = seed
         rng = np.random.default_rng(seed)
