@@ -165,6 +165,7 @@ PRESETS: dict[str, RetrievalConfig] = {
         scene_via_items_top=50,
         lexical_floor=ANCHOR_FLOOR,
         anchorless_routes=frozenset({"turn.dense"}),
+        context_k0=0,
     ),
     # The default for LLM-built spaces, for any embedder: trigger routes admit by rank (top R / top 10), never by an
     # absolute cosine, and Entity and Bridge rank as two lists (docs/retrieval.md: the measurements behind this).
