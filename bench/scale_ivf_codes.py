@@ -18,7 +18,7 @@ import faiss
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scale_vectors import DIM, ENTITY, corpus, queries  # noqa: E402
+from scale_vectors import DIM, ENTITY, corpus, queries
 
 
 def main() -> None:

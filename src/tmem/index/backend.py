@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,9 @@ import numpy.typing as npt
 from tmem.errors import InputError
 from tmem.index.dense import Matrix, query_vector, unit_rows
 from tmem.index.ivf import IvfPart
+
+if TYPE_CHECKING:
+    from tmem.index.ivf_saves import IvfSaves
 from tmem.index.topk import Scores, top_k
 
 NODE_PARTS = ("topic", "scene", "item", "turn")
@@ -41,7 +44,7 @@ def view_part(family: str) -> str:
     return f"views.{family}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One vector of the index: ``part``, its ``id`` (unique in the part), its ``host`` (the node it scores), the
     ``view`` name (empty for nodes) and the ``text_hash`` of the text it embeds (to detect changes)."""
@@ -53,13 +56,13 @@ class Entry:
     text_hash: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hit:
     id: str
     score: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HostHit:
     host: str
     score: float
@@ -288,6 +291,30 @@ class MemoryVectorIndex:
         self._last = None
         return SyncReport(written=len(write), removed=len(remove), kept=kept)
 
+    def restore(self, entries: Sequence[Entry], saves: IvfSaves) -> int:
+        """Before the first :meth:`sync` of a fresh index: take every part of ``entries`` that would be approximate
+        and has a save of exactly its entries from ``saves`` (so the sync neither reads nor trains it). Returns the
+        number of entries restored."""
+        if self._state.parts or self._approx_above is None:
+            return 0
+        restored: dict[str, IvfPart] = {}
+        held: list[Entry] = []
+        for name, rows in part_order(entries).items():
+            if len(rows) >= self._approx_above:
+                part = [entries[n] for n in rows]
+                ivf = saves.load(self._dim, name, part)
+                if ivf is not None:
+                    restored[name] = ivf
+                    held += part
+        if restored:
+            self._state = _layout(self._dim, held, lambda m, o: None, restored)
+        return len(held)
+
+    def save(self, saves: IvfSaves) -> None:
+        """Save every approximate part (a part already saved with the same entries is skipped)."""
+        for name, ivf in self._state.approx.items():
+            saves.save(name, self._state.parts[name].entries, ivf)
+
     def count(self, part: str) -> int:
         p = self._state.parts.get(part)
         return 0 if p is None else len(p.entries)
@@ -421,6 +448,8 @@ def _sync_approx(
     rows = [n for n, e in enumerate(entries) if e.part == name]
     prev = old.approx.get(name)
     if prev is not None and not prev.needs_retraining(len(rows)):
+        if not any(is_new[n] for n in rows) and len(rows) == len(prev):
+            return prev  # unchanged: shared with the previous layout (an IvfPart is only mutated as a fresh clone)
         ivf = prev.clone()
         wanted = {entries[n].id for n in rows}
         ivf.remove(

@@ -15,6 +15,7 @@ import sys
 
 from tmem.embed.base import Embedder
 from tmem.index.backend import MemoryVectorIndex, SyncReport, VectorIndex
+from tmem.index.ivf_saves import IvfSaves
 from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, SpaceRecords, cached_vectorizer, index_space, load_space, refresh_vectors
 from tmem.store.base import Store
@@ -56,10 +57,12 @@ def load_index(
     """The index of ``space`` as the store holds it now. With ``previous`` (an older index of the same space, same
     embedder) the update is incremental: only entries that are new or whose text changed are embedded (through the
     store's cache) and written; removed ones are dropped. With ``lexical``, BM25 indices are loaded from (or saved
-    to) that store of saved indices instead of being rebuilt."""
+    to) that store of saved indices instead of being rebuilt, and so are the in-process index's approximate parts
+    (:mod:`tmem.index.ivf_saves`, beside them)."""
     records = load_space(store, space)
     vectors = _reusable(previous, store, space, embedder)
-    index = index_space(records, vectors, cached_vectorizer(store, space, embedder), lexical=lexical)
+    saves = None if lexical is None else IvfSaves(lexical.root, space, embedder.model_id)
+    index = index_space(records, vectors, cached_vectorizer(store, space, embedder), lexical=lexical, saves=saves)
     index.bm25, index.turn_bm25  # noqa: B018 -- built now, once, under the caller's lock, not by the first searches
     return index
 

@@ -18,12 +18,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from tmem.index.dense import Matrix
+
+if TYPE_CHECKING:
+    from tmem.index.backend import Entry
 
 DEFAULT_NPROBE = 64  # lists visited per query (recall@50 >= 0.98 measured at 1M views: bench/results/scale.md)
 _TRAIN_PER_LIST = 50  # training sample: this many vectors per list (faiss warns under 39)
@@ -31,8 +34,9 @@ _KMEANS_ITER = 10
 _RETRAIN_GROWTH = 2  # retrain when the part holds this many times the vectors it was trained on
 
 
-def _faiss() -> Any:
-    import faiss  # imported on first use: small spaces never need it
+def faiss_module() -> Any:
+    """The faiss module, imported on first use (small spaces never need it)."""
+    import faiss
 
     return faiss
 
@@ -61,7 +65,7 @@ class IvfPart:
     def build(
         cls, dim: int, ids: Sequence[str], hosts: Sequence[str], views: Sequence[str], vectors: Matrix, seed: int = 0
     ) -> IvfPart:
-        faiss = _faiss()
+        faiss = faiss_module()
         n = len(ids)
         nlist = list_count(n)
         quantiser = faiss.IndexFlatIP(dim)
@@ -78,6 +82,17 @@ class IvfPart:
         part.add(ids, hosts, views, vectors)
         return part
 
+    @classmethod
+    def restore(cls, dim: int, index: Any, entries: Sequence[Entry], keys: Sequence[int], trained_on: int) -> IvfPart:
+        """A saved IVF holding ``entries`` (``keys[n]`` is entry n's key in ``index``)."""
+        size = max(keys, default=-1) + 1
+        ids: list[str | None] = [None] * size
+        hosts, views = [""] * size, [""] * size
+        for e, key in zip(entries, keys, strict=True):
+            ids[key], hosts[key], views[key] = e.id, e.host, e.view
+        pos = {e.id: key for e, key in zip(entries, keys, strict=True)}
+        return cls(dim, index, ids, hosts, views, trained_on, pos=pos)
+
     @property
     def nbytes(self) -> int:
         """Bytes of the codes and centroids (what the index cache counts)."""
@@ -91,7 +106,7 @@ class IvfPart:
         """An independent copy (an update of the copy leaves searches on this one unchanged)."""
         twin = IvfPart(
             self.dim,
-            _faiss().clone_index(self.index),
+            faiss_module().clone_index(self.index),
             list(self.entries),
             list(self.host_of),
             list(self.view_of),
@@ -128,7 +143,7 @@ class IvfPart:
     def vectors(self, ids: Sequence[str]) -> Matrix:
         """The decoded vectors of ``ids`` (unit length again; for a retraining), read through a copy of the index so
         that searches on this one are untouched."""
-        faiss = _faiss()
+        faiss = faiss_module()
         twin = faiss.clone_index(self.index)
         twin.set_direct_map_type(faiss.DirectMap.Hashtable)
         out = twin.reconstruct_batch(np.asarray([self.pos[i] for i in ids], dtype=np.int64))
@@ -150,7 +165,7 @@ class IvfPart:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """(keys, cosines) of the ``k`` best entries, best first; with ``among``, only those keys, all lists visited
         (a filtered search is exact over its keys)."""
-        faiss = _faiss()
+        faiss = faiss_module()
         index = self.index
         k = min(k, len(self.pos) if among is None else len(among))
         if k <= 0:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tmem.index.bm25 import TOKENIZER_VERSION, BM25Index
+from tmem.index.ivf_saves import space_folder
 
 log = logging.getLogger(__name__)
 _DONE = "complete.json"  # written last: a folder without it is not a save
@@ -81,9 +82,12 @@ class LexicalStore:
         return built
 
     def drop(self, space: str) -> None:
-        """Remove every save of ``space`` (after a forget or a delete: a save holds the vocabulary of its texts)."""
+        """Remove every save of ``space``, BM25 and IVF (after a forget or a delete: a save holds the vocabulary of
+        its texts, an IVF save their vectors)."""
+
         for corpus in CORPORA:
             shutil.rmtree(self._slot(scope_of(space, corpus)), ignore_errors=True)
+        shutil.rmtree(space_folder(self.root, space), ignore_errors=True)  # saved IVF parts hold its vectors
 
     def _save(self, folder: Path, index: BM25Index, scope: str) -> None:
         slot = folder.parent

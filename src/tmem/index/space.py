@@ -27,6 +27,7 @@ from tmem.index.anchor import TurnLexicon
 from tmem.index.backend import Entry, MemoryVectorIndex, SyncReport, VectorIndex, changes, view_part
 from tmem.index.bm25 import BM25Index
 from tmem.index.dense import Matrix
+from tmem.index.ivf_saves import IvfSaves
 from tmem.index.lexical import LexicalStore, scope_of
 from tmem.index.topk import Mask, Scores
 from tmem.index.views import Vectorize
@@ -274,10 +275,21 @@ def refresh_vectors(
 
 
 def index_space(
-    records: SpaceRecords, vectors: VectorIndex, vectorize: Vectorize, *, lexical: LexicalStore | None = None
+    records: SpaceRecords,
+    vectors: VectorIndex,
+    vectorize: Vectorize,
+    *,
+    lexical: LexicalStore | None = None,
+    saves: IvfSaves | None = None,
 ) -> SpaceIndex:
     """The index of ``records`` over ``vectors`` (any backend), brought up to date: only what ``vectors`` lacks or
-    holds with another text is embedded and written. BM25 comes from ``lexical`` (saved indices) when given."""
+    holds with another text is embedded and written. BM25 comes from ``lexical`` (saved indices) when given; with
+    ``saves``, a fresh in-process index restores its saved approximate parts first and saves them after."""
     index = SpaceIndex(records, vectors, lexical)
+    memory = vectors if saves is not None and isinstance(vectors, MemoryVectorIndex) else None
+    if memory is not None and saves is not None:
+        memory.restore(index.entries, saves)
     index.synced = refresh_vectors(vectors, index.entries, index.entry_texts, vectorize)
+    if memory is not None and saves is not None:
+        memory.save(saves)
     return index
