@@ -38,7 +38,7 @@ def test_auto_resolves_per_space_and_keeps_explicit_changes() -> None:
     assert auto.for_space(descriptive_only=False).gate is None  # rank admission: no absolute cosine gate
     assert RetrievalConfig.preset("paper").gate == 0.85  # the paper's bge-m3 gate stays available
     extractive = auto.for_space(descriptive_only=True)
-    assert extractive.name == "auto:extractive"
+    assert extractive == RetrievalConfig.preset("extractive").replace(name="auto:extractive")  # every field
     assert (extractive.gate, extractive.item_direct_top) == (0.6, RetrievalConfig.preset("extractive").item_direct_top)
     assert auto.replace(gate=0.7).for_space(descriptive_only=True).gate == 0.7  # an explicit gate wins
     assert RetrievalConfig.preset("paper").for_space(descriptive_only=True).name == "paper"  # others unchanged

@@ -13,7 +13,7 @@ Updates are incremental: :meth:`VectorIndex.sync` takes the entries a space shou
 (new or re-texted entries; gone entries are removed), keyed by the text hash, so a build that adds one session
 touches only that session's vectors.
 
-Backends: :class:`MemoryVectorIndex` (exact, in process; the default with SQLite) and
+Backends: :class:`MemoryVectorIndex` (in process, exact below 200k entries a part, IVF above; the default with SQLite) and
 :class:`tmem.index.pgvector.PgVectorIndex` (pgvector HNSW with cosine distance, used with PostgreSQL).
 """
 
@@ -29,10 +29,10 @@ import numpy.typing as npt
 from tmem.errors import InputError
 from tmem.index.dense import Matrix, query_vector, unit_rows
 from tmem.index.ivf import IvfPart
+from tmem.index.topk import Scores, top_k
 
 if TYPE_CHECKING:
     from tmem.index.ivf_saves import IvfSaves
-from tmem.index.topk import Scores, top_k
 
 NODE_PARTS = ("topic", "scene", "item", "turn")
 # A part of this many entries or more is searched approximately (IVF over float16; bench/results/scale.md).

@@ -115,22 +115,15 @@ class RetrievalConfig(BaseModel):
         return type(self).model_validate(data)
 
     def for_space(self, descriptive_only: bool) -> RetrievalConfig:
-        """Resolve the ``auto`` preset for one space: the ``extractive`` recipe's gate and direct item route on a
-        space built without an LLM, the ``associative`` recipe (rank admission on trigger routes) otherwise. Fields changed from the paper's defaults are kept;
-        any other preset is returned unchanged."""
+        """Resolve the ``auto`` preset for one space: the ``extractive`` recipe on a space built without an LLM, the
+        ``associative`` recipe (rank admission on trigger routes) otherwise. Fields the caller changed from the
+        paper's defaults are kept; any other preset is returned unchanged."""
         if self.name != "auto":
             return self
         target = PRESETS["extractive" if descriptive_only else "associative"]
         changes: dict[str, Any] = {"name": f"auto:{target.name}"}
-        for field in (
-            "gate",
-            "item_direct_top",
-            "scene_via_items_top",
-            "split_item_triggers",
-            "lexical_floor",
-            "anchorless_routes",
-        ):
-            if getattr(self, field) == getattr(_PAPER, field):
+        for field in type(self).model_fields:  # every field the recipe sets, unless the caller changed it
+            if field != "name" and getattr(self, field) == getattr(_PAPER, field):
                 changes[field] = getattr(target, field)
         return self.replace(**changes)
 
