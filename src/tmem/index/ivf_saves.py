@@ -15,9 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tmem.index.ivf import IvfPart, faiss_module
+from tmem.util.publish import publish_folder
 
 if TYPE_CHECKING:
     from tmem.index.backend import Entry
@@ -86,19 +85,15 @@ class IvfSaves:
         folder = slot / part_digest(self.model_id, ivf.dim, part, entries)
         if (folder / _DONE).is_file():
             return
-        try:
-            slot.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=slot))
+        keys = np.asarray([ivf.pos[e.id] for e in entries], dtype=np.int64)
+
+        def write(tmp: Path) -> None:
             faiss_module().write_index(ivf.index, str(tmp / "ivf.faiss"))
-            np.save(tmp / "keys.npy", np.asarray([ivf.pos[e.id] for e in entries], dtype=np.int64))
+            np.save(tmp / "keys.npy", keys)
             (tmp / _DONE).write_text(json.dumps({"part": part, "trained_on": ivf.trained_on}), encoding="utf-8")
-            try:
-                os.rename(tmp, folder)
-            except OSError:  # another worker saved the same part first: theirs is as good
-                shutil.rmtree(tmp, ignore_errors=True)
-            for other in slot.iterdir():
-                if other.name != folder.name and not other.name.startswith(".tmp-"):
-                    shutil.rmtree(other, ignore_errors=True)
+
+        try:
+            publish_folder(folder, write)
             self.saves += 1
         except (OSError, RuntimeError) as exc:
             # An unwritable cache costs a full load next time, nothing else: searches must not fail over it.

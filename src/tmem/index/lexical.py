@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from tmem.index.bm25 import TOKENIZER_VERSION, BM25Index
 from tmem.index.ivf_saves import space_folder
+from tmem.util.publish import publish_folder
 
 log = logging.getLogger(__name__)
 _DONE = "complete.json"  # written last: a folder without it is not a save
@@ -90,19 +89,12 @@ class LexicalStore:
         shutil.rmtree(space_folder(self.root, space), ignore_errors=True)  # saved IVF parts hold its vectors
 
     def _save(self, folder: Path, index: BM25Index, scope: str) -> None:
-        slot = folder.parent
-        try:
-            slot.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=slot))
+        def write(tmp: Path) -> None:
             index.save(tmp)
             (tmp / _DONE).write_text(json.dumps({"scope": scope, "documents": len(index)}), encoding="utf-8")
-            try:
-                os.rename(tmp, folder)
-            except OSError:  # another worker saved the same corpus first: theirs is as good
-                shutil.rmtree(tmp, ignore_errors=True)
-            for other in slot.iterdir():
-                if other.name != folder.name and not other.name.startswith(".tmp-"):
-                    shutil.rmtree(other, ignore_errors=True)
+
+        try:
+            publish_folder(folder, write)
         except OSError as exc:
             # An unwritable cache costs a rebuild at the next load, nothing else: searches must not fail over it.
-            log.warning("Could not save the lexical index in %s (%s): the next load rebuilds it.", slot, exc)
+            log.warning("Could not save the lexical index in %s (%s): the next load rebuilds it.", folder.parent, exc)
