@@ -232,11 +232,13 @@ def test_in_process_approximate_parts_find_what_exact_finds() -> None:
 
 
 def test_in_process_approximate_parts_update_incrementally() -> None:
-    """A part crosses the threshold (built from the exact rows kept), grows past its training size (retrained from
-    its decoded codes), loses and re-texts entries: each step answers like an exact index of the same entries."""
+    """A part crosses the threshold (built from the exact rows kept), grows past twice its training size (retrained
+    from its decoded vectors), loses and re-texts entries, shrinks under half its training size (retrained), and
+    turns exact again under half the threshold: each step answers like an exact index of the same entries."""
     entries, vectors = _corpus(6, n_items=500)
     rolling = MemoryVectorIndex(DIM, approx_above=120)
-    for step, cut in enumerate((60, 150, 500, 400)):
+    steps = ((60, False), (150, True), (500, True), (400, True), (100, True), (50, False))
+    for step, (cut, approximate) in enumerate(steps):
         keep = [n for n, e in enumerate(entries) if int(e.host[1:]) < cut]
         sub = [entries[n] for n in keep]
         vecs = vectors[keep].copy()
@@ -251,5 +253,26 @@ def test_in_process_approximate_parts_update_incrementally() -> None:
         exact = MemoryVectorIndex(DIM, approx_above=None)
         exact.sync(sub, vecs)
         assert _recall(exact, rolling, seed=step) >= 0.95
-        assert ("item" in rolling.approximate_parts) == (cut >= 120)
-    assert rolling.top_k("item", vectors[-1], 1)[0].id == entries[0].id
+        assert ("item" in rolling.approximate_parts) == approximate
+        if step == 3:
+            assert rolling.top_k("item", vectors[-1], 1)[0].id == entries[0].id
+
+
+def test_in_process_approximate_parts_follow_a_new_host_or_view() -> None:
+    """An entry that keeps its text but moves to another host (or view) is reported under the new one, also when a
+    host loses every view, as on the exact path."""
+    entries, vectors = _corpus(7, n_items=300)
+    index = MemoryVectorIndex(DIM, approx_above=50)
+    index.sync(entries, vectors)
+    gone = entries[1].host  # every view of this host moves to a new host "moved"
+    moved = [
+        Entry(e.part, e.id, "moved", "renamed", e.text_hash) if e.host == gone and e.part != "item" else e
+        for e in entries
+    ]
+    n = next(n for n, e in enumerate(moved) if e.host == "moved")
+    report = index.sync(moved, np.zeros_like(vectors))  # nothing re-texted: no vector is read
+    assert report.written == 0
+    hit = index.top_hosts([ENTITY, BRIDGE], vectors[n], 1)[0]
+    assert (hit.host, hit.view) == ("moved", "renamed")
+    assert [h.host for h in index.top_hosts([ENTITY, BRIDGE], vectors[n], 3, ["moved"])] == ["moved"]
+    assert gone not in {h.host for h in index.top_hosts([ENTITY, BRIDGE], vectors[n], 20)}

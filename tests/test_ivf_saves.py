@@ -79,3 +79,14 @@ def test_dropping_a_space_removes_its_ivf_saves(tmp_path: Path) -> None:
     assert space_folder(tmp_path, SPACE).is_dir()
     LexicalStore(tmp_path).drop(SPACE)
     assert not space_folder(tmp_path, SPACE).exists()
+
+
+def test_a_save_with_bad_metadata_or_keys_costs_a_full_load(tmp_path: Path) -> None:
+    first, _ = _load(tmp_path, [])
+    folders = sorted(p.parent for p in space_folder(tmp_path, SPACE).glob("*/*/ivf.faiss"))
+    (folders[0] / "complete.json").write_text('{"part": "x"}', encoding="utf-8")  # no trained_on
+    np.save(folders[1] / "keys.npy", np.zeros(len(np.load(folders[1] / "keys.npy")), dtype=np.int64))  # repeated
+    embedded: list[int] = []
+    index, saves = _load(tmp_path, embedded)
+    assert saves.loads == len(index.vectors.approximate_parts) - 2 and saves.saves == 2 and sum(embedded) > 0
+    assert _answers(index) == _answers(first)

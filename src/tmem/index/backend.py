@@ -256,7 +256,10 @@ class MemoryVectorIndex:
         for e in entries:
             sizes[e.part] = sizes.get(e.part, 0) + 1
         above = self._approx_above
-        return {name for name, n in sizes.items() if name in old.approx or (above is not None and n >= above)}
+        if above is None:
+            return set()
+        # hysteresis: an approximate part turns exact again only under half the threshold
+        return {name for name, n in sizes.items() if n >= above or (name in old.approx and 2 * n >= above)}
 
     def sync(self, entries: Sequence[Entry], vectors: Matrix) -> SyncReport:
         if vectors.shape != (len(entries), self._dim):
@@ -283,8 +286,14 @@ class MemoryVectorIndex:
                 old_rows = np.flatnonzero(~is_new[order])
                 if new_rows.shape[0]:
                     matrix[new_rows] = vectors[order[new_rows]]
-                src = [_old_row(old, e) for e in (entries[n] for n in order[old_rows])]
-                matrix[old_rows] = old.matrix[np.asarray(src, dtype=np.intp)]
+                kept = [entries[n] for n in order[old_rows]]
+                exact = [r for r, e in enumerate(kept) if e.part not in old.approx]
+                src = [_old_row(old, kept[r]) for r in exact]
+                matrix[old_rows[exact]] = old.matrix[np.asarray(src, dtype=np.intp)]
+                for name, ivf in old.approx.items():  # a part back under half the threshold: out of its IVF
+                    back = [r for r, e in enumerate(kept) if e.part == name]
+                    if back:
+                        matrix[old_rows[back]] = ivf.vectors([kept[r].id for r in back])
             _unit_in_place(matrix, new_rows)
 
         self._state = _layout(self._dim, entries, fill, approx)
@@ -448,9 +457,18 @@ def _sync_approx(
     rows = [n for n, e in enumerate(entries) if e.part == name]
     prev = old.approx.get(name)
     if prev is not None and not prev.needs_retraining(len(rows)):
-        if not any(is_new[n] for n in rows) and len(rows) == len(prev):
+        moved = [
+            entries[n]
+            for n in rows
+            if not is_new[n]
+            and (key := prev.pos.get(entries[n].id)) is not None
+            and (prev.host_of[key], prev.view_of[key]) != (entries[n].host, entries[n].view)
+        ]
+        if not moved and not any(is_new[n] for n in rows) and len(rows) == len(prev):
             return prev  # unchanged: shared with the previous layout (an IvfPart is only mutated as a fresh clone)
         ivf = prev.clone()
+        for e in moved:
+            ivf.relabel(e.id, e.host, e.view)
         wanted = {entries[n].id for n in rows}
         ivf.remove(
             [i for i in list(ivf.pos) if i not in wanted]

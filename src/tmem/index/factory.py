@@ -72,5 +72,8 @@ def refresh_space(store: Store, space: str, embedder: Embedder, records: SpaceRe
     embeds only its query) and, with pgvector, write the new and changed entries to the database (removing the gone
     ones). Returns what the backend wrote; for the in-process backend that is every entry of a throwaway index."""
     recs = records if records is not None else load_space(store, space)
-    index = SpaceIndex(recs, open_vector_index(store, space, embedder))
+    vectors = open_vector_index(store, space, embedder)
+    if isinstance(vectors, MemoryVectorIndex):  # thrown away: only the cache fill counts, so no IVF part to train
+        vectors = MemoryVectorIndex(embedder.dim, approx_above=None)
+    index = SpaceIndex(recs, vectors)
     return refresh_vectors(index.vectors, index.entries, index.entry_texts, cached_vectorizer(store, space, embedder))

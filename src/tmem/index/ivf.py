@@ -6,8 +6,8 @@ bandwidth (570 ms a query on a 2-core box, 1.9 GiB of vectors); an IVF over floa
 fills in about a minute (no graph to build, unlike HNSW), and visits only the ``nprobe`` lists nearest the query.
 8-bit codes would hold a quarter, but their rounding alone capped recall@50 at 0.980-0.983 whatever ``nprobe``
 (measured at 667k vectors), against 1.000 for float16. The part's entries keep stable int64 keys (their place in :attr:`IvfPart.entries`), so an update removes
-and adds only what changed, with the trained quantiser kept; a part that has grown to twice its training size is
-retrained.
+and adds only what changed, with the trained quantiser kept; a part that has grown to twice its training size, or
+shrunk to half, is retrained.
 
 Scores are cosines of the float16 vectors (error ~1e-3); ties rank by distance alone, as on pgvector.
 """
@@ -117,7 +117,14 @@ class IvfPart:
         return twin
 
     def needs_retraining(self, n: int) -> bool:
-        return n > _RETRAIN_GROWTH * self.trained_on
+        """Whether a part of ``n`` entries has outgrown (or shrunk away from) the lists it was trained with."""
+        return n > _RETRAIN_GROWTH * self.trained_on or _RETRAIN_GROWTH * n < self.trained_on
+
+    def relabel(self, ident: str, host: str, view: str) -> None:
+        """Give entry ``ident`` another host or view (its vector unchanged)."""
+        key = self.pos[ident]
+        self.host_of[key], self.view_of[key] = host, view
+        self.__dict__.pop("host_keys", None)
 
     def add(self, ids: Sequence[str], hosts: Sequence[str], views: Sequence[str], vectors: Matrix) -> None:
         if not len(ids):

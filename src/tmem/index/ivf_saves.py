@@ -65,19 +65,21 @@ class IvfSaves:
         if not (folder / _DONE).is_file():
             return None
         try:
-            meta = json.loads((folder / _DONE).read_text(encoding="utf-8"))
+            trained_on = int(json.loads((folder / _DONE).read_text(encoding="utf-8"))["trained_on"])
             keys = np.load(folder / "keys.npy")
-            if keys.shape != (len(entries),):
-                raise ValueError(f"{keys.shape[0]} keys for {len(entries)} entries")
+            if keys.shape != (len(entries),) or keys.dtype.kind != "i":
+                raise ValueError(f"keys of shape {keys.shape} and type {keys.dtype} for {len(entries)} entries")
+            if len(keys) and (keys.min() < 0 or keys.max() >= 2**40 or len(np.unique(keys)) != len(keys)):
+                raise ValueError("keys out of range or repeated")
             index = faiss_module().read_index(str(folder / "ivf.faiss"))
             if index.ntotal != len(entries) or index.d != dim:
                 raise ValueError(f"index of {index.ntotal} x {index.d} for {len(entries)} x {dim}")
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:  # faiss reports a bad file as RuntimeError
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:  # faiss: RuntimeError
             log.warning("Ignoring the damaged IVF save in %s (%s): the part is built again.", folder, exc)
             shutil.rmtree(folder, ignore_errors=True)
             return None
         self.loads += 1
-        return IvfPart.restore(dim, index, entries, keys.tolist(), int(meta["trained_on"]))
+        return IvfPart.restore(dim, index, entries, keys.tolist(), trained_on)
 
     def save(self, part: str, entries: Sequence[Entry], ivf: IvfPart) -> None:
         """Save ``ivf`` (holding exactly ``entries``, part order) unless this digest is saved already."""
