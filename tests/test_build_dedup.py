@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tmem.construct.dedup import DuplicateFilter, dedup, extends, near_duplicate, repeats
@@ -33,11 +33,11 @@ def test_a_restatement_repeats_and_a_richer_statement_extends() -> None:
 
 def test_a_fixed_item_is_never_replaced_but_a_replaceable_one_is() -> None:
     stored = DuplicateFilter([LOST])
-    assert stored.admit(LOST_MORE) == (None, None)  # both stay: the stored one may carry triggers already
+    assert stored.admit(LOST_MORE) == (None, [])  # both stay: the stored one may carry triggers already
     fresh = DuplicateFilter()
-    assert fresh.admit(LOST) == (None, None)
-    assert fresh.admit(LOST_MORE) == (None, LOST)
-    assert fresh.admit(LOST_AGAIN) == (LOST_MORE, None)
+    assert fresh.admit(LOST) == (None, [])
+    assert fresh.admit(LOST_MORE) == (None, [LOST])
+    assert fresh.admit(LOST_AGAIN) == (LOST_MORE, [])
     kept, dropped = dedup([LOST, LOST_MORE, LOST_AGAIN])
     assert kept == [LOST_MORE] and dropped == {"i1": "i2", "i3": "i2"}
 
@@ -47,6 +47,9 @@ WORDS = ["Jon", "Gina", "dance", "studio", "bank", "job", "lost", "gym", "March"
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), min_size=1, max_size=8))
+@example(
+    [["Jon", "Gina"], ["Jon", "dance"], ["Jon", "Gina", "dance"]]
+)  # the third replaces the first and covers the second
 def test_dedup_leaves_no_repeat_and_every_dropped_item_points_at_a_kept_one(texts: list[list[str]]) -> None:
     items = [_item(n, " ".join(words)) for n, words in enumerate(texts)]
     kept, dropped = dedup(items)
@@ -66,3 +69,9 @@ def test_proper_names_skip_sentence_starts_months_and_weekdays() -> None:
         "Planning a trip to Boston. (Caroline, Paris, Jon, Melanie)"
     )
     assert without_names("Visiting Caroline's friends in Boston.") == "Visiting friends in ."
+
+
+def test_a_replacement_also_takes_the_place_of_the_other_items_it_covers() -> None:
+    gina, dance, both = _item(0, "Jon Gina"), _item(1, "Jon dance"), _item(2, "Jon Gina dance")
+    kept, dropped = dedup([gina, dance, both])
+    assert kept == [both] and dropped == {"i0": "i2", "i1": "i2"}

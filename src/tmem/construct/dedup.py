@@ -124,23 +124,29 @@ class DuplicateFilter:
             self._by_key.setdefault(_key(item), []).append(item)
             self._fixed.add(item.id)
 
-    def admit(self, item: Item) -> tuple[Item | None, Item | None]:
-        """(repeated, replaced): the item ``item`` repeats (then it is not admitted), or the replaceable item it
-        replaces (then it is admitted in its place), or (None, None) when it is new."""
+    def admit(self, item: Item) -> tuple[Item | None, list[Item]]:
+        """(repeated, replaced): the item ``item`` repeats (then it is not admitted, and nothing is replaced), or the
+        replaceable items it replaces: the first one it extends (it takes that one's place) and every other
+        replaceable one it covers (which would repeat it now); ``(None, [])`` when it is new."""
         bucket = self._by_key.setdefault(_key(item), [])
         repeated = next((kept for kept in bucket if repeats(kept, item)), None)
         if repeated is not None:
-            return repeated, None
-        for n, kept in enumerate(bucket):
-            if kept.id not in self._fixed and extends(kept, item):
-                bucket[n] = item
-                return None, kept
-        bucket.append(item)
-        return None, None
+            return repeated, []
+        first = next((n for n, kept in enumerate(bucket) if kept.id not in self._fixed and extends(kept, item)), None)
+        if first is None:
+            bucket.append(item)
+            return None, []
+        replaced = [bucket[first]] + [
+            kept for n, kept in enumerate(bucket) if n != first and kept.id not in self._fixed and repeats(item, kept)
+        ]
+        gone = {kept.id for kept in replaced}
+        bucket[first] = item
+        bucket[:] = [kept for kept in bucket if kept.id not in gone]
+        return None, replaced
 
 
 def dedup(items: Sequence[Item]) -> tuple[list[Item], dict[str, str]]:
-    """Items in order without near-duplicates (a replacement takes the place of the item it replaces), and
+    """Items in order without near-duplicates (a replacement takes the place of the first item it replaces), and
     {dropped id: kept id}."""
     keep = DuplicateFilter()
     kept: dict[str, Item] = {}
@@ -150,10 +156,16 @@ def dedup(items: Sequence[Item]) -> tuple[list[Item], dict[str, str]]:
         if repeated is not None:
             dropped[item.id] = repeated.id
             continue
-        if replaced is not None:
-            kept = {(item.id if k == replaced.id else k): (item if k == replaced.id else v) for k, v in kept.items()}
-            dropped[replaced.id] = item.id
-            dropped = {d: (item.id if k == replaced.id else k) for d, k in dropped.items()}
+        if replaced:
+            gone = {r.id for r in replaced}
+            first = replaced[0].id
+            kept = {
+                (item.id if k == first else k): (item if k == first else v)
+                for k, v in kept.items()
+                if k == first or k not in gone
+            }
+            dropped = {d: (item.id if k in gone else k) for d, k in dropped.items()}
+            dropped.update({r: item.id for r in gone})
             continue
         kept[item.id] = item
     return list(kept.values()), dropped

@@ -436,9 +436,9 @@ async def run_items(store: Store, space: str, run: StageRun, options: BuildOptio
             if repeated is not None:
                 run.report.skipped += 1
                 continue
-            if replaced is not None:  # an item of this run that ``it`` states with more: it takes its place
-                del known[replaced.id]
-                changed.remove(replaced.id)
+            for gone in replaced:  # items of this run that ``it`` states with more: it takes their place
+                del known[gone.id]
+                changed.remove(gone.id)
                 run.report.skipped += 1
             known[it.id] = it.model_copy(update={"seq": next_seq})
             next_seq += 1

@@ -83,7 +83,6 @@ class LexicalStore:
     def drop(self, space: str) -> None:
         """Remove every save of ``space``, BM25 and IVF (after a forget or a delete: a save holds the vocabulary of
         its texts, an IVF save their vectors)."""
-
         for corpus in CORPORA:
             shutil.rmtree(self._slot(scope_of(space, corpus)), ignore_errors=True)
         shutil.rmtree(space_folder(self.root, space), ignore_errors=True)  # saved IVF parts hold its vectors
