@@ -18,7 +18,7 @@ import faiss
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scale_vectors import DIM, ENTITY, corpus, queries
+from scale_vectors import DIM, ENTITY, corpus, emit, queries
 
 
 def main() -> None:
@@ -60,11 +60,7 @@ def main() -> None:
             rec = float(np.mean([len(g & e) / args.k for g, e in zip(got, exact, strict=True)]))
             lines.append(f"| {name} | {build_s:.0f} | {nprobe} | {float(np.median(times)):.1f} | {rec:.3f} |")
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with args.out.open("a", encoding="utf-8") as fh:
-            fh.write(text)
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":
