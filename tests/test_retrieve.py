@@ -440,3 +440,23 @@ def test_cascade_invariants(
     for sh in res.scenes:  # descriptive routes only reach admitted scenes (or unlinked ones)
         if "TF" not in off and any(r.name in ("scene.bm25", "scene.dense") for r in sh.routes):
             assert set(sh.topic_ids) <= surviving and sh.topic_ids
+
+
+def test_approximate_parts_answer_like_exact_ones(store: SQLiteStore) -> None:
+    """With every part over ``approx_above`` (all held in IVFs, every list visited at this size), the cascade returns
+    what the exact index returns, up to the order of equal scores; the setting's default is the index's."""
+    from tmem.index.backend import APPROX_ABOVE
+    from tmem.settings import Settings
+
+    assert Settings().approx_above == APPROX_ABOVE
+    exact = Retriever(store, CountingEmbedder())
+    approx = Retriever(store, CountingEmbedder(), approx_above=1)
+    vectors = approx.index(SPACE).vectors
+    assert isinstance(vectors, MemoryVectorIndex) and {"scene", "item", "turn"} <= set(vectors.approximate_parts)
+    for q in (ENTITY_CUE, BRIDGE_CUE, SCENE_CUE, HORIZON_CUE, "Gina clothing store"):
+        a, e = approx.search(SPACE, q, CFG), exact.search(SPACE, q, CFG)
+        # equal cosines may come back in another order (approximate parts rank ties by score alone), which moves
+        # the fused RRF scores by a rank's worth at most
+        assert sorted(item_ids(a)) == sorted(item_ids(e)) and sorted(scene_ids(a)) == sorted(scene_ids(e))
+        assert [h.score for h in a.items] == pytest.approx([h.score for h in e.items], abs=2e-3)
+        assert [h.score for h in a.scenes] == pytest.approx([h.score for h in e.scenes], abs=2e-3)

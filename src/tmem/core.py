@@ -128,7 +128,9 @@ class MemoryCore:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            self._retriever = Retriever(self.store, self.embedder, lexical=self._lexical)
+            self._retriever = Retriever(
+                self.store, self.embedder, lexical=self._lexical, approx_above=self.settings.approx_above
+            )
         return self._retriever
 
     @property

@@ -80,6 +80,13 @@ class Settings(BaseSettings):
     lexical_dir: Path | None = Field(
         default=None, description="Folder of the saved BM25 indices (TMEM_LEXICAL_DIR). Default: lexical/ in the home."
     )
+    approx_above: int = Field(
+        default=200_000,
+        ge=1,
+        description="In-process index: a part (node kind or trigger family of a space) of this many entries or more is "
+        "searched through an IVF over float16 vectors instead of exactly (TMEM_APPROX_ABOVE; docs/scaling.md). Set it "
+        "above any space's size to keep every part exact.",
+    )
 
     # ---------------------------------------------------------------- messages and the build policy (docs/agents.md)
     session_gap_minutes: float = Field(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from tmem.embed.base import Embedder
-from tmem.index.backend import MemoryVectorIndex, SyncReport, VectorIndex
+from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex, SyncReport, VectorIndex
 from tmem.index.ivf_saves import IvfSaves
 from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, SpaceRecords, cached_vectorizer, index_space, load_space, refresh_vectors
@@ -27,23 +27,28 @@ def persistent_vectors(store: Store) -> bool:
     return postgres is not None and isinstance(store, postgres.PostgresStore)
 
 
-def open_vector_index(store: Store, space: str, embedder: Embedder) -> VectorIndex:
-    """The vector backend for ``space`` of ``store``: pgvector with PostgreSQL, in-process otherwise."""
+def open_vector_index(
+    store: Store, space: str, embedder: Embedder, approx_above: int | None = APPROX_ABOVE
+) -> VectorIndex:
+    """The vector backend for ``space`` of ``store``: pgvector with PostgreSQL, in-process otherwise (parts of
+    ``approx_above`` entries or more held approximately; None: every part exact)."""
     if persistent_vectors(store):
         from tmem.index.pgvector import PgVectorIndex
         from tmem.store.postgres import PostgresStore
 
         if isinstance(store, PostgresStore):
             return PgVectorIndex(store, space, embedder.model_id, embedder.dim)
-    return MemoryVectorIndex(embedder.dim)
+    return MemoryVectorIndex(embedder.dim, approx_above)
 
 
-def _reusable(previous: SpaceIndex | None, store: Store, space: str, embedder: Embedder) -> VectorIndex:
+def _reusable(
+    previous: SpaceIndex | None, store: Store, space: str, embedder: Embedder, approx_above: int | None
+) -> VectorIndex:
     """A vector index to update for ``space``: a copy of the previous in-process one (searches running on the
     previous index keep reading it unchanged), else a fresh one of the store's backend."""
     if previous is not None and isinstance(previous.vectors, MemoryVectorIndex) and previous.dim == embedder.dim:
         return previous.vectors.copy()
-    return open_vector_index(store, space, embedder)
+    return open_vector_index(store, space, embedder, approx_above)
 
 
 def load_index(
@@ -53,14 +58,16 @@ def load_index(
     previous: SpaceIndex | None = None,
     *,
     lexical: LexicalStore | None = None,
+    approx_above: int | None = APPROX_ABOVE,
 ) -> SpaceIndex:
     """The index of ``space`` as the store holds it now. With ``previous`` (an older index of the same space, same
     embedder) the update is incremental: only entries that are new or whose text changed are embedded (through the
     store's cache) and written; removed ones are dropped. With ``lexical``, BM25 indices are loaded from (or saved
     to) that store of saved indices instead of being rebuilt, and so are the in-process index's approximate parts
-    (:mod:`tmem.index.ivf_saves`, beside them)."""
+    (:mod:`tmem.index.ivf_saves`, beside them). In process, parts of ``approx_above`` entries or more are held
+    approximately (:class:`tmem.index.backend.MemoryVectorIndex`)."""
     records = load_space(store, space)
-    vectors = _reusable(previous, store, space, embedder)
+    vectors = _reusable(previous, store, space, embedder, approx_above)
     saves = None if lexical is None else IvfSaves(lexical.root, space, embedder.model_id)
     index = index_space(records, vectors, cached_vectorizer(store, space, embedder), lexical=lexical, saves=saves)
     index.bm25, index.turn_bm25  # noqa: B018 -- built now, once, under the caller's lock, not by the first searches

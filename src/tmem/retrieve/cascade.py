@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from tmem.embed.base import Embedder
 from tmem.errors import NotFoundError
-from tmem.index.backend import MemoryVectorIndex, view_part
+from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex, view_part
 from tmem.index.cache import SpaceCache
 from tmem.index.factory import load_index, persistent_vectors
 from tmem.index.lexical import LexicalStore
@@ -333,8 +333,10 @@ class Retriever:
         config: RetrievalConfig | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         lexical: LexicalStore | None = None,
+        approx_above: int | None = APPROX_ABOVE,
     ) -> None:
         self.store = store
+        self.approx_above = approx_above  # in-process parts this large are searched approximately (docs/scaling.md)
         self.embedder = embedder
         self.reranker = reranker
         self.config = config or RetrievalConfig.preset("auto")
@@ -360,7 +362,10 @@ class Retriever:
         return self._cache.get(space, self.fingerprint(space), lambda: self._load(space))
 
     def _load(self, space: str) -> SpaceIndex:
-        return load_index(self.store, space, self.embedder, self._cache.stale(space), lexical=self.lexical)
+        previous = self._cache.stale(space)
+        return load_index(
+            self.store, space, self.embedder, previous, lexical=self.lexical, approx_above=self.approx_above
+        )
 
     def refresh(self, space: str) -> bool:
         """Update the cached index of ``space`` now (incrementally), whether or not its fingerprint changed: after a
