@@ -141,31 +141,28 @@ class SQLiteBase:
                 self._db.execute("ROLLBACK")
             raise store_error(exc, self._path, "committing") from exc
 
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Backend errors as the project's: a ``StoreError`` naming the database and what was being done, or the
+        input error for text that is not valid UTF-8."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise store_error(exc, self._path, doing) from exc
+        except UnicodeEncodeError as exc:
+            raise not_utf8(exc) from exc
+
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            try:
-                cur = self._db.execute(sql, params)
-                return list(cur.fetchall())
-            except sqlite3.Error as exc:
-                raise store_error(exc, self._path, f"reading ({_verb(sql)})") from exc
-            except UnicodeEncodeError as exc:
-                raise not_utf8(exc) from exc
+        with self._lock, self._errors(f"reading ({_verb(sql)})"):
+            return list(self._db.execute(sql, params).fetchall())
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> None:
-        try:
+        with self._errors(f"running {_verb(sql)}"):
             self._db.execute(sql, params)
-        except sqlite3.Error as exc:
-            raise store_error(exc, self._path, f"running {_verb(sql)}") from exc
-        except UnicodeEncodeError as exc:
-            raise not_utf8(exc) from exc
 
     def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        try:
+        with self._errors(f"running {_verb(sql)}"):
             self._db.executemany(sql, rows)
-        except sqlite3.Error as exc:
-            raise store_error(exc, self._path, f"running {_verb(sql)}") from exc
-        except UnicodeEncodeError as exc:
-            raise not_utf8(exc) from exc
 
     def _select_ids(self, table: str, space: str, ids: Sequence[str] | None, order: str) -> list[sqlite3.Row]:
         if ids is None:
