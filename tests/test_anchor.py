@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.test_retrieve_extractive import SPACE, db  # noqa: F401  (module fixture: conv-26, 4 sessions, extractive)
 from tmem.answer.budget import recall, route_filter
 from tmem.embed.hashing import HashEmbedder
-from tmem.index.anchor import TurnLexicon
+from tmem.index.anchor import TurnLexicon, date_words
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.store.sqlite import SQLiteStore
@@ -38,6 +38,22 @@ def test_anchor_is_the_share_of_the_query_idf_mass_its_best_turn_holds() -> None
     got = lex.anchor("kids support volcano", [TURNS[1], TURNS[0]])
     assert got == pytest.approx(max(idf["kids"], idf["support"]) / math.fsum(idf.values()))
     assert 0.0 < got < 1.0
+
+
+def test_a_calendar_date_in_the_query_weighs_nothing() -> None:
+    lex = TurnLexicon(TURNS)
+    plain = lex.anchor("What did Caroline do at the support group?", TURNS)
+    assert 0.0 < plain < 1.0  # "what", "did" and "do" are not stop words and no turn holds them
+    for dated in (
+        "What did Caroline do at the support group on 5 November, 2022?",
+        "What did Caroline do at the support group in May 2023?",
+        "What did Caroline do at the support group on the 3rd of July?",
+        "What did Caroline do at the support group on Sept. 4th, 2021?",
+    ):
+        assert lex.anchor(dated, TURNS) == pytest.approx(plain), dated
+    assert date_words("on 5 November, 2022 and in 2021") == {"5", "november", "2022", "2021"}
+    assert date_words("I have 3 kids and a march to go to") == set()  # a number or a verb alone is not a date
+    assert lex.anchor("November 2022", TURNS) == 0.0  # nothing but a date: nothing lexical to anchor
 
 
 @given(st.text(max_size=120), st.lists(st.sampled_from(TURNS), max_size=3))

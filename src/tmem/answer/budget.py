@@ -5,7 +5,8 @@ turn route is on, raw turns. The context is built from *units*, each with an exa
 
 * an item is one fact line ``- text (date)``;
 * a raw turn is one line ``Speaker: text`` inside its scene's block (the block header is paid by the first turn of
-  that scene that enters);
+  that scene that enters; on an extractive space, whose scene titles a reader does not need, a block is a session's
+  turns under one date header);
 * a scene hit is the scene's turns not in the context yet, whole when they fit, else trimmed to the turns that fit in
   the scene's own order of relevance (its matched turns first; docs/retrieval.md).
 
@@ -133,7 +134,7 @@ def _fact_line(hit: ItemHit) -> str:
 
 def _scene_units(result: SearchResult) -> list[_Unit]:
     """Each scene hit as an excerpt: its best-matched turn with the turn before and after it (a question and its
-    answer sit in adjacent turns); a scene of three turns or fewer enters whole. The best-matched turn is the scene's
+    answer sit in adjacent turns). The best-matched turn is the scene's
     turn ranked highest by the turn route, else the first source turn of its best item, else its first turn."""
     matched: dict[str, int] = {}
     for th in result.turns:
@@ -222,11 +223,12 @@ class _Draft:
         self.fact_tokens = count_tokens("\n".join(["Facts:", *self.facts])) if self.facts else 0
 
     def _key(self, turn: Turn, scene: Scene | None) -> str:
-        return scene.id if scene is not None else f"session:{turn.session_id}"
+        # Untitled blocks (an extractive space) are one per session: scenes of one session share one date header.
+        return scene.id if scene is not None and self.titled else f"session:{turn.session_id}"
 
     def add_turn(self, turn: Turn, scene: Scene | None) -> None:
         key = self._key(turn, scene)
-        block = self.blocks.setdefault(key, (scene, {}))
+        block = self.blocks.setdefault(key, (scene if self.titled else None, {}))
         block[1][turn.id] = turn
         self.block_tokens[key] = count_tokens(_render_block(*block, self.titled))
 
@@ -248,7 +250,8 @@ def _block_key(scene: Scene | None, turns: dict[str, Turn]) -> tuple[int, str]:
 
 def _render_block(scene: Scene | None, turns: dict[str, Turn], titled: bool = True) -> str:
     """A scene block: header with its first date and title, its turns in conversation order, re-dated on a new day;
-    ``…`` marks turns of the scene left out between two that are in."""
+    ``…`` marks turns of the scene left out between two that are in. An untitled block is a session's turns (no
+    scene): ``…`` marks the session's turns left out between two that are in."""
     ordered = sorted(turns.values(), key=lambda t: t.seq)
     if titled:
         title = scene.title if scene is not None else "Conversation"
@@ -256,7 +259,10 @@ def _render_block(scene: Scene | None, turns: dict[str, Turn], titled: bool = Tr
     else:
         lines = [f"[{format_date(ordered[0].time)}]"]
     day = ordered[0].time.date()
-    positions = {tid: n for n, tid in enumerate(scene.turn_ids)} if scene is not None else {}
+    if scene is not None:
+        positions = {tid: n for n, tid in enumerate(scene.turn_ids)}
+    else:  # a session's turns have consecutive seq numbers
+        positions = {} if titled else {t.id: t.seq for t in ordered}
     last: int | None = None
     for turn in ordered:
         at = positions.get(turn.id)

@@ -10,15 +10,44 @@ BM25 turns contains: ``sum idf(t) for t in query & turn / sum idf(t) for t in qu
 holds get the largest IDF (they cannot be matched, so they weigh as unexplained). It uses only the space's own
 turns and the query, so it carries to any conversation and any embedder. docs/retrieval.md says how the context uses
 it (``RetrievalConfig.lexical_floor``).
+
+A calendar date in the query ("on 5 November, 2022", "in May 2023") is left out of both sides of the share: it says
+*when*, not *what*. A turn's date is metadata, not words of its text, so BM25 can never match it, and counted as
+unexplained it would make "What game is John hooked on playing on 5 November, 2022?" look as unanchored as a message
+that shares nothing with the memory.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from datetime import date
 
 from tmem.index.bm25 import tokenize
+from tmem.util.dates import month_name
+
+_MONTHS = [month_name(date(2000, m, 1)) for m in range(1, 13)]
+_MONTH = "|".join([*(f"{name[:3]}(?:{name[3:]})?" for name in _MONTHS), "Sept"])
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+_YEAR = r"(?:1[89]|2[01])\d\d"
+# "5 November, 2022", "November 5th 2022", "the 3rd of July", "May 2023", "Sept.", "in 2021"
+_DATE = re.compile(
+    rf"\b(?:(?:{_DAY}\s+(?:of\s+)?)?(?:{_MONTH})\b\.?(?:\s*{_DAY}\b)?(?:,?\s*{_YEAR}\b)?|{_YEAR}\b)",
+    re.IGNORECASE,
+)
+
+
+def date_words(query: str) -> set[str]:
+    """The tokens of the calendar dates in ``query`` (months, their days, years), which the anchor leaves out. A month
+    name with no day or year beside it counts only when capitalised ("in March", not "a protest march")."""
+    found = (m.group(0) for m in _DATE.finditer(query))
+    return {word for text in found if text[0].isupper() or _has_digit(text) for word in tokenize(text)}
+
+
+def _has_digit(text: str) -> bool:
+    return any(c.isdigit() for c in text)
 
 
 class TurnLexicon:
@@ -37,8 +66,8 @@ class TurnLexicon:
 
     def anchor(self, query: str, best_texts: Sequence[str]) -> float:
         """The largest share of the query's IDF mass that one of ``best_texts`` contains (0 when none is given or the
-        query has no token)."""
-        words = set(tokenize(query))
+        query has no token but its dates)."""
+        words = set(tokenize(query)) - date_words(query)
         if not words or not best_texts:
             return 0.0
         weights = {w: self.idf(w) for w in words}
