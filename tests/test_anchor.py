@@ -53,6 +53,8 @@ def test_a_calendar_date_in_the_query_weighs_nothing() -> None:
         assert lex.anchor(dated, TURNS) == pytest.approx(plain), dated
     assert date_words("on 5 November, 2022 and in 2021") == {"5", "november", "2022", "2021"}
     assert date_words("I have 3 kids and a march to go to") == set()  # a number or a verb alone is not a date
+    assert date_words("Did May go camping in June?") == {"june"}  # a name is not a month
+    assert date_words("the second week of November") == {"november"}
     assert lex.anchor("November 2022", TURNS) == 0.0  # nothing but a date: nothing lexical to anchor
 
 

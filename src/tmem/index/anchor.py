@@ -39,15 +39,22 @@ _DATE = re.compile(
 )
 
 
+# A month name with no day or year beside it is a date only after one of these ("in June", "the week of May"), so
+# that a person called May or June, or a protest march, stays a word of the query.
+_BEFORE_BARE_MONTH = re.compile(
+    r"\b(?:in|of|since|until|till|during|last|next|this|early|late|mid|before|after|by|from|to|through)\s+$",
+    re.IGNORECASE,
+)
+
+
 def date_words(query: str) -> set[str]:
-    """The tokens of the calendar dates in ``query`` (months, their days, years), which the anchor leaves out. A month
-    name with no day or year beside it counts only when capitalised ("in March", not "a protest march")."""
-    found = (m.group(0) for m in _DATE.finditer(query))
-    return {word for text in found if text[0].isupper() or _has_digit(text) for word in tokenize(text)}
-
-
-def _has_digit(text: str) -> bool:
-    return any(c.isdigit() for c in text)
+    """The tokens of the calendar dates in ``query`` (months with their days, years), which the anchor leaves out."""
+    words: set[str] = set()
+    for match in _DATE.finditer(query):
+        text = match.group(0)
+        if any(c.isdigit() for c in text) or _BEFORE_BARE_MONTH.search(query, 0, match.start()):
+            words.update(tokenize(text))
+    return words
 
 
 class TurnLexicon:
