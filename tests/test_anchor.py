@@ -52,10 +52,30 @@ def test_a_calendar_date_in_the_query_weighs_nothing() -> None:
     ):
         assert lex.anchor(dated, TURNS) == pytest.approx(plain), dated
     assert date_words("on 5 November, 2022 and in 2021") == {"5", "november", "2022", "2021"}
-    assert date_words("I have 3 kids and a march to go to") == set()  # a number or a verb alone is not a date
-    assert date_words("Did May go camping in June?") == {"june"}  # a name is not a month
-    assert date_words("the second week of November") == {"november"}
+    assert lex.anchor("What did Caroline do at the support group on 2022-11-05?", TURNS) == pytest.approx(plain)
+    assert lex.anchor("What did Caroline do at the support group on 11/5/2022?", TURNS) == pytest.approx(plain)
+    assert date_words("in mid-May, since Jan 2020, from 2019 to 2021") == {"may", "jan", "2020", "2019", "2021"}
+    assert date_words("in may 2023") == {"may", "2023"}  # lower case counts with its year
     assert lex.anchor("November 2022", TURNS) == 0.0  # nothing but a date: nothing lexical to anchor
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "I have 3 kids and a march to go to",  # a number or a verb alone
+        "We plan to march next week",
+        "a protest in march",  # a month in lower case counts only with its year
+        "Which of the 5 may help her?",
+        "Did May go camping?",  # names
+        "What did Melanie give to June for her birthday?",
+        "What gift did Caroline get from April?",
+        "What painting by August did John buy?",
+        "Did she pay 2000 dollars for it?",  # a number that could be a year
+        "calories, 1800 or 2100?",
+    ],
+)
+def test_what_is_not_a_date_stays_in_the_anchor(query: str) -> None:
+    assert date_words(query) == set()
 
 
 @given(st.text(max_size=120), st.lists(st.sampled_from(TURNS), max_size=3))

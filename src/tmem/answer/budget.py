@@ -4,9 +4,8 @@ A search returns ranked hits of three kinds: items (distilled facts), scenes (st
 turn route is on, raw turns. The context is built from *units*, each with an exact token cost:
 
 * an item is one fact line ``- text (date)``;
-* a raw turn is one line ``Speaker: text`` inside its scene's block (the block header is paid by the first turn of
-  that scene that enters; on an extractive space, whose scene titles a reader does not need, a block is a session's
-  turns under one date header);
+* a raw turn is one line ``Speaker: text`` inside its block (the block header is paid by the first turn of the block
+  that enters): a scene's block, or on an extractive space a session's (:mod:`tmem.answer.blocks`);
 * a scene hit is the scene's turns not in the context yet, whole when they fit, else trimmed to the turns that fit in
   the scene's own order of relevance (its matched turns first; docs/retrieval.md).
 
@@ -26,7 +25,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.answer.context import AnswerContext, format_date, format_persona, format_turn
+from tmem.answer.blocks import TurnBlock
+from tmem.answer.context import AnswerContext, format_persona
 from tmem.models import Scene, Turn
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
@@ -188,26 +188,26 @@ def unit_order(units: Sequence[_Unit], k0: int, counts: RouteFilter | None = Non
 
 @dataclass
 class _Draft:
-    """The context being packed. Blocks are joined by blank lines, which count_tokens never counts, so the evidence's
-    count is the sum of its parts' counts; each part is recounted only when it changes."""
+    """The context being packed. Lines are joined by newlines and parts by blank lines, which count_tokens never
+    counts, so the evidence's count is the sum of its parts' counts, each kept up to date as the part grows."""
 
     facts: list[str] = field(default_factory=list)
     fact_tokens: int = 0
-    blocks: dict[str, tuple[Scene | None, dict[str, Turn]]] = field(default_factory=dict)
-    block_tokens: dict[str, int] = field(default_factory=dict)
+    blocks: dict[str, TurnBlock] = field(default_factory=dict)
+    block_tokens: int = 0
     persona: str = ""
     titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
 
     @property
     def tokens(self) -> int:
-        return self.fact_tokens + sum(self.block_tokens.values())
+        return self.fact_tokens + self.block_tokens
 
     def evidence(self) -> str:
         parts = []
         if self.facts:
             parts.append("\n".join(["Facts:", *self.facts]))
-        order = sorted(self.blocks.values(), key=lambda block: _block_key(*block))
-        parts.extend(_render_block(scene, turns, self.titled) for scene, turns in order)
+        order = sorted(self.blocks.values(), key=lambda block: block.first_seq)
+        parts.extend(block.render() for block in order)
         return "\n\n".join(parts)
 
     def text(self) -> str:
@@ -215,12 +215,12 @@ class _Draft:
         return f"{evidence}{PERSONA_HEADER}{self.persona}" if self.persona else evidence
 
     def add_fact(self, line: str) -> None:
+        self.fact_tokens += count_tokens(line) + (0 if self.facts else count_tokens("Facts:"))
         self.facts.append(line)
-        self.fact_tokens = count_tokens("\n".join(["Facts:", *self.facts]))
 
     def pop_fact(self) -> None:
-        self.facts.pop()
-        self.fact_tokens = count_tokens("\n".join(["Facts:", *self.facts])) if self.facts else 0
+        line = self.facts.pop()
+        self.fact_tokens -= count_tokens(line) + (0 if self.facts else count_tokens("Facts:"))
 
     def _key(self, turn: Turn, scene: Scene | None) -> str:
         # Untitled blocks (an extractive space) are one per session: scenes of one session share one date header.
@@ -228,52 +228,22 @@ class _Draft:
 
     def add_turn(self, turn: Turn, scene: Scene | None) -> None:
         key = self._key(turn, scene)
-        block = self.blocks.setdefault(key, (scene if self.titled else None, {}))
-        block[1][turn.id] = turn
-        self.block_tokens[key] = count_tokens(_render_block(*block, self.titled))
+        block = self.blocks.get(key)
+        if block is None:
+            block = self.blocks[key] = TurnBlock(self.titled, scene if self.titled else None)
+        self.block_tokens -= block.tokens
+        block.add(turn, scene)
+        self.block_tokens += block.tokens
 
     def remove_turn(self, turn: Turn, scene: Scene | None) -> None:
         key = self._key(turn, scene)
         block = self.blocks[key]
-        del block[1][turn.id]
-        if block[1]:
-            self.block_tokens[key] = count_tokens(_render_block(*block, self.titled))
+        self.block_tokens -= block.tokens
+        block.remove(turn)
+        if block.turns:
+            self.block_tokens += block.tokens
         else:
             del self.blocks[key]
-            del self.block_tokens[key]
-
-
-def _block_key(scene: Scene | None, turns: dict[str, Turn]) -> tuple[int, str]:
-    first = min(t.seq for t in turns.values())
-    return first, scene.id if scene is not None else ""
-
-
-def _render_block(scene: Scene | None, turns: dict[str, Turn], titled: bool = True) -> str:
-    """A scene block: header with its first date and title, its turns in conversation order, re-dated on a new day;
-    ``…`` marks turns of the scene left out between two that are in. An untitled block is a session's turns (no
-    scene): ``…`` marks the session's turns left out between two that are in."""
-    ordered = sorted(turns.values(), key=lambda t: t.seq)
-    if titled:
-        title = scene.title if scene is not None else "Conversation"
-        lines = [f"Scene ({format_date(ordered[0].time)}): {title}"]
-    else:
-        lines = [f"[{format_date(ordered[0].time)}]"]
-    day = ordered[0].time.date()
-    if scene is not None:
-        positions = {tid: n for n, tid in enumerate(scene.turn_ids)}
-    else:  # a session's turns have consecutive seq numbers
-        positions = {} if titled else {t.id: t.seq for t in ordered}
-    last: int | None = None
-    for turn in ordered:
-        at = positions.get(turn.id)
-        if last is not None and at is not None and at > last + 1:
-            lines.append("…")  # one token (count_tokens counts "..." as three)
-        last = at if at is not None else last
-        if turn.time.date() != day:
-            day = turn.time.date()
-            lines.append(f"-- {format_date(turn.time)} --")
-        lines.append(format_turn(turn, dated=False))
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------ packing

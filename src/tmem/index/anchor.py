@@ -31,29 +31,48 @@ from tmem.util.dates import month_name
 _MONTHS = [month_name(date(2000, m, 1)) for m in range(1, 13)]
 _MONTH = "|".join([*(f"{name[:3]}(?:{name[3:]})?" for name in _MONTHS), "Sept"])
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
-_YEAR = r"(?:1[89]|2[01])\d\d"
-# "5 November, 2022", "November 5th 2022", "the 3rd of July", "May 2023", "Sept.", "in 2021"
+_YEAR = r"(?:19|20)\d\d"
 _DATE = re.compile(
-    rf"\b(?:(?:{_DAY}\s+(?:of\s+)?)?(?:{_MONTH})\b\.?(?:\s*{_DAY}\b)?(?:,?\s*{_YEAR}\b)?|{_YEAR}\b)",
+    rf"\b(?P<iso>{_YEAR}-\d{{1,2}}-\d{{1,2}})\b"  # 2023-05-08
+    rf"|\b(?P<slash>\d{{1,2}}/\d{{1,2}}/(?:\d{{4}}|\d{{2}}))\b"  # 5/8/2023
+    # 5 November, 2022 / November 5th 2022 / the 3rd of July / May 2023 / Sept. 4th / June
+    rf"|\b(?P<month>(?:{_DAY}\s+(?:of\s+)?)?(?P<name>{_MONTH})\b\.?(?:\s*{_DAY}\b)?(?:,?\s*(?P<year>{_YEAR})\b)?)"
+    rf"|\b(?P<bare_year>{_YEAR})\b",
     re.IGNORECASE,
 )
-
-
-# A month name with no day or year beside it is a date only after one of these ("in June", "the week of May"), so
-# that a person called May or June, or a protest march, stays a word of the query.
-_BEFORE_BARE_MONTH = re.compile(
-    r"\b(?:in|of|since|until|till|during|last|next|this|early|late|mid|before|after|by|from|to|through)\s+$",
+# A month name with no day or year is a date only after one of these ("in June", "mid-May"): a person called April,
+# "to June", "plan to march" stay words of the query. A year alone is one only after one of the second list ("in
+# 2021", "from 2019 to 2021"): "2000 dollars" stays a number.
+_BEFORE_MONTH = re.compile(r"(?:\b(?:in|since|until|till|during|last|next)\s+|\b(?:early|mid|late)[\s-]+)$", re.I)
+_BEFORE_YEAR = re.compile(
+    r"\b(?:in|since|until|till|during|of|by|before|after|from|to|through|around|circa|early|mid|late|spring|summer"
+    r"|autumn|fall|winter)[\s-]+$",
     re.IGNORECASE,
 )
+_LOOK_BACK = 16  # characters before a match searched for the words above (the longest is "through" and a space)
 
 
 def date_words(query: str) -> set[str]:
-    """The tokens of the calendar dates in ``query`` (months with their days, years), which the anchor leaves out."""
+    """The tokens of the calendar dates in ``query``, which the anchor leaves out: numeric dates, a month with its day
+    or year, a capitalised month after a word such as "in", a year after a word such as "in" or "since". A month
+    written in lower case counts only with its year ("in may 2023", not "the 5 may help")."""
     words: set[str] = set()
     for match in _DATE.finditer(query):
-        text = match.group(0)
-        if any(c.isdigit() for c in text) or _BEFORE_BARE_MONTH.search(query, 0, match.start()):
-            words.update(tokenize(text))
+        start = match.start()
+        before = max(0, start - _LOOK_BACK)
+        if match.group("iso") or match.group("slash"):
+            found = True
+        elif match.group("month"):
+            if match.group("year"):
+                found = True
+            elif match.group("name")[0].islower():
+                found = False
+            else:
+                found = any(c.isdigit() for c in match.group(0)) or bool(_BEFORE_MONTH.search(query, before, start))
+        else:
+            found = bool(_BEFORE_YEAR.search(query, before, start))
+        if found:
+            words.update(tokenize(match.group(0)))
     return words
 
 

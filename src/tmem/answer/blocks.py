@@ -1,0 +1,119 @@
+"""Blocks of raw turns in a budgeted context, counted as they grow.
+
+A block is a header line and its turns in conversation order, one line each, with two kinds of marker line between
+consecutive turns: ``…`` where turns are left out between them, and ``-- date --`` where the day changes. On an
+LLM-built space a block is one scene (``Scene (date): title``); on an extractive space, whose keyphrase titles a
+reader does not need, a block is every turn of one session under its date (``[8 May 2023]``).
+
+count_tokens counts words and punctuation marks, so a text's count is the sum of its lines' counts. A block keeps
+its count by adding what a new turn changes next to it (its line, the markers beside it, the header when it becomes
+the first turn), so packing a context costs a logarithmic search per turn, not a recount of its block.
+
+Where turns are left out is decided from scenes only, never from ``Turn.seq``: forgetting a turn rewrites its scene
+but leaves a hole in the numbering, and a marker must not show that a forgotten turn was there. Two turns of one
+known scene are adjacent when their places in it are; any other pair (two scenes, or a turn whose scene the search
+did not return) is marked, since something may lie between them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from tmem.answer.context import format_date, format_turn
+from tmem.models import Scene, Turn
+from tmem.util.text import count_tokens
+
+GAP = "…"  # one token (count_tokens counts "..." as three)
+
+
+def _day_line(turn: Turn) -> str:
+    return f"-- {format_date(turn.time)} --"
+
+
+@dataclass
+class TurnBlock:
+    """One block of a context: ``titled`` blocks are one scene (``scene`` None: turns of no known scene), untitled
+    blocks one session."""
+
+    titled: bool
+    scene: Scene | None = None
+    turns: list[Turn] = field(default_factory=list)  # by seq
+    seqs: list[int] = field(default_factory=list)
+    homes: dict[str, Scene | None] = field(default_factory=dict)  # turn id -> its scene, when known
+    line_tokens: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+
+    @property
+    def first_seq(self) -> int:
+        return self.seqs[0]
+
+    def _header(self, first: Turn) -> str:
+        if not self.titled:
+            return f"[{format_date(first.time)}]"
+        title = self.scene.title if self.scene is not None else "Conversation"
+        return f"Scene ({format_date(first.time)}): {title}"
+
+    def _gap(self, a: Turn, b: Turn) -> bool:
+        if self.titled:
+            if self.scene is None:
+                return False  # turns of no known scene: nothing to place them by
+            order = self.scene.turn_ids
+        else:
+            home = self.homes.get(a.id)
+            if home is None or home is not self.homes.get(b.id):
+                return True
+            order = home.turn_ids
+        try:
+            return order.index(b.id) != order.index(a.id) + 1
+        except ValueError:
+            return True
+
+    def _between(self, a: Turn, b: Turn) -> list[str]:
+        lines = [GAP] if self._gap(a, b) else []
+        if b.time.date() != a.time.date():
+            lines.append(_day_line(b))
+        return lines
+
+    def _between_tokens(self, a: Turn, b: Turn) -> int:
+        return sum(count_tokens(line) for line in self._between(a, b))
+
+    def _around(self, at: int) -> int:
+        """Tokens that depend on the turn at index ``at``: its line, the markers on both sides, the header if first."""
+        turn = self.turns[at]
+        total = self.line_tokens[turn.id]
+        total += count_tokens(self._header(turn)) if at == 0 else self._between_tokens(self.turns[at - 1], turn)
+        if at + 1 < len(self.turns):
+            total += self._between_tokens(turn, self.turns[at + 1])
+        return total
+
+    def _joined(self, at: int) -> int:
+        """Tokens the neighbours of index ``at`` cost once the turn there is gone (joined to each other)."""
+        prev = self.turns[at - 1] if at > 0 else None
+        nxt = self.turns[at + 1] if at + 1 < len(self.turns) else None
+        if nxt is None:
+            return 0
+        return count_tokens(self._header(nxt)) if prev is None else self._between_tokens(prev, nxt)
+
+    def add(self, turn: Turn, scene: Scene | None) -> None:
+        at = bisect.bisect_left(self.seqs, turn.seq)
+        self.homes[turn.id] = scene
+        self.line_tokens[turn.id] = count_tokens(format_turn(turn, dated=False))
+        self.seqs.insert(at, turn.seq)
+        self.turns.insert(at, turn)
+        self.tokens += self._around(at) - self._joined(at)
+
+    def remove(self, turn: Turn) -> None:
+        at = bisect.bisect_left(self.seqs, turn.seq)
+        while self.turns[at].id != turn.id:
+            at += 1
+        self.tokens -= self._around(at) - self._joined(at)
+        del self.seqs[at], self.turns[at], self.homes[turn.id], self.line_tokens[turn.id]
+
+    def render(self) -> str:
+        lines = [self._header(self.turns[0])]
+        for n, turn in enumerate(self.turns):
+            if n:
+                lines.extend(self._between(self.turns[n - 1], turn))
+            lines.append(format_turn(turn, dated=False))
+        return "\n".join(lines)
