@@ -6,8 +6,8 @@ turn route is on, raw turns. The context is built from *units*, each with an exa
 * an item is one fact line ``- text (date)``;
 * a raw turn is one line ``Speaker: text`` inside its block (the block header is paid by the first turn of the block
   that enters): a scene's block, or on an extractive space a session's (:mod:`tmem.answer.blocks`);
-* a scene hit is the scene's turns not in the context yet, whole when they fit, else trimmed to the turns that fit in
-  the scene's own order of relevance (its matched turns first; docs/retrieval.md).
+* a scene hit is an excerpt of the scene: its best-matched turn and the turns beside it, those not in the context yet
+  and that fit (docs/retrieval.md).
 
 Units are taken in one priority order (:func:`unit_order`) and added while they fit; a unit that would overflow is
 skipped, so smaller later units can still use the rest. The rendered text is counted with
@@ -48,7 +48,9 @@ class ContextHit(BaseModel):
     routes: list[Route]
     turn_ids: list[str] = Field(description="Turns whose raw text (scene, turn) or fact (item) this hit added.")
     tokens: int = Field(description="Tokens the hit added to the context (count_tokens).")
-    trimmed: bool = Field(default=False, description="A scene cut to the turns that fit.")
+    trimmed: bool = Field(
+        default=False, description="A scene hit that put fewer than all its turns in (an excerpt, or cut to fit)."
+    )
 
 
 class Context(BaseModel):
