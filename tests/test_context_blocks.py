@@ -192,3 +192,13 @@ def test_an_extractive_context_stays_within_any_budget(picked: list[str], scene_
     assert ctx.evidence_tokens == sum(h.tokens for h in ctx.hits)
     for tid in ctx.turn_ids:
         assert by_id[tid].text in ctx.text
+
+
+def test_two_copies_of_one_scene_are_one_scene() -> None:
+    """A turn hit's scene and an item's source scene are equal records, not one object: adjacency goes by scene id."""
+    block = TurnBlock(False)
+    block.add(SESSION_TURNS[0], SESSION_SCENES[0])
+    block.add(SESSION_TURNS[1], SESSION_SCENES[0].model_copy())
+    assert "…" not in block.render()
+    block.add(SESSION_TURNS[4], SESSION_SCENES[1])  # another scene: something may lie between
+    assert block.render().count("…") == 1

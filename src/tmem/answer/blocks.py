@@ -60,8 +60,8 @@ class TurnBlock:
                 return False  # turns of no known scene: nothing to place them by
             order = self.scene.turn_ids
         else:
-            home = self.homes.get(a.id)
-            if home is None or home is not self.homes.get(b.id):
+            home, other = self.homes.get(a.id), self.homes.get(b.id)
+            if home is None or other is None or home.id != other.id:
                 return True
             order = home.turn_ids
         try:
