@@ -8,31 +8,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from tmem.util.dates import MONTHS
+
 _NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-zA-Z'-]+")
 # Capitalised but not names: dates are not what a Bridge is about.
-_NOT_NAMES = frozenset(
-    [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-    ]
-)
+_NOT_NAMES = frozenset([*MONTHS, "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"])
 
 
 def proper_names(text: str, speakers: Sequence[str] = ()) -> list[str]:

@@ -23,13 +23,11 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from datetime import date
 
 from tmem.index.bm25 import tokenize
-from tmem.util.dates import month_name
+from tmem.util.dates import MONTHS
 
-_MONTHS = [month_name(date(2000, m, 1)) for m in range(1, 13)]
-_MONTH = "|".join([*(f"{name[:3]}(?:{name[3:]})?" for name in _MONTHS), "Sept"])
+_MONTH = "|".join([*(f"{name[:3]}(?:{name[3:]})?" for name in MONTHS), "Sept"])
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _YEAR = r"(?:19|20)\d\d"
 _DATE = re.compile(

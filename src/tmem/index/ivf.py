@@ -5,9 +5,9 @@ Why this shape (measured in bench/results/scale.md): exact float32 search over 1
 bandwidth (570 ms a query on a 2-core box, 1.9 GiB of vectors); an IVF over float16 holds half the bytes, trains and
 fills in about a minute (no graph to build, unlike HNSW), and visits only the ``nprobe`` lists nearest the query.
 8-bit codes would hold a quarter, but their rounding alone capped recall@50 at 0.980-0.983 whatever ``nprobe``
-(measured at 667k vectors), against 1.000 for float16. The part's entries keep stable int64 keys (their place in :attr:`IvfPart.entries`), so an update removes
-and adds only what changed, with the trained quantiser kept; a part that has grown to twice its training size, or
-shrunk to half, is retrained.
+(measured at 667k vectors), against 1.000 for float16. The part's entries keep stable int64 keys (their place in
+:attr:`IvfPart.entries`), so an update removes and adds only what changed, with the trained quantiser kept; a part
+that has grown to twice its training size, or shrunk to half, is retrained.
 
 Scores are cosines of the float16 vectors (error ~1e-3); ties rank by distance alone, as on pgvector.
 """

@@ -9,6 +9,7 @@ from datetime import date, timedelta
 __all__ = [
     "DATE_CONVENTION",
     "DATE_PRECISIONS",
+    "MONTHS",
     "WHEN_FORMS",
     "When",
     "format_day",
@@ -17,7 +18,7 @@ __all__ = [
     "parse_when",
 ]
 
-_MONTHS = (
+MONTHS = (
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
 )  # fmt: skip
@@ -25,7 +26,7 @@ _MONTHS = (
 
 def month_name(day: date) -> str:
     """The English month name (``strftime('%B')`` would follow the process's LC_TIME locale)."""
-    return _MONTHS[day.month - 1]
+    return MONTHS[day.month - 1]
 
 
 def format_day(day: date) -> str:
