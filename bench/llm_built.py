@@ -6,7 +6,8 @@ set beside flat dense / BM25 / hybrid retrieval over raw turns and the memory's 
 walked to the same budget (:func:`tmem.eval.retrieval_only.budget_cells`, the code behind ``tmem eval --budgets``).
 The per-route rows count how often a route reached a hit that put a gold turn or cue inside tmem's context.
 
-The .db files are copied into --work first (never opened in place). Run (from the repository root):
+Every size is counted by the tokenizer of ``Settings.tokenizer`` (TMEM_TOKENIZER, default cl100k), stated with
+the tables. The .db files are copied into --work first (never opened in place). Run (from the repository root):
 
     python bench/llm_built.py --out bench/results/llm_built.md
 """
@@ -32,6 +33,7 @@ from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.settings import Settings
 from tmem.store import open_store, sqlite_url
+from tmem.util.tokens import token_counter
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
 SYSTEMS = ("tmem", "dense", "hybrid", "bm25", CONTROL)
@@ -50,7 +52,9 @@ def evaluate(
 ) -> tuple[dict[str, list[list[BudgetCell]]], float]:
     """Per kind ('cue', 'locomo'): one list of budget cells per probe."""
     queries = json.loads((data / "queries.json").read_text(encoding="utf-8"))
-    memo = MemoEmbedder(make_embedder(Settings()))
+    settings = Settings()
+    memo = MemoEmbedder(make_embedder(settings))
+    counter = token_counter(settings.tokenizer)
     out: dict[str, list[list[BudgetCell]]] = {"cue": [], "locomo": []}
     started = time.perf_counter()
     for space, probes in queries.items():
@@ -62,7 +66,7 @@ def evaluate(
         try:
             memo.prime([p["query"] for p in probes])
             retriever = Retriever(store, memo)
-            baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, memo))
+            baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, memo), counter)
             for p in probes:
                 q = Query(p["key"], space, p["kind"], p["query"], None, list(p["gold_turn_ids"]), None)
                 cells = budget_cells(
@@ -80,7 +84,11 @@ def _value(cell: BudgetCell, system: str, kind: str) -> float:
 
 
 def render(results: dict[str, list[list[BudgetCell]]], budgets: list[int], config: RetrievalConfig) -> str:
-    lines = [f"Preset `{config.name}`; n = {len(results['cue'])} cues, {len(results['locomo'])} LoCoMo questions.", ""]
+    lines = [
+        f"Preset `{config.name}`; n = {len(results['cue'])} cues, {len(results['locomo'])} LoCoMo questions; every "
+        f"system's tokens counted by the {Settings().tokenizer} tokenizer.",
+        "",
+    ]
     for kind, title in (("cue", "cue hit %"), ("locomo", "LoCoMo evidence coverage %")):
         rows = results[kind]
         if not rows:
