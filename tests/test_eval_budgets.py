@@ -73,7 +73,9 @@ def test_baselines_count_with_the_context_tokenizer(tmp_path: Path) -> None:
 
     texts = ["Unbelievable!!! 2023-05-08, 12345678.", "I moved to Lyon :)", "ok", "(see https://x.y/z?a=1)"]
     mem = Memory.open(tmp_path, Settings(llm="none"), embedder=HashEmbedder())
-    mem.add_messages("s", [{"speaker": "Ann", "text": t, "time": f"2023-05-08T13:0{n}:00"} for n, t in enumerate(texts)])
+    mem.add_messages(
+        "s", [{"speaker": "Ann", "text": t, "time": f"2023-05-08T13:0{n}:00"} for n, t in enumerate(texts)]
+    )
     store = mem.store
     turns = store.turns("s")
     embed = HashEmbedder()
