@@ -121,7 +121,8 @@ class TurnBlock:
         self.seqs.insert(at, turn.seq)
         self.turns.insert(at, turn)
         self.tokens += self._around(at) - self._joined(at)
-        self._set_ends()
+        if at == len(self.turns) - 1:  # a new last line
+            self._set_ends()
 
     def remove(self, turn: Turn) -> None:
         at = bisect.bisect_left(self.seqs, turn.seq)
@@ -129,7 +130,8 @@ class TurnBlock:
             at += 1
         self.tokens -= self._around(at) - self._joined(at)
         del self.seqs[at], self.turns[at], self.homes[turn.id], self.line_tokens[turn.id]
-        self._set_ends()
+        if at == len(self.turns):  # the last line went
+            self._set_ends()
 
     def render(self) -> str:
         lines = [self._header(self.turns[0])]

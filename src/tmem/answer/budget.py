@@ -204,6 +204,7 @@ class _Draft:
     fact_ends: tuple[int, int] = (0, 0)  # line_ends of the last fact line
     block_tokens: int = 0  # every block's count with its newline
     block_blank: int = 0  # what every block gains when a blank line follows it (TurnBlock.ends)
+    last: TurnBlock | None = None  # the block that ends the text (the one with the highest first_seq)
     persona: str = ""
     titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
 
@@ -216,7 +217,7 @@ class _Draft:
         if not self.facts and not self.blocks:
             return 0
         blank = self.block_blank + (self.fact_ends[0] if self.facts else 0)
-        last = max(self.blocks.values(), key=lambda block: block.first_seq).ends if self.blocks else self.fact_ends
+        last = self.last.ends if self.last is not None else self.fact_ends
         return self.fact_tokens + self.block_tokens + blank - last[0] + last[1]
 
     def evidence(self) -> str:
@@ -252,9 +253,14 @@ class _Draft:
             block = self.blocks[key] = TurnBlock(self.titled, scene if self.titled else None, self.counter)
         self.block_tokens -= block.tokens
         self.block_blank -= block.ends[0]
+        first = block.first_seq if block.turns else None
         block.add(turn, scene)
         self.block_tokens += block.tokens
         self.block_blank += block.ends[0]
+        if self.last is None or (block is not self.last and block.first_seq > self.last.first_seq):
+            self.last = block
+        elif block is self.last and first is not None and block.first_seq < first:
+            self._find_last()  # the last block now starts earlier: another may follow it
 
     def remove_turn(self, turn: Turn, scene: Scene | None) -> None:
         key = self._key(turn, scene)
@@ -267,6 +273,11 @@ class _Draft:
             self.block_blank += block.ends[0]
         else:
             del self.blocks[key]
+        if block is self.last or self.last is None:
+            self._find_last()
+
+    def _find_last(self) -> None:
+        self.last = max(self.blocks.values(), key=lambda block: block.first_seq) if self.blocks else None
 
 
 # ------------------------------------------------------------------------------------------------ packing
