@@ -136,10 +136,10 @@ def _fact_line(hit: ItemHit) -> str:
     return f"- {hit.item.text}{suffix}"
 
 
-def _scene_units(result: SearchResult) -> list[_Unit]:
-    """Each scene hit as an excerpt: its best-matched turn with the turn before and after it (a question and its
-    answer sit in adjacent turns). The best-matched turn is the scene's
-    turn ranked highest by the turn route, else the first source turn of its best item, else its first turn."""
+def _scene_units(result: SearchResult, neighbours: bool = True) -> list[_Unit]:
+    """Each scene hit as an excerpt: its best-matched turn, with the turn before and after it when ``neighbours``
+    (a question and its answer sit in adjacent turns). The best-matched turn is the scene's turn ranked highest by
+    the turn route, else the first source turn of its best item, else its first turn."""
     matched: dict[str, int] = {}
     for th in result.turns:
         matched.setdefault(th.turn.id, len(matched))
@@ -152,7 +152,9 @@ def _scene_units(result: SearchResult) -> list[_Unit]:
         if not turns:
             continue
         best = min(range(len(turns)), key=lambda n: (matched.get(turns[n].id, len(matched)), n))
-        excerpt = [turns[best]] + [turns[n] for n in (best - 1, best + 1) if 0 <= n < len(turns)]
+        excerpt = [turns[best]]
+        if neighbours:
+            excerpt += [turns[n] for n in (best - 1, best + 1) if 0 <= n < len(turns)]
         out.append(_Unit("scene", sh.scene.id, sh.score, sh.routes, turns=excerpt, scene=sh.scene))
     return out
 
@@ -305,9 +307,13 @@ def pack_context(
     k0: int = 60,
     counts: RouteFilter | None = None,
     counter: TokenCounter | None = None,
+    neighbours: bool = True,
+    titles: bool = True,
 ) -> Context:
     """The context of ``result`` within ``max_tokens`` tokens of ``counter`` (default: cl100k; None budget: every
-    hit, no limit); ``counts`` limits the routes that order it (:func:`route_filter`).
+    hit, no limit); ``counts`` limits the routes that order it (:func:`route_filter`). A scene's excerpt holds the
+    turns beside its best-matched turn unless ``neighbours`` is False; blocks are scenes under their titles unless
+    ``titles`` is False (or the space is extractive): then the turns of one session under its date.
 
     The whole text is counted before it is returned; were it ever over the budget (the line-by-line count is exact
     for both tokenizers, so this is a guard, not a path taken), it is packed again within a budget smaller by the
@@ -317,26 +323,28 @@ def pack_context(
     counter = counter or default_counter()
     limit = max_tokens if max_tokens is not None else 1 << 62
     while True:
-        ctx = _pack(result, limit, max_tokens, include_persona, k0, counts, counter)
+        ctx = _pack(result, limit, max_tokens, include_persona, _Packing(k0, counts, counter, neighbours, titles))
         if max_tokens is None or ctx.tokens <= max_tokens:
             return ctx
         limit -= ctx.tokens - max_tokens
 
 
-def _pack(
-    result: SearchResult,
-    limit: int,
-    max_tokens: int | None,
-    include_persona: bool,
-    k0: int,
-    counts: RouteFilter | None,
-    counter: TokenCounter,
-) -> Context:
+@dataclass(frozen=True)
+class _Packing:
+    k0: int
+    counts: RouteFilter | None
+    counter: TokenCounter
+    neighbours: bool
+    titles: bool
+
+
+def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_persona: bool, how: _Packing) -> Context:
+    counter, counts = how.counter, how.counts
     scenes = {sh.scene.id: sh.scene for sh in result.scenes}
     scenes.update({s.id: s for ih in result.items for s in ih.source_scenes})
-    units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result)]
-    order = unit_order(units, k0, counts)
-    draft = _Draft(counter, titled=not result.descriptive_only)
+    units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result, how.neighbours)]
+    order = unit_order(units, how.k0, counts)
+    draft = _Draft(counter, titled=how.titles and not result.descriptive_only)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
     covered: dict[str, None] = {}  # turn ids covered (raw text or fact), in order of entry
@@ -415,16 +423,12 @@ def _pack(
 
 
 def context_config(config: RetrievalConfig, max_tokens: int | None) -> RetrievalConfig:
-    """The search behind a budgeted context: the same recipe with lists deep enough to fill the budget (a fact line is
-    ~20 tokens, a turn ~25), so that a large budget is not left empty by the cascade's small kS / kI."""
+    """The search behind a budgeted context: the same recipe, with lists deep enough to fill the budget (a fact line
+    is ~20 tokens, a turn ~25: ``max_tokens // 20`` units, :meth:`RetrievalConfig.deepened`), so that a large budget
+    is not left empty by the cascade's small kS / kI."""
     if max_tokens is None:
         return config
-    depth = max(1, max_tokens // 20)
-    return config.replace(
-        k_scenes=max(config.k_scenes, depth // 8),
-        k_items=max(config.k_items, depth),
-        turn_top=max(config.turn_top, depth),
-    )
+    return config.replace(context_depth=max(1, max_tokens // 20))
 
 
 def recall(
@@ -444,7 +448,14 @@ def recall(
     resolved = cfg.for_space(result.descriptive_only)
     counts = route_filter(result, resolved)
     context = pack_context(
-        result, max_tokens, include_persona=include_persona, k0=resolved.context_k0, counts=counts, counter=counter
+        result,
+        max_tokens,
+        include_persona=include_persona,
+        k0=resolved.context_k0,
+        counts=counts,
+        counter=counter,
+        neighbours=resolved.excerpt_neighbours,
+        titles=resolved.scene_titles,
     )
     return result, context
 
