@@ -214,3 +214,25 @@ def test_two_copies_of_one_scene_are_one_scene() -> None:
     assert "…" not in block.render()
     block.add(SESSION_TURNS[4], SESSION_SCENES[1])  # another scene: something may lie between
     assert block.render().count("…") == 1
+
+
+# ------------------------------------------------------------------------------------------------ associative recipe
+
+
+def test_a_scene_without_neighbours_enters_as_its_best_matched_turn() -> None:
+    result = _result(False, ["D1:2"], scene_hits=1)  # S0's best-matched turn is D1:2, the turn route's pick
+    with_neighbours = pack_context(result, None)
+    alone = pack_context(result, None, neighbours=False)
+    assert set(with_neighbours.turn_ids) == {"D1:1", "D1:2", "D1:3"}
+    assert alone.turn_ids == ["D1:2"]
+
+
+def test_an_llm_built_context_without_titles_is_laid_out_by_session_dates() -> None:
+    result = _result(False, [], scene_hits=3)
+    titled = pack_context(result, None)
+    dated = pack_context(result, None, titles=False)
+    assert "keyphrases of" in titled.text and "keyphrases of" not in dated.text
+    assert dated.text.startswith("[8 May 2023]\n") and "\n\n[11 May 2023]\n" in dated.text
+    assert dated.text.count("[8 May 2023]") == 1  # S0 and S1 are one session: one header
+    assert dated.tokens < titled.tokens
+    assert set(dated.turn_ids) == set(titled.turn_ids)
