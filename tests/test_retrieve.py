@@ -335,17 +335,25 @@ def test_empty_space_returns_empty_result(store: SQLiteStore) -> None:
     assert res.scenes == [] and res.items == [] and res.topics == [] and not res.descriptive_only
 
 
-def test_space_with_turns_but_no_memory_says_build_first(store: SQLiteStore) -> None:
-    """An unbuilt space must not answer like a built one where nothing matched."""
+def test_space_with_turns_but_no_memory_answers_from_its_raw_turns(store: SQLiteStore) -> None:
+    """A space never built is searched as raw turns (the unbuilt-turn route), never refused; the result says how many
+    turns no build holds yet."""
     store.ensure_space("raw")
     when = datetime(2023, 5, 8, 13, 56)
     store.add_session(
         "raw",
         Session(id="session_1", seq=0, started_at=when, content_hash="h1"),
-        [Turn(id="D1:1", session_id="session_1", seq=0, speaker="Gina", text="I opened a dance studio.", time=when)],
+        [
+            Turn(id="D1:1", session_id="session_1", seq=0, speaker="Gina", text="I opened a dance studio.", time=when),
+            Turn(id="D1:2", session_id="session_1", seq=1, speaker="Jon", text="My bank is closing.", time=when),
+        ],
     )
-    with pytest.raises(NotFoundError, match=r"tmem build raw"):
-        Retriever(store, CountingEmbedder()).search("raw", "dance studio")
+    res = Retriever(store, CountingEmbedder()).search("raw", "dance studio")
+    assert res.scenes == [] and res.items == [] and res.unbuilt_turns == 2
+    assert res.turns[0].turn.id == "D1:1" and res.turns[0].scene_id is None
+    assert {r.name for r in res.turns[0].routes} >= {"turn.unbuilt.bm25", "turn.unbuilt.dense"}
+    off = Retriever(store, CountingEmbedder()).search("raw", "dance studio", RetrievalConfig(unbuilt_top=0))
+    assert off.turns == []  # the route is a setting: off, a plain search reaches no raw turn
 
 
 # ------------------------------------------------------------------ reranker wiring

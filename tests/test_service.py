@@ -127,10 +127,16 @@ def test_messages_build_search_export_delete(served: tuple[Clients, dict[str, st
     again = client.post("/v1/spaces/caroline/messages", json={"messages": sessions[0]}).json()
     assert again["added"] == [] and len(again["skipped"]) == len(sessions[0])
 
-    unbuilt = client.post("/v1/spaces/caroline/search", json={"q": "support group"})
-    assert unbuilt.status_code == 409 and "build" in unbuilt.json()["detail"]
-    unbuilt_ctx = client.get("/v1/spaces/caroline/context", params={"q": "support group"})
-    assert unbuilt_ctx.status_code == 409
+    # never built: searched as raw turns, never refused (issue 21)
+    n_turns = sum(len(m) for m in sessions)
+    unbuilt = client.post("/v1/spaces/caroline/search", json={"q": "LGBTQ support group", "explain": True})
+    assert unbuilt.status_code == 200, unbuilt.text
+    found = unbuilt.json()
+    assert found["scenes"] == [] and found["stale"] and found["stale_turns"] == n_turns == found["unbuilt_turns"]
+    assert "support group" in found["turns"][0]["turn"]["text"] and found["turns"][0]["routes"]
+    unbuilt_ctx = client.get("/v1/spaces/caroline/context", params={"q": "LGBTQ support group", "max_tokens": 150})
+    assert unbuilt_ctx.status_code == 200, unbuilt_ctx.text
+    assert "support group" in unbuilt_ctx.json()["text"] and unbuilt_ctx.json()["unbuilt_turns"] == n_turns
 
     r = client.post("/v1/spaces/caroline/build")
     assert r.status_code == 202

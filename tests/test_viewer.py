@@ -344,7 +344,8 @@ def test_any_space_name_and_turn_text_round_trip(tmp_path: Path) -> None:
             page = c.get(link.group(1) + tab)
             assert page.status_code == 200, tab
             assert "<script>" not in page.text
-        assert "no memory yet" in c.get(link.group(1) + "/search?q=note").text  # not built: said, not searched
+        unbuilt = c.get(link.group(1) + "/search?q=note").text  # not built: said, and searched as raw turns
+        assert "no memory built yet" in unbuilt and "Raw turn hits" in unbuilt and "turn.unbuilt.dense" in unbuilt
         timeline_html = c.get(link.group(1) + "/timeline").text
         assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in timeline_html
     mem.close()

@@ -347,6 +347,9 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     draft = _Draft(counter, titled=how.titles and not result.descriptive_only)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
+    quoted: set[str] = set()  # turn ids whose whole text a fact line in the context quotes (an extractive item)
+    texts = {t.id: t.text.strip() for sh in result.scenes for t in sh.turns}
+    texts.update((th.turn.id, th.turn.text.strip()) for th in result.turns)
     covered: dict[str, None] = {}  # turn ids covered (raw text or fact), in order of entry
     hits: list[ContextHit] = []
     left_out = 0
@@ -362,9 +365,11 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
                 left_out += 1
                 continue
             added_turns = list(unit.fact_turns)
+            quoted.update(t for t in added_turns if texts.get(t) and texts[t] in unit.fact)
         else:
             added_turns = []
-            fresh = [t for t in unit.turns if t.id not in in_context]
+            # a turn already there word for word (its raw text, or a fact quoting it) never enters twice
+            fresh = [t for t in unit.turns if t.id not in in_context and t.id not in quoted]
             if unit.kind == "turn" and (not fresh or unit.id in covered):
                 continue  # already there through its scene, or a fact that stands for it
             tokens = used

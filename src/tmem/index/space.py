@@ -174,6 +174,11 @@ class SpaceIndex:
         self.synced: SyncReport | None = None  # what bringing ``vectors`` up to date wrote (see index_space)
 
     @cached_property
+    def unbuilt(self) -> Mask:
+        """Over :attr:`turn_list`: the turns no scene holds yet (added since the last build, or all before the first)."""
+        return np.array([tid not in self.turn_scene for tid in self.turn_ids], dtype=np.bool_)
+
+    @cached_property
     def bm25(self) -> BM25Index:
         """One BM25 corpus over all nodes, laid out topics | scenes | items; each stage reads its slice (built on
         first use: a process that only updates the vectors never needs it)."""

@@ -18,7 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 from tmem.embed.base import Embedder
-from tmem.errors import NotFoundError
 from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex, view_part
 from tmem.index.cache import SpaceCache
 from tmem.index.factory import load_index, persistent_vectors
@@ -230,20 +229,28 @@ def run_cascade(
 
         kept_items = _rerank(fuse(item_lists, cfg.k0), item_text_of, query, reranker, cfg.rerank_depth)[: cfg.k_items]
 
-    kept_turns: list[Fused] = []
+    turn_lists: dict[str, list[Ranked]] = {}
     tr_bm: Scores | None = None
+    t_ids = index.turn_ids
     if cfg.turn_top > 0 and index.turn_list:
         tr_bm = index.turn_bm25.scores(query)
-        t_ids = index.turn_ids
         # Each list's best turn_top turns are kept (not the fused top turn_top): a turn that one list alone puts at
         # its top is what flat retrieval by that list would hand a reader, so it must reach the context's fusion.
-        kept_turns = fuse(
-            {
-                "turn.bm25": _ranked(t_ids, tr_bm, top_k(tr_bm, cfg.turn_top, positive_only=True)),
-                "turn.dense": _dense(index, "turn", qvec, cfg.turn_top),
-            },
-            cfg.k0,
+        turn_lists["turn.bm25"] = _ranked(t_ids, tr_bm, top_k(tr_bm, cfg.turn_top, positive_only=True))
+        turn_lists["turn.dense"] = _dense(index, "turn", qvec, cfg.turn_top)
+    unbuilt = index.unbuilt
+    if cfg.unbuilt_top > 0 and unbuilt.any():
+        # The unbuilt-turn route: the same two lists restricted to the turns no scene holds yet, so that what was said
+        # since the last build (or everything, before the first) is recalled at once, whatever the rest ranks.
+        tr_bm = tr_bm if tr_bm is not None else index.turn_bm25.scores(query)
+        whole = bool(unbuilt.all())
+        turn_lists["turn.unbuilt.bm25"] = _ranked(
+            t_ids, tr_bm, top_k(tr_bm, cfg.unbuilt_top, unbuilt, positive_only=True)
         )
+        turn_lists["turn.unbuilt.dense"] = _dense(
+            index, "turn", qvec, cfg.unbuilt_top, None if whole else unbuilt, t_ids
+        )
+    kept_turns = fuse(turn_lists, cfg.k0) if turn_lists else []
 
     result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, misses)
     if cfg.lexical_floor is not None and index.turn_list:
@@ -303,7 +310,7 @@ def _result(
         disabled=sorted(cfg.disabled),
         descriptive_only=index.descriptive_only,
         gated=misses,
-        unbuilt_turns=sum(1 for t in index.turns if t not in index.turn_scene),
+        unbuilt_turns=int(index.unbuilt.sum()),
     )
 
 
@@ -352,9 +359,12 @@ class Retriever:
     def fingerprint(self, space: str) -> tuple[tuple[str, str], ...]:
         """Cheap change detector: the space's state keys (every build stage writes its checkpoints and ``build.*`` keys
         there when it commits nodes) and its sessions (an import adds turns the turn route and the staleness count
-        must see before any build)."""
+        must see before any build) and its last turn (a message appended to the open session keeps that session's
+        hash, and must be recallable at the next read: docs/retrieval.md, the unbuilt-turn route)."""
         sessions = ",".join(s.content_hash for s in self.store.sessions(space))
-        return (*sorted(self.store.state_keys(space).items()), ("sessions", text_hash(sessions)))
+        last = self.store.last_turn(space)
+        tail = "" if last is None else f"{last.seq}:{last.id}"
+        return (*sorted(self.store.state_keys(space).items()), ("sessions", text_hash(sessions)), ("last_turn", tail))
 
     def index(self, space: str) -> SpaceIndex:
         """The space's index, built on first use and updated whenever its fingerprint changed (incrementally: what
@@ -396,11 +406,6 @@ class Retriever:
         """Run the cascade for ``query`` in ``space``; the query is embedded exactly once."""
         cfg = config or self.config
         index = self.index(space)
-        if index.mode is None and index.turns and not index.scenes:
-            # An unbuilt space would answer exactly like a built one where nothing matched.
-            raise NotFoundError(
-                f"Space {space!r} has {len(index.turns)} turns but no memory yet: run `tmem build {space}` first."
-            )
         qvec, reranker = self.embed_query(query), self._reranker_for(cfg)
         if not persistent_vectors(self.store):
             return run_cascade(index, query, qvec, cfg, reranker)

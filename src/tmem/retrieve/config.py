@@ -70,6 +70,14 @@ class RetrievalConfig(BaseModel):
         description="Turn route (not in the paper): also rank every raw turn by BM25 + dense, fused, and return the "
         "top N as turn hits. 0 = off.",
     )
+    unbuilt_top: int = Field(
+        default=10,
+        ge=0,
+        description="Unbuilt-turn route (not in the paper): rank the raw turns no scene holds yet (added since the last "
+        "build, or every turn of a space never built) by BM25 + dense, as the lists `turn.unbuilt.bm25` and "
+        "`turn.unbuilt.dense`, each keeping its best N; their turns are returned as turn hits (docs/retrieval.md). "
+        "0 = off: unbuilt turns are then reached only through the turn route.",
+    )
     lexical_floor: float | None = Field(
         default=None,
         ge=0.0,
@@ -156,6 +164,7 @@ class RetrievalConfig(BaseModel):
             k_scenes=max(self.k_scenes, scenes),
             k_items=max(self.k_items, depth),
             turn_top=max(self.turn_top, depth),
+            unbuilt_top=max(self.unbuilt_top, depth) if self.unbuilt_top else 0,
         )
 
     @classmethod
@@ -171,10 +180,13 @@ _PAPER = RetrievalConfig(name="paper")
 # A query whose best BM25 turns hold under a quarter of its IDF mass has no lexical anchor (docs/retrieval.md).
 ANCHOR_FLOOR = 0.25
 
+# Dense similarity over the raw turns no build holds yet: it orders an anchorless context on every space, so a message
+# added since the last build can recall by association like any other turn (docs/retrieval.md).
+UNBUILT_DENSE = "turn.unbuilt.dense"
 # What still orders the context of an anchorless query on an LLM-built space: the trigger routes that rehearse
-# situations (Scene, Horizon, Bridge) and dense similarity over raw turns and scenes.
+# situations (Scene, Horizon, Bridge) and dense similarity over raw turns (built or not) and scenes.
 ASSOCIATIVE_ROUTES = frozenset(
-    {"turn.dense", "scene.dense", "scene.trigger.scene", "scene.trigger.horizon", "item.trigger.bridge"}
+    {"turn.dense", UNBUILT_DENSE, "scene.dense", "scene.trigger.scene", "scene.trigger.horizon", "item.trigger.bridge"}
 )
 
 PRESETS: dict[str, RetrievalConfig] = {
@@ -194,7 +206,7 @@ PRESETS: dict[str, RetrievalConfig] = {
         item_direct_top=50,
         scene_via_items_top=50,
         lexical_floor=ANCHOR_FLOOR,
-        anchorless_routes=frozenset({"turn.dense"}),
+        anchorless_routes=frozenset({"turn.dense", UNBUILT_DENSE}),
         context_k0=0,
     ),
     # The default for LLM-built spaces, for any embedder: trigger routes admit by rank (top R / top 10), never by an

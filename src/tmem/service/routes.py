@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query
 
-from tmem.errors import NotFoundError
 from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config, shown
 from tmem.service.problems import ServiceProblem
 from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn
@@ -15,17 +14,15 @@ from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPat
 def register(app: FastAPI) -> None:
     @app.post("/v1/spaces/{space}/search", tags=["recall"])
     async def search(space: SpaceName, body: SearchIn, tenant: Tenant, state: State) -> dict[str, Any]:
-        """Typed scene and item hits, personas, and whether the memory is stale (turns not built yet). With
-        ``explain``, every hit keeps its routes: which lists reached it, its rank and score in each."""
+        """Typed scene, item and turn hits, personas, and whether the memory is stale (turns no build holds yet, which
+        are searched as raw turns). With ``explain``, every hit keeps its routes: which lists reached it, its rank and
+        score in each."""
         key = await require_space(state, tenant, space)
         cfg = retrieval_config(body.config)
-        try:
-            result = await state.memory.search(key, body.q, cfg)
-        except NotFoundError as exc:  # the space exists (checked above): what is missing is its memory
-            raise ServiceProblem(409, "not-built", f"{exc} Over HTTP: POST /v1/spaces/{space}/build.") from exc
+        result = await state.memory.search(key, body.q, cfg)
         data: dict[str, Any] = shown(result.model_dump(mode="json"), key, space)
         if not body.explain:
-            for hit in data["scenes"] + data["items"]:
+            for hit in data["scenes"] + data["items"] + data["turns"]:
                 hit["routes"] = []
         return data
 
@@ -41,10 +38,7 @@ def register(app: FastAPI) -> None:
         """The text to hand a reader for ``q``: hits packed into at most ``max_tokens`` tokens, with their routes, the
         token count, and how many turns are not built yet."""
         key = await require_space(state, tenant, space)
-        try:
-            result = await state.memory.context(key, q, max_tokens=max_tokens, config=preset)
-        except NotFoundError as exc:
-            raise ServiceProblem(409, "not-built", f"{exc} Over HTTP: POST /v1/spaces/{space}/build.") from exc
+        result = await state.memory.context(key, q, max_tokens=max_tokens, config=preset)
         return dict(shown(result.model_dump(mode="json"), key, space))
 
     @app.post("/v1/spaces/{space}/ask", tags=["recall"])
@@ -59,10 +53,7 @@ def register(app: FastAPI) -> None:
                 "TMEM_LLM=openai, TMEM_LLM_MODEL and OPENAI_BASE_URL, or use /search instead.",
             )
         cfg = retrieval_config(body.config)
-        try:
-            answer = await state.memory.ask(key, body.question, body.at, variant=body.variant, config=cfg)
-        except NotFoundError as exc:
-            raise ServiceProblem(409, "not-built", f"{exc} Over HTTP: POST /v1/spaces/{space}/build.") from exc
+        answer = await state.memory.ask(key, body.question, body.at, variant=body.variant, config=cfg)
         return dict(shown(answer.model_dump(mode="json"), key, space))
 
     @app.get("/v1/spaces/{space}/items/{item_id}", tags=["items"])

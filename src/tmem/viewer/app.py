@@ -352,8 +352,9 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         key = scope.key(space)
         default = scope.memory.settings.search_preset
         form = SearchForm.parse(q, preset, without or [], budget, default if default in PRESETS else "auto")
-        built = scope.summary(space).build_state not in ("empty", "not built")
-        found = recall(scope.memory, key, form) if form.query and built else None
+        state = scope.summary(space).build_state
+        built, searchable = state not in ("empty", "not built"), state != "empty"  # turns are searchable unbuilt
+        found = recall(scope.memory, key, form) if form.query and searchable else None
         records = pages.Records(scope.memory.export(key)) if found else None
         return space_page(
             request,
@@ -368,6 +369,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             switches=SWITCHES,
             switch_labels=SWITCH_LABELS,
             built=built,
+            searchable=searchable,
         )
 
     return router
