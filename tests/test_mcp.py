@@ -45,6 +45,15 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
         found = _structured(await client.call_tool("recall", {"query": "LGBTQ support group", "max_tokens": 120}))
         assert 0 < found["tokens"] <= 120 and found["hits"] and found["unbuilt_turns"] == 0
         assert "support group" in found["text"]
+        fresh = {"speaker": "Caroline", "text": "I adopted a grey cat called Pixel", "time": messages[-1]["time"]}
+        stored = _structured(await client.call_tool("remember", {"messages": [fresh], "build": "no"}))
+        assert stored["added"] == 1 and stored["stale_turns"] == 1 and not stored["built"]
+        unbuilt = _structured(await client.call_tool("recall", {"query": "grey cat Pixel", "max_tokens": 200}))
+        assert unbuilt["text"].count(fresh["text"]) == 1 and unbuilt["unbuilt_turns"] == 1  # recallable at once
+        rebuilt = _structured(await client.call_tool("remember", {"messages": [fresh]}))  # stored: builds only
+        assert rebuilt["skipped"] == 1 and rebuilt["built"] and rebuilt["stale_turns"] == 0
+        built = _structured(await client.call_tool("recall", {"query": "grey cat Pixel", "max_tokens": 200}))
+        assert built["text"].count(fresh["text"]) == 1 and built["unbuilt_turns"] == 0  # once, after the build
         again = _structured(await client.call_tool("remember", {"messages": messages, "build": "no"}))
         assert again["added"] == 0 and again["skipped"] == len(messages)
         turn = messages[3]["id"]
@@ -57,7 +66,7 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
         assert (await client.call_tool("forget", {})).is_error
     async with AsyncMemory.open(home, Settings(llm="none", embed_backend="hash")) as memory:
         (space,) = await memory.spaces()
-        assert space.name == "caroline" and space.turns == len(messages) - 1 and space.build_state == "built"
+        assert space.name == "caroline" and space.turns == len(messages) and space.build_state == "built"
         assert messages[3]["text"] not in (await memory.export("caroline")).model_dump_json()
 
 

@@ -44,7 +44,9 @@ class Remembered(BaseModel):
     added: int
     skipped: int
     built: bool = Field(description="Whether the memory was built (incrementally) after storing.")
-    stale_turns: int = Field(description="Turns stored but not in the built memory yet (recall cannot see them).")
+    stale_turns: int = Field(
+        description="Turns stored but in no built scene yet: recall finds them as raw turns until a build structures them."
+    )
 
 
 class Recalled(BaseModel):
@@ -52,7 +54,9 @@ class Recalled(BaseModel):
     tokens: int
     turn_ids: list[str] = Field(description="Turns whose text or distilled fact is in the context.")
     hits: list[dict[str, Any]] = Field(description="What entered the context, with the routes that reached it.")
-    unbuilt_turns: int = Field(description="Turns stored after the last build (not in the context).")
+    unbuilt_turns: int = Field(
+        description="Turns stored after the last build: the context can hold them as raw turns only (no scene, item)."
+    )
 
 
 class Answered(BaseModel):
