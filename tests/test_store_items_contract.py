@@ -73,6 +73,9 @@ def test_add_turns_appends_to_a_session(store: Store) -> None:
         store.add_turns("a", "s2", [_turn(6, "s1")])
     assert store.count_turns_after("a", 2) == 2
     assert store.count_turns_after("a", -1) == 5
+    assert [t.id for t in store.turns_after("a", 2)] == ["t3", "t4"]  # in seq order, this space only
+    assert [t.id for t in store.turns_after("a", -1)] == ["t0", "t1", "t2", "t3", "t4"]
+    assert store.turns_after("a", 4) == [] and store.turns_after("nope", -1) == []
 
 
 def test_scene_and_item_lookups_and_delete_turns(store: Store) -> None:

@@ -80,9 +80,12 @@ class TurnLexicon:
     def __init__(self, texts: Iterable[str]) -> None:
         self.df: Counter[str] = Counter()
         self.n = 0
+        self.tokens = 0  # every document's length in tokens, summed (BM25's average length: tokens / n)
         for text in texts:
-            self.df.update(set(tokenize(text)))
+            words = tokenize(text)
+            self.df.update(set(words))
             self.n += 1
+            self.tokens += len(words)
 
     def idf(self, token: str) -> float:
         df = self.df.get(token, 0)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import bm25s
 
 _TOKEN = re.compile(r"\w+")
+K1, B = 1.5, 0.75  # bm25s' defaults, named here because tmem.index.tail scores turns outside the corpus by them too
 TOKENIZER_VERSION = 1  # bump when tokenize() changes: saved indices (tmem.index.lexical) are keyed by it
 
 
@@ -65,7 +66,7 @@ class BM25Index:
         corpus = [tokenize(t) for t in texts]
         if not any(corpus):  # only stop words (or nothing): no token can ever score (bm25s would divide by zero)
             return cls(list(ids), None, frozenset())
-        model = bm25s.BM25()
+        model = bm25s.BM25(k1=K1, b=B)
         model.index(corpus, show_progress=False)
         vocab = frozenset(str(tok) for tok in model.vocab_dict if tok != "")
         return cls(list(ids), model, vocab)

@@ -65,6 +65,7 @@ class SpaceRecords:
     personas: list[Persona] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     mode: str | None = None  # the ``build.mode`` state key
+    sessions: list[str] = field(default_factory=list)  # content hashes of the space's sessions, in seq order
 
 
 def load_space(store: Store, space: str) -> SpaceRecords:
@@ -72,6 +73,7 @@ def load_space(store: Store, space: str) -> SpaceRecords:
     store.get_space(space)
     return SpaceRecords(
         space=space,
+        sessions=[s.content_hash for s in store.sessions(space)],  # read before the turns: see Retriever.fingerprint
         topics=store.topics(space),
         scenes=store.scenes(space),
         items=store.items(space),
@@ -135,6 +137,8 @@ class SpaceIndex:
         # the text the extractive build already embeds (so its vectors come from the store's cache).
         self.turn_list = sorted(records.turns, key=lambda t: t.seq)
         self.turn_ids = [t.id for t in self.turn_list]
+        self.max_seq = self.turn_list[-1].seq if self.turn_list else -1  # later turns are a tail (tmem.index.tail)
+        self.session_hashes = list(records.sessions)
         self.turn_scene: dict[str, str] = {tid: s.id for s in records.scenes for tid in s.turn_ids}
 
         # topic -> scene rows, scene -> topic ids, scene -> item rows (non-superseded only)

@@ -11,6 +11,8 @@ Every hit keeps its routes. Choices the paper leaves open are documented in docs
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -22,7 +24,8 @@ from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex, view_part
 from tmem.index.cache import SpaceCache
 from tmem.index.factory import load_index, persistent_vectors
 from tmem.index.lexical import LexicalStore
-from tmem.index.space import SpaceIndex, scene_text, turn_search_text
+from tmem.index.space import SpaceIndex, cached_vectorizer, scene_text, turn_search_text
+from tmem.index.tail import TurnTail
 from tmem.index.topk import Mask, Scores, top_k
 from tmem.models import ITEM_FAMILIES, TriggerFamily
 from tmem.retrieve.config import RetrievalConfig
@@ -121,14 +124,63 @@ def _scenes_via_items(
     return list(out.values())
 
 
+class _Turns:
+    """Every raw turn of a search: the index's, then the tail's (turns added since the index was loaded), with their
+    BM25 scores for the query (the tail's as documents of the index's corpus) and which of them no scene holds."""
+
+    def __init__(self, index: SpaceIndex, tail: TurnTail | None, query: str) -> None:
+        self.index = index
+        self.tail = tail if tail is not None and len(tail) else None
+        extra = list(self.tail.turns) if self.tail is not None else []
+        self.list = index.turn_list + extra if extra else index.turn_list
+        self.ids = index.turn_ids + [t.id for t in extra] if extra else index.turn_ids
+        self.by_id = {**index.turns, **{t.id: t for t in extra}} if extra else index.turns
+        self.unbuilt: Mask = np.concatenate([index.unbuilt, np.ones(len(extra), dtype=np.bool_)])
+        self._query = query
+        self._scores: Scores | None = None
+
+    @property
+    def scores(self) -> Scores:
+        """BM25 scores, one per turn of :attr:`list` (computed once)."""
+        if self._scores is None:
+            own = self.index.turn_bm25.scores(self._query)
+            if self.tail is not None:
+                own = np.concatenate([own, self.tail.bm25_scores(self._query, self.index.turn_lexicon)])
+            self._scores = own
+        return self._scores
+
+    def bm25(self, k: int, allowed: Mask | None = None) -> list[Ranked]:
+        return _ranked(self.ids, self.scores, top_k(self.scores, k, allowed, positive_only=True))
+
+    def dense(self, qvec: Vector, k: int, allowed: Mask | None = None) -> list[Ranked]:
+        """The ``k`` turns nearest the query (among ``allowed``): the index's through its vector backend, the tail's by
+        their cosines, merged by score (the index's first on a tie)."""
+        n = len(self.index.turn_list)
+        if allowed is None or bool(allowed[:n].all()):
+            found = _dense(self.index, "turn", qvec, k)
+        elif allowed[:n].any():
+            found = _dense(self.index, "turn", qvec, k, allowed[:n], self.index.turn_ids)
+        else:
+            found = []
+        if self.tail is None:
+            return found
+        cos = self.tail.cosines(qvec)
+        rows = top_k(cos, k, None if allowed is None else allowed[n:])
+        merged = found + [Ranked(self.tail.turns[int(r)].id, float(cos[r])) for r in rows]
+        order = sorted(range(len(merged)), key=lambda m: (-merged[m].score, m))
+        return [merged[m] for m in order[:k]]
+
+
 def run_cascade(
     index: SpaceIndex,
     query: str,
     qvec: Vector,
     config: RetrievalConfig,
     reranker: Reranker | None = None,
+    tail: TurnTail | None = None,
 ) -> SearchResult:
-    """One search over a built index with an already embedded query."""
+    """One search over a built index with an already embedded query (and the turns added since the index was loaded,
+    ``tail``, searched beside its own: :mod:`tmem.index.tail`)."""
     cfg = config.for_space(index.descriptive_only).deepened()
     bm25_all = index.bm25.scores(query)
     n_scenes = len(index.scenes)
@@ -229,39 +281,30 @@ def run_cascade(
 
         kept_items = _rerank(fuse(item_lists, cfg.k0), item_text_of, query, reranker, cfg.rerank_depth)[: cfg.k_items]
 
+    turns = _Turns(index, tail, query)
     turn_lists: dict[str, list[Ranked]] = {}
-    tr_bm: Scores | None = None
-    t_ids = index.turn_ids
-    if cfg.turn_top > 0 and index.turn_list:
-        tr_bm = index.turn_bm25.scores(query)
+    if cfg.turn_top > 0 and turns.list:
         # Each list's best turn_top turns are kept (not the fused top turn_top): a turn that one list alone puts at
         # its top is what flat retrieval by that list would hand a reader, so it must reach the context's fusion.
-        turn_lists["turn.bm25"] = _ranked(t_ids, tr_bm, top_k(tr_bm, cfg.turn_top, positive_only=True))
-        turn_lists["turn.dense"] = _dense(index, "turn", qvec, cfg.turn_top)
-    unbuilt = index.unbuilt
-    if cfg.unbuilt_top > 0 and unbuilt.any():
+        turn_lists["turn.bm25"] = turns.bm25(cfg.turn_top)
+        turn_lists["turn.dense"] = turns.dense(qvec, cfg.turn_top)
+    if cfg.unbuilt_top > 0 and turns.unbuilt.any():
         # The unbuilt-turn route: the same two lists restricted to the turns no scene holds yet, so that what was said
         # since the last build (or everything, before the first) is recalled at once, whatever the rest ranks.
-        tr_bm = tr_bm if tr_bm is not None else index.turn_bm25.scores(query)
-        whole = bool(unbuilt.all())
-        turn_lists["turn.unbuilt.bm25"] = _ranked(
-            t_ids, tr_bm, top_k(tr_bm, cfg.unbuilt_top, unbuilt, positive_only=True)
-        )
-        turn_lists["turn.unbuilt.dense"] = _dense(
-            index, "turn", qvec, cfg.unbuilt_top, None if whole else unbuilt, t_ids
-        )
+        turn_lists["turn.unbuilt.bm25"] = turns.bm25(cfg.unbuilt_top, turns.unbuilt)
+        turn_lists["turn.unbuilt.dense"] = turns.dense(qvec, cfg.unbuilt_top, turns.unbuilt)
     kept_turns = fuse(turn_lists, cfg.k0) if turn_lists else []
 
     result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, misses)
-    if cfg.lexical_floor is not None and index.turn_list:
-        lexical = tr_bm if tr_bm is not None else index.turn_bm25.scores(query)
-        best = top_k(lexical, ANCHOR_CANDIDATES, positive_only=True)
-        texts = [turn_search_text(index.turn_list[int(r)]) for r in best]
+    result = result.model_copy(update={"unbuilt_turns": int(turns.unbuilt.sum())})
+    if cfg.lexical_floor is not None and turns.list:
+        best = top_k(turns.scores, ANCHOR_CANDIDATES, positive_only=True)
+        texts = [turn_search_text(turns.list[int(r)]) for r in best]
         result = result.model_copy(update={"lexical_anchor": index.turn_lexicon.anchor(query, texts)})
     if not kept_turns:
         return result
     turn_hits = [
-        TurnHit(turn=index.turns[f.id], scene_id=index.turn_scene.get(f.id), score=f.score, routes=f.routes)
+        TurnHit(turn=turns.by_id[f.id], scene_id=index.turn_scene.get(f.id), score=f.score, routes=f.routes)
         for f in kept_turns
     ]
     return result.model_copy(update={"turns": turn_hits})
@@ -310,7 +353,6 @@ def _result(
         disabled=sorted(cfg.disabled),
         descriptive_only=index.descriptive_only,
         gated=misses,
-        unbuilt_turns=int(index.unbuilt.sum()),
     )
 
 
@@ -350,6 +392,10 @@ class Retriever:
         self._cache: SpaceCache[SpaceIndex] = SpaceCache(cache_bytes, index_bytes)
         self.lexical = lexical  # where BM25 indices are saved and loaded from (None: rebuilt at every load)
         self._rerankers: dict[str, Reranker] = {}
+        self._tails: dict[
+            str, tuple[weakref.ref[SpaceIndex], TurnTail]
+        ] = {}  # per space: its index and the turns since
+        self._tail_lock = threading.Lock()
 
     @property
     def builds(self) -> int:
@@ -358,18 +404,38 @@ class Retriever:
 
     def fingerprint(self, space: str) -> tuple[tuple[str, str], ...]:
         """Cheap change detector: the space's state keys (every build stage writes its checkpoints and ``build.*`` keys
-        there when it commits nodes) and its sessions (an import adds turns the turn route and the staleness count
-        must see before any build) and its last turn (a message appended to the open session keeps that session's
-        hash, and must be recallable at the next read: docs/retrieval.md, the unbuilt-turn route)."""
-        sessions = ",".join(s.content_hash for s in self.store.sessions(space))
-        last = self.store.last_turn(space)
-        tail = "" if last is None else f"{last.seq}:{last.id}"
-        return (*sorted(self.store.state_keys(space).items()), ("sessions", text_hash(sessions)), ("last_turn", tail))
+        there when it commits nodes; every edit and forget bumps ``memory.edits``) and its sessions (a re-created
+        space, an import that changed a session). Sessions *added* after those of the cached index do not count:
+        their turns are searched as the index's tail (:meth:`tail`), so that a new message never reloads the index."""
+        hashes = [s.content_hash for s in self.store.sessions(space)]
+        held = self._cache.stale(space)
+        if held is not None and held.session_hashes and hashes[: len(held.session_hashes)] == held.session_hashes:
+            hashes = held.session_hashes
+        return (*sorted(self.store.state_keys(space).items()), ("sessions", text_hash(",".join(hashes))))
 
     def index(self, space: str) -> SpaceIndex:
         """The space's index, built on first use and updated whenever its fingerprint changed (incrementally: what
         the previous index of the space holds is kept, only new or changed entries are embedded and written)."""
         return self._cache.get(space, self.fingerprint(space), lambda: self._load(space))
+
+    def tail(self, space: str, index: SpaceIndex) -> TurnTail | None:
+        """The turns added to ``space`` after ``index`` was loaded (None when there are none): read from the store past
+        the index's last turn, embedded through the store's cache, kept per space and extended, never re-read, while
+        the index is the same (:mod:`tmem.index.tail`)."""
+        last = self.store.last_turn(space)
+        if last is None or last.seq <= index.max_seq:
+            return None
+        with self._tail_lock:
+            held = self._tails.get(space)
+        tail = held[1] if held is not None and held[0]() is index else TurnTail.empty(index.dim)
+        after = tail.turns[-1].seq if len(tail) else index.max_seq
+        if last.seq > after:
+            tail = tail.extend(
+                self.store.turns_after(space, after), cached_vectorizer(self.store, space, self.embedder)
+            )
+            with self._tail_lock:
+                self._tails[space] = (weakref.ref(index), tail)
+        return tail
 
     def _load(self, space: str) -> SpaceIndex:
         previous = self._cache.stale(space)
@@ -388,6 +454,11 @@ class Retriever:
     def invalidate(self, space: str | None = None) -> None:
         """Forget the cached index of one space (or all): the next search rebuilds it from the store."""
         self._cache.invalidate(space)
+        with self._tail_lock:
+            if space is None:
+                self._tails.clear()
+            else:
+                self._tails.pop(space, None)
 
     def embed_query(self, query: str) -> Vector:
         vec: Vector = self.embedder.embed([query]).vectors[0]
@@ -406,8 +477,9 @@ class Retriever:
         """Run the cascade for ``query`` in ``space``; the query is embedded exactly once."""
         cfg = config or self.config
         index = self.index(space)
+        tail = self.tail(space, index)
         qvec, reranker = self.embed_query(query), self._reranker_for(cfg)
         if not persistent_vectors(self.store):
-            return run_cascade(index, query, qvec, cfg, reranker)
+            return run_cascade(index, query, qvec, cfg, reranker, tail)
         with self.store.transaction():  # pgvector: the search's lookups on one pooled connection and one snapshot
-            return run_cascade(index, query, qvec, cfg, reranker)
+            return run_cascade(index, query, qvec, cfg, reranker, tail)

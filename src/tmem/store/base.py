@@ -205,6 +205,10 @@ class Store(Protocol):
         """Append turns to a stored session (each ``Turn.session_id`` must name it; ids and seqs must be new)."""
         ...
 
+    def turns_after(self, space: str, seq: int) -> list[Turn]:
+        """The turns whose seq is greater than ``seq``, in seq order (those added since an index was loaded)."""
+        ...
+
     def count_turns_after(self, space: str, seq: int) -> int:
         """Number of turns whose seq is greater than ``seq`` (staleness: turns added since the last build)."""
         ...

@@ -71,6 +71,12 @@ class PgAgentOps(PgRecords):
                 [(*key, t.id, t.session_id, t.seq, t.speaker, t.text, t.time.isoformat(), t.caption) for t in turns],
             )
 
+    def turns_after(self, space: str, seq: int) -> list[Turn]:
+        rows = self._rows(
+            f"SELECT {_TURN} FROM turns WHERE {_SCOPE} AND seq > %s ORDER BY seq", (*self._key(space), seq)
+        )
+        return [_turn(r) for r in rows]
+
     def count_turns_after(self, space: str, seq: int) -> int:
         return int(
             self._rows(f"SELECT COUNT(*) FROM turns WHERE {_SCOPE} AND seq > %s", (*self._key(space), seq))[0][0]

@@ -97,6 +97,14 @@ class AgentOps(SQLiteRecords):
                 [(space, t.id, t.session_id, t.seq, t.speaker, t.text, t.time.isoformat(), t.caption) for t in turns],
             )
 
+    def turns_after(self, space: str, seq: int) -> list[Turn]:
+        rows = self._rows(
+            "SELECT space, id, session_id, seq, speaker, text, time, caption FROM turns WHERE space = ? AND seq > ? "
+            "ORDER BY seq",
+            (space, seq),
+        )
+        return [turn_from_row(r) for r in rows]
+
     def count_turns_after(self, space: str, seq: int) -> int:
         return int(self._rows("SELECT COUNT(*) FROM turns WHERE space = ? AND seq > ?", (space, seq))[0][0])
 
