@@ -28,19 +28,19 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale_cold_load import SPACE, write_space  # noqa: E402
+from scale_cold_load import SPACE, write_space
 
-from tmem import Memory, MessageInput, Settings  # noqa: E402
-from tmem.construct.extractive.builder import turn_embedding_text  # noqa: E402
-from tmem.embed.base import Embedder  # noqa: E402
-from tmem.embed.cached import CachedEmbedder  # noqa: E402
-from tmem.store import open_store  # noqa: E402
-from tmem.util.state import STATE_TURN_SEQ  # noqa: E402
+from tmem import Memory, MessageInput, Settings
+from tmem.construct.extractive.builder import turn_embedding_text
+from tmem.embed.base import Embedder
+from tmem.embed.cached import CachedEmbedder
+from tmem.store import open_store
+from tmem.util.state import STATE_TURN_SEQ
 
 BUDGET = 1000
 WORDS = ["garden", "trip", "painting", "concert", "recipe", "violin", "marathon", "camping", "novel", "puppy"]

@@ -54,7 +54,9 @@ class Staleness(BaseModel):
 
     space: str
     built: bool = Field(description="A memory was built for the space.")
-    stale_turns: int = Field(ge=0, description="Turns added since the last build started (not in search results).")
+    stale_turns: int = Field(
+        ge=0, description="Turns added since the last build started: searched as raw turns, in no scene or item yet."
+    )
 
     @property
     def stale(self) -> bool:

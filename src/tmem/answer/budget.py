@@ -73,7 +73,8 @@ class Context(BaseModel):
     left_out: int = Field(description="Hits of the search that did not fit (or fitted only in part).")
     unbuilt_turns: int = Field(
         default=0,
-        description="Turns imported after the last build: no memory holds them yet, so no context can (staleness).",
+        description="Turns added after the last build (staleness): the context can hold them as raw turns only, since "
+        "no scene, item or trigger holds them yet.",
     )
     descriptive_only: bool = False
     lexical_anchor: float | None = Field(

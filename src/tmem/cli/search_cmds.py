@@ -26,7 +26,9 @@ def _print(result: SearchResult, explain: bool) -> None:
     if result.descriptive_only:
         notes.append("descriptive only: built without an LLM, so no Bridge/Horizon/Scene triggers or persona")
     if result.stale:
-        notes.append(f"stale: {result.stale_turns} turn(s) added since the last build are not searched; run tmem build")
+        notes.append(
+            f"stale: {result.stale_turns} turn(s) in no scene yet, searched as raw turns; tmem build structures them"
+        )
     click.echo(f"Search in {result.space!r}: {result.query!r} [{'; '.join(notes)}]")
     if explain and result.topics:
         click.echo("Topics kept by the prefilter: " + ", ".join(f"{t} ({s:.4f})" for t, s in result.topics))
@@ -51,6 +53,13 @@ def _print(result: SearchResult, explain: bool) -> None:
                 + "; turns "
                 + ", ".join(ih.source_turn_ids)
             )
+    if result.turns:
+        click.echo(f"\nRaw turns ({len(result.turns)}):")
+        for n, th in enumerate(result.turns, start=1):
+            where = f"scene {th.scene_id}" if th.scene_id else "not built yet"
+            click.echo(f"{n:>2}. [{th.turn.id}] {th.turn.speaker}: {th.turn.text}  score {th.score:.4f} ({where})")
+            if explain:
+                click.echo("    via " + "; ".join(_route(r) for r in th.routes))
     if result.personas:
         click.echo("\nPersona (beside the evidence, outside the budget):")
         for p in result.personas:
@@ -69,8 +78,8 @@ def _print_context(ctx: Context, explain: bool) -> None:
     click.echo(f"Context for {ctx.query!r} in {ctx.space!r} [{'; '.join(notes)}]")
     if ctx.unbuilt_turns:
         click.echo(
-            f"Note: {ctx.unbuilt_turns} turns were imported after the last build and are in no memory yet: "
-            f"run `tmem build {ctx.space}`."
+            f"Note: {ctx.unbuilt_turns} turns are in no scene yet (added after the last build): they are searched as "
+            f"raw turns only; `tmem build {ctx.space}` structures them."
         )
     click.echo("")
     click.echo(ctx.text or "(nothing fits in this budget)")

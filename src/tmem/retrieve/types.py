@@ -62,7 +62,8 @@ class ItemHit(BaseModel):
 
 
 class TurnHit(BaseModel):
-    """A raw turn reached by the turn route (BM25 + dense over every raw turn, fused)."""
+    """A raw turn reached by the turn route (BM25 + dense over every raw turn) or by the unbuilt-turn route (the same
+    over the turns no build holds yet), fused."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -81,12 +82,16 @@ class SearchResult(BaseModel):
     preset: str
     scenes: list[SceneHit]
     items: list[ItemHit]
-    turns: list[TurnHit] = Field(default_factory=list, description="Raw turns of the turn route (when it is on).")
+    turns: list[TurnHit] = Field(
+        default_factory=list, description="Raw turns of the turn route (when it is on) and of the unbuilt-turn route."
+    )
     personas: list[Persona] = Field(default_factory=list, description="Returned beside the evidence, off budget.")
     topics: list[tuple[str, float]] = Field(default_factory=list, description="Surviving topics (id, fused score).")
     disabled: list[str] = Field(default_factory=list, description="Ablation switches that were off.")
     unbuilt_turns: int = Field(
-        default=0, description="Turns of the space that no scene holds yet (imported after the last build)."
+        default=0,
+        description="Turns of the space that no scene holds yet (added after the last build): searched as raw turns "
+        "only (route turn.unbuilt).",
     )
     descriptive_only: bool = Field(
         default=False, description="True when the space was built without an LLM (no Bridge/Horizon/persona)."
@@ -94,8 +99,14 @@ class SearchResult(BaseModel):
     gated: list[GateMiss] = Field(
         default_factory=list, description="Trigger-route candidates that fell under a gate (why they are missing)."
     )
-    stale: bool = Field(default=False, description="True when turns were added since the last build (not searched).")
-    stale_turns: int = Field(default=0, ge=0, description="How many turns are not built yet (absent from the result).")
+    stale: bool = Field(
+        default=False,
+        description="True when turns were added since the last build: they are searched as raw turns, but no scene, "
+        "item or trigger holds them yet.",
+    )
+    stale_turns: int = Field(
+        default=0, ge=0, description="How many turns are not built yet (reachable only as raw turns until a build)."
+    )
     lexical_anchor: float | None = Field(
         default=None,
         description="Share of the query's IDF mass that its best BM25 turns contain (tmem.index.anchor); None when "

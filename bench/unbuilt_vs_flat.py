@@ -1,0 +1,112 @@
+"""A space never built answers from its raw turns: its budgeted context against flat retrieval over the same turns.
+
+Dev LoCoMo conversations are imported and never built; LoCoMo-Plus probes are stitched into them the same way (one
+space per conversation holding its probes' cue sessions). For every scored LoCoMo question (evidence coverage: share
+of its evidence turns in the context) and every LoCoMo-Plus probe (cue hit: a cue turn in the context),
+``Memory.context``'s recall (the default preset, `auto`) is compared with flat BM25, dense and hybrid (RRF) over the
+turns packed to the same budget (tmem.eval.baselines), all counted by one tokenizer (cl100k). The embedder is the
+shipped MiniLM (every turn embedded once into the store's cache).
+
+Run (from the repository root; bounded, low priority):
+    nice python bench/unbuilt_vs_flat.py --conversations 3 --out bench/results/unbuilt_vs_flat.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from tmem import Memory, Settings
+from tmem.embed import make_embedder
+from tmem.eval.baselines import SpaceBaselines
+from tmem.eval.harness import MemoEmbedder
+from tmem.eval.locomo_data import load_questions
+from tmem.eval.plus_data import load_probes, stitch
+from tmem.eval.retrieval_only import Query, _gold, budget_cells, locomo_queries, plus_queries
+from tmem.index.space import cached_vectorizer
+from tmem.ingest import read_file
+from tmem.ingest.types import SpaceInput
+from tmem.retrieve.config import RetrievalConfig
+from tmem.store import open_store
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+BUDGETS = (500, 1000, 2000, 4000)
+SYSTEMS = ("tmem", "bm25", "dense", "hybrid")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--conversations", type=int, default=3)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    convs = read_file(DATA / "locomo10.dev.json")[: args.conversations]
+    names = [c.name for c in convs]
+    questions = locomo_queries(load_questions(DATA / "locomo10.dev.json", conversations=names))
+    all_convs = read_file(DATA / "locomo10.dev.json")
+    stitched = [s for s in stitch(all_convs, load_probes(DATA / "locomo_plus.dev.json")) if s.conversation in names]
+    folder = Path(tempfile.mkdtemp(prefix="tmem-unbuilt-"))
+    store = open_store(f"sqlite:///{folder / 'tmem.db'}")
+    settings = Settings(home=folder, llm="none")
+    embedder = MemoEmbedder(make_embedder(settings))
+    mem = Memory(store, settings, embedder=embedder)
+    spaces: list[SpaceInput] = [
+        *convs,
+        *(SpaceInput(name=s.name, speakers=s.speakers, sessions=s.sessions) for s in stitched),
+    ]
+    for space in spaces:
+        mem.add_sessions(space.name, space.sessions)
+    queries: list[Query] = [*questions, *plus_queries([p for s in stitched for p in s.probes])]
+    config = RetrievalConfig.preset("auto")
+    sums: dict[tuple[str, int, str], list[float]] = {}
+    t0 = time.perf_counter()
+    by_space: dict[str, list[Query]] = {}
+    for q in queries:
+        by_space.setdefault(q.space, []).append(q)
+    for space, group in by_space.items():
+        assert mem.staleness(space).stale_turns > 0 and mem.staleness(space).built is False
+        embedder.prime([q.text for q in group])
+        baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder))
+        known = {t.id for t in baselines.turns}
+        for q in group:
+            gold, _, any_hit = _gold(q, known)
+            if not gold:
+                continue
+            for cell in budget_cells(mem.retriever, baselines, q, gold, BUDGETS, config, any_hit=any_hit):
+                for name in SYSTEMS:
+                    got = cell.systems[name]
+                    value = got.coverage if q.benchmark == "locomo" and got.coverage is not None else float(got.hit)
+                    sums.setdefault((q.benchmark, cell.budget, name), []).append(value)
+    elapsed = time.perf_counter() - t0
+    lines = [
+        "# A space never built: its context against flat retrieval over the same turns",
+        "",
+        f"Command: `python bench/unbuilt_vs_flat.py --conversations {args.conversations}`",
+        "",
+        f"Machine: {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs (shared); "
+        f"embedder {embedder.model_id}; tokens counted by cl100k for every system; conversations {', '.join(names)} "
+        f"imported and never built (LoCoMo-Plus probes stitched into them); {elapsed:.0f} s.",
+        "",
+    ]
+    for bench, metric in (("locomo", "LoCoMo evidence coverage %"), ("locomo-plus", "LoCoMo-Plus cue hit %")):
+        n = len(sums.get((bench, BUDGETS[0], "tmem"), []))
+        lines += [f"| {metric} ({n} queries) | " + " | ".join(str(b) for b in BUDGETS) + " |",
+                  "|---|" + "---:|" * len(BUDGETS)]  # fmt: skip
+        for name in SYSTEMS:
+            label = "tmem (`Memory.context`, never built)" if name == "tmem" else f"flat {name} over turns"
+            cells = [100 * statistics.fmean(sums[(bench, b, name)]) if n else float("nan") for b in BUDGETS]
+            lines.append(f"| {label} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+        lines.append("")
+    text = "\n".join(lines)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    print(text)
+    mem.close()
+
+
+if __name__ == "__main__":
+    main()
