@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -146,12 +145,24 @@ def test_interleaved_adds_builds_and_reads_recall_every_fact_once(plan: list[str
                 assert ctx.unbuilt_turns == since_build and ctx.tokens <= 400
 
 
-@pytest.mark.parametrize("store_kind", ["sqlite"])
-def test_reads_from_a_second_memory_on_the_same_store_see_new_messages(tmp_path: Path, store_kind: str) -> None:
-    """Another process's add (here a second Memory on the same file) is seen at this process's next read."""
-    with _mem(tmp_path) as writer, _mem(tmp_path) as reader:
+def test_reads_on_another_connection_see_new_messages_on_both_backends(store_url: str, tmp_path: Path) -> None:
+    """Another process's add (here a second Memory on the same store) is in this one's next context: before any
+    build, after a build, and once only after the next build."""
+
+    def memory() -> Memory:
+        config = Settings(home=tmp_path, llm="none", session_gap_minutes=30)
+        return Memory(open_store(store_url), config, embedder=HashEmbedder())
+
+    with memory() as writer, memory() as reader:
         _chatter(writer, 3)
-        writer.build("u")
-        assert FACTS[0] not in reader.context("u", "Lyon observatory", max_tokens=200).text
+        assert reader.search("u", "weather").turns  # never built: raw turns
         _say(writer, FACTS[0], 5)
         assert FACTS[0] in reader.context("u", "Lyon observatory", max_tokens=200).text
+        writer.build("u")
+        assert reader.context("u", "Lyon observatory", max_tokens=200).text.count(FACTS[0]) == 1
+        _say(writer, FACTS[1], 6)
+        ctx = reader.context("u", "grey cat Pixel", max_tokens=200)
+        assert FACTS[1] in ctx.text and ctx.unbuilt_turns == 1
+        writer.build("u")
+        ctx = reader.context("u", "grey cat Pixel", max_tokens=200)
+        assert ctx.text.count(FACTS[1]) == 1 and ctx.unbuilt_turns == 0
