@@ -3,6 +3,7 @@ without a build in between, and once a build covers it, it enters a context once
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from tmem import Memory, MessageInput, Settings
 from tmem.answer.budget import pack_context
 from tmem.embed import HashEmbedder
+from tmem.llm.scripted import scripted_llm
 from tmem.models import Turn
 from tmem.retrieve.config import PRESETS, RetrievalConfig
 from tmem.retrieve.types import Route, SearchResult, TurnHit
@@ -166,3 +168,17 @@ def test_reads_on_another_connection_see_new_messages_on_both_backends(store_url
         writer.build("u")
         ctx = reader.context("u", "grey cat Pixel", max_tokens=200)
         assert ctx.text.count(FACTS[1]) == 1 and ctx.unbuilt_turns == 0
+
+
+def test_ask_answers_from_raw_turns_before_any_build() -> None:
+    """`ask` reads like `context`: on a space never built its answerer sees the raw turn."""
+    store = open_store(":memory:")
+    llm = scripted_llm(store, replies=[{"answer": "Lyon"}])
+    config = Settings(home=Path("/nonexistent"), llm="none", session_gap_minutes=30)
+    with Memory(store, config, embedder=HashEmbedder(), llm=llm) as mem:  # answers with it (llm="none")
+        _chatter(mem, 3)
+        tid = _say(mem, FACTS[0], 5)
+        answer = mem.ask("u", "Where did alice move?")
+        assert answer.answer == "Lyon" and tid in answer.context.turn_ids
+        (request,) = llm.backend.requests  # type: ignore[attr-defined]
+        assert FACTS[0] in json.dumps([m.content for m in request.messages])
