@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from tmem import Memory, MessageInput, Settings
 from tmem.answer.budget import pack_context
+from tmem.answer.context import assemble_context
 from tmem.embed import HashEmbedder
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Turn
@@ -182,3 +183,13 @@ def test_ask_answers_from_raw_turns_before_any_build() -> None:
         assert answer.answer == "Lyon" and tid in answer.context.turn_ids
         (request,) = llm.backend.requests  # type: ignore[attr-defined]
         assert FACTS[0] in json.dumps([m.content for m in request.messages])
+
+
+def test_the_whole_result_context_holds_unbuilt_turns_too() -> None:
+    """Without a budget (`ask(max_tokens=None)`, `assemble_context`), raw turn hits are written out as well."""
+    with _mem() as mem:
+        _chatter(mem, 3)
+        tid = _say(mem, FACTS[3], 5)
+        context = assemble_context(mem.search("u", "bakery brioche"))
+        assert FACTS[3] in context.evidence and tid in context.turn_ids
+        assert context.evidence.count(FACTS[3]) == 1

@@ -104,9 +104,14 @@ def format_item(item: Item, shown: dict[str, Item] | None = None) -> str:
 
 
 def assemble_context(result: SearchResult, *, include_persona: bool = True) -> AnswerContext:
-    """Build the QA context of a search result (scenes chronologically, then items by rank, then persona)."""
+    """Build the QA context of a search result (scenes chronologically, then raw turn hits outside them in conversation
+    order, then items by rank, then persona)."""
     scene_hits = sorted(result.scenes, key=lambda h: (h.scene.start, h.scene.seq))
     blocks = [format_scene(h.scene.title, h.turns) for h in scene_hits]
+    shown_turns = {t.id for h in result.scenes for t in h.turns}
+    raw = sorted((h.turn for h in result.turns if h.turn.id not in shown_turns), key=lambda t: t.seq)
+    if raw:  # turn hits outside the scenes shown: turns no build holds yet, or the turn route's
+        blocks.append("\n".join(["Turns:", *(format_turn(t, dated=True) for t in raw)]))
     if result.items:
         facts = ["Facts:"]
         shown = {hit.item.id: hit.item for hit in result.items}
