@@ -27,7 +27,7 @@ from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, cached_vectorizer, scene_text, turn_search_text
 from tmem.index.tail import TurnTail
 from tmem.index.topk import Mask, Scores, top_k
-from tmem.models import ITEM_FAMILIES, TriggerFamily
+from tmem.models import ITEM_FAMILIES, TriggerFamily, Turn
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.fusion import Fused, Ranked, fuse, split_gate
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
@@ -134,10 +134,14 @@ class _Turns:
         extra = list(self.tail.turns) if self.tail is not None else []
         self.list = index.turn_list + extra if extra else index.turn_list
         self.ids = index.turn_ids + [t.id for t in extra] if extra else index.turn_ids
-        self.by_id = {**index.turns, **{t.id: t for t in extra}} if extra else index.turns
+        self._extra = {t.id: t for t in extra}
         self.unbuilt: Mask = np.concatenate([index.unbuilt, np.ones(len(extra), dtype=np.bool_)])
         self._query = query
         self._scores: Scores | None = None
+
+    def turn(self, turn_id: str) -> Turn:
+        found = self.index.turns.get(turn_id)
+        return found if found is not None else self._extra[turn_id]
 
     @property
     def scores(self) -> Scores:
@@ -304,7 +308,7 @@ def run_cascade(
     if not kept_turns:
         return result
     turn_hits = [
-        TurnHit(turn=turns.by_id[f.id], scene_id=index.turn_scene.get(f.id), score=f.score, routes=f.routes)
+        TurnHit(turn=turns.turn(f.id), scene_id=index.turn_scene.get(f.id), score=f.score, routes=f.routes)
         for f in kept_turns
     ]
     return result.model_copy(update={"turns": turn_hits})
