@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tmem.errors import BuildBusy, TmemError
+from tmem.errors import BuildBusy, TmemError, shown_to
 from tmem.memory import AsyncMemory
 from tmem.settings import Settings
 from tmem.store.control import ControlStore, check_name, open_control, store_space
@@ -94,7 +94,7 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
                 built = await memory.build_if_due(key, idle_seconds=0.0) is not None
             stale = (await memory.staleness(key)).stale_turns
         except TmemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise _tool_error(exc, ctx) from exc
         skipped = len(report.skipped) + len(report.forgotten)
         return Remembered(space=space, added=len(report.added), skipped=skipped, built=built, stale_turns=stale)
 
@@ -107,7 +107,7 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
         try:
             found = await memory.context(resolve(ctx), query, max_tokens=max_tokens)
         except TmemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise _tool_error(exc, ctx) from exc
         return Recalled(
             text=found.text,
             tokens=found.tokens,
@@ -121,7 +121,7 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
         try:
             answer = await memory.ask(resolve(ctx), question, at)
         except TmemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise _tool_error(exc, ctx) from exc
         return Answered(answer=answer.answer, reasoning=answer.reasoning, turn_ids=answer.context.turn_ids)
 
     @server.tool(description="Forget turns and memory items for good: erased, and never rebuilt.")
@@ -131,7 +131,7 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
         try:
             report = await memory.forget(resolve(ctx), turn_ids=turn_ids or [], item_ids=item_ids or [])
         except TmemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise _tool_error(exc, ctx) from exc
         return Forgotten(
             turns_forgotten=report.turns_forgotten,
             items_forgotten=report.items_forgotten,
@@ -139,6 +139,11 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
         )
 
     return server
+
+
+def _tool_error(exc: TmemError, ctx: Context) -> ToolError:
+    """A tool's error as the client reads it: the store keys of its own tenant shown as its space names."""
+    return ToolError(shown_to(f"{type(exc).__name__}: {exc}", _tenant_or_none(ctx)))
 
 
 async def _build(memory: AsyncMemory, key: str) -> bool:
@@ -155,10 +160,19 @@ async def serve_stdio(settings: Settings, space: str) -> None:
         await build_server(memory, lambda _ctx: space, space=space).run_stdio_async()
 
 
-def _tenant_of(ctx: Context) -> str:
-    request = ctx.request_context.request
+def _tenant_or_none(ctx: Context) -> str | None:
+    """The tenant of an HTTP request's key (None over stdio: the local user)."""
+    try:
+        request = ctx.request_context.request
+    except ValueError:  # no request context (called outside a request)
+        return None
     tenant = getattr(request, "scope", {}).get(TENANT_SCOPE_KEY) if request is not None else None
-    if not isinstance(tenant, str):
+    return tenant if isinstance(tenant, str) else None
+
+
+def _tenant_of(ctx: Context) -> str:
+    tenant = _tenant_or_none(ctx)
+    if tenant is None:
         raise ToolError("No API key on this request: send 'Authorization: Bearer KEY'.")
     return tenant
 

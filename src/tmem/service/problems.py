@@ -22,6 +22,7 @@ from tmem.errors import (
     NotFoundError,
     StoreError,
     TmemError,
+    shown_to,
 )
 from tmem.service.schemas import Problem
 
@@ -78,9 +79,7 @@ def problem(
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    tenant = getattr(request.state, "tenant", None)
-    if tenant:  # store keys never leave the service: a tenant sees its own space names
-        detail = detail.replace(f"'{tenant}/", "'").replace(f"{tenant}/", "")
+    detail = shown_to(detail, getattr(request.state, "tenant", None))  # a tenant sees its own space names
     body = Problem(
         type=f"{_TYPE}{kind}" if kind != "about:blank" else kind,
         title=_TITLES.get(status, "Error"),
@@ -92,14 +91,6 @@ def problem(
     return JSONResponse(
         body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM_JSON, headers=headers
     )
-
-
-def _scrub_not_found(message: str) -> str:
-    # The store names the known spaces in its NotFoundError; those may belong to other tenants.
-    for marker in (" Known spaces:", " No space exists yet"):
-        if marker in message:
-            message = message.split(marker)[0]
-    return message
 
 
 def _field(loc: Any) -> str:
@@ -116,8 +107,6 @@ def install(app: FastAPI) -> None:
             if isinstance(exc, cls):
                 if status >= 500:
                     log.error("%s on %s: %s", type(exc).__name__, request.url.path, message)
-                if isinstance(exc, NotFoundError):
-                    message = _scrub_not_found(message)
                 headers = {"Retry-After": "5"} if status == 503 else None
                 return problem(request, status, kind, message, headers=headers)
         log.error("Unmapped %s on %s: %s", type(exc).__name__, request.url.path, message)
