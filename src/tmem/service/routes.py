@@ -18,7 +18,7 @@ def register(app: FastAPI) -> None:
         """Typed scene and item hits, personas, and whether the memory is stale (turns not built yet). With
         ``explain``, every hit keeps its routes: which lists reached it, its rank and score in each."""
         key = await require_space(state, tenant, space)
-        cfg = retrieval_config(body.config)
+        cfg = retrieval_config(body.config, state.settings)
         try:
             result = await state.memory.search(key, body.q, cfg)
         except NotFoundError as exc:  # the space exists (checked above): what is missing is its memory
@@ -51,6 +51,7 @@ def register(app: FastAPI) -> None:
     async def ask(space: SpaceName, body: AskIn, tenant: Tenant, state: State) -> dict[str, Any]:
         """An answer from memory by the server's answer model (409 when the server runs without an LLM)."""
         key = await require_space(state, tenant, space)
+        cfg = retrieval_config(body.config, state.settings)  # a bad request is a 422 on every server
         if state.settings.llm == "none" and not state.settings.answer_model:
             raise ServiceProblem(
                 409,
@@ -58,7 +59,6 @@ def register(app: FastAPI) -> None:
                 "This server runs without an LLM (extractive mode), and answering needs one: start it with "
                 "TMEM_LLM=openai, TMEM_LLM_MODEL and OPENAI_BASE_URL, or use /search instead.",
             )
-        cfg = retrieval_config(body.config)
         try:
             answer = await state.memory.ask(key, body.question, body.at, variant=body.variant, config=cfg)
         except NotFoundError as exc:
