@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
 
 from tests.support.live_server import LiveServer
 from tests.test_service import NO_AUTO_BUILD, auth, make_keys, wait_job
+from tmem.errors import StoreError
+from tmem.memory import Memory
 from tmem.service import create_app
+from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
+from tmem.store import open_store
+from tmem.store.control import ControlStore, Job, open_control
 
 PROBLEM = "application/problem+json"
 MSG = {"speaker": "Ann", "text": "I adopted a cat named Miso.", "time": "2024-05-02T10:00:00"}
@@ -78,3 +85,65 @@ def test_request_retrieval_settings_are_bounded(client: httpx.Client, config: st
     assert field in r.json()["detail"]
     ok = client.post("/v1/spaces/s/search", json={"q": "cat", "config": {"kS": 3, "depth": 100, "gate": 0.5}})
     assert ok.status_code == 200, ok.text
+
+
+class _LockedAtFirst:
+    """The real control store, except that its first ``n`` claims meet a locked database (as SQLite's 30 s busy
+    timeout ends): the fault the hostile run produced with a second connection holding a write lock."""
+
+    def __init__(self, control: ControlStore, n: int) -> None:
+        self._control = control
+        self.left = n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._control, name)
+
+    def claim_job(self, owner: str, at: float) -> Job | None:
+        if self.left > 0:
+            self.left -= 1
+            raise StoreError("The service tables in tmem.db are busy: database is locked. Retry the request.")
+        return self._control.claim_job(owner, at)
+
+
+def test_build_worker_survives_a_locked_database(settings: Settings) -> None:
+    """High 3: a store error in claim_job no longer ends the worker: it backs off, retries and runs the job."""
+    with Memory.open(settings=settings) as memory:
+        memory.add_messages("acme/s", [MSG])
+    store = open_store(settings.store_url)
+    control = open_control(store)
+    locked = _LockedAtFirst(control, 3)
+    pool = BuildWorkers(cast(ControlStore, locked), lambda: Memory.open(settings=settings), poll_seconds=0.02)
+    job = control.create_job("acme", "s", {"rebuild": False})
+    pool.start()
+    try:
+        deadline = time.monotonic() + 60
+        while control.get_job(job.id).state != "succeeded":
+            assert time.monotonic() < deadline, f"the job never ran: {control.get_job(job.id)}"
+            time.sleep(0.05)
+        health = pool.health()
+        assert locked.left == 0 and health.alive == health.workers == 1
+        assert health.last_error == "StoreError" and health.retrying == 0
+    finally:
+        pool.stop()
+        control.close()
+        store.close()
+
+
+def test_healthz_reports_workers_and_the_oldest_queued_job(settings: Settings) -> None:
+    """High 3 and Low: /healthz shows worker liveness and the queue's age; 13 build requests queue one job."""
+    keys = make_keys(settings, "acme")
+    with (
+        LiveServer(create_app(settings, workers=0)) as server,  # no worker: jobs stay queued
+        httpx.Client(base_url=server.url, headers=auth(keys["acme"]), timeout=60) as c,
+    ):
+        idle = httpx.get(f"{server.url}/healthz").json()
+        assert idle["status"] == "ok" and idle["oldest_queued_seconds"] is None and idle["workers"] == 0
+        assert c.post("/v1/spaces/s/messages", json={"messages": [MSG]}).status_code == 200
+        jobs = {c.post("/v1/spaces/s/build").json()["job"] for _ in range(12)}
+        jobs.add(c.post("/v1/spaces/s/build", json={"rebuild": True}).json()["job"])
+        assert len(jobs) == 1
+        (queued,) = c.get("/v1/spaces/s/jobs").json()
+        assert queued["state"] == "queued" and queued["params"] == {"rebuild": True}
+        time.sleep(1.1)
+        health = httpx.get(f"{server.url}/healthz")
+        assert health.status_code == 200 and health.json()["oldest_queued_seconds"] >= 1.0

@@ -8,15 +8,17 @@ so another tenant's space is unreachable and answers 404 exactly as a missing on
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Path, Response
+from fastapi import FastAPI, Path
+from fastapi.responses import JSONResponse
 
-from tmem.errors import NotFoundError
+from tmem.errors import NotFoundError, TmemError
 from tmem.memory import AsyncMemory, Memory
 from tmem.service import problems
 from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
@@ -46,6 +48,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (422, "Invalid request"),
     ]
 }
+
+
+def _age(stamp: str) -> float:
+    """Seconds since an ISO 8601 bookkeeping time of the control store."""
+    return max(0.0, (datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds())
 
 
 def _job_view(job: Job) -> dict[str, Any]:
@@ -185,7 +192,23 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     app.include_router(viewer_router(lambda key: _viewer_scope(app, key), key_login=True), prefix=VIEWER_PREFIX)
 
     @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> Response:
-        return Response("ok", media_type="text/plain")
+    async def healthz() -> JSONResponse:
+        """200 while every build worker thread runs (``status`` "ok", or "retrying" while workers wait out store
+        errors), 503 when one has stopped; with the age in seconds of the oldest queued build job."""
+        state: ServiceState = app.state.tmem
+        health = state.workers.health()
+        oldest_age: float | None = None
+        database_error: str | None = None
+        try:
+            oldest = await asyncio.to_thread(state.control.oldest_queued)
+            oldest_age = None if oldest is None else round(_age(oldest), 1)
+        except TmemError as exc:  # the database is unreachable: say so (the workers retry meanwhile)
+            database_error = type(exc).__name__  # the kind only: this route is public; the log has the text
+            log.warning("Health check cannot read the job queue: %s", exc)
+        down = health.alive < health.workers
+        status = "down" if down else ("retrying" if health.retrying or database_error else "ok")
+        body = {**dataclasses.asdict(health), "status": status, "oldest_queued_seconds": oldest_age}
+        body["database_error"] = database_error
+        return JSONResponse(body, status_code=503 if down else 200)
 
     return app
