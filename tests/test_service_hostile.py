@@ -147,3 +147,82 @@ def test_healthz_reports_workers_and_the_oldest_queued_job(settings: Settings) -
         time.sleep(1.1)
         health = httpx.get(f"{server.url}/healthz")
         assert health.status_code == 200 and health.json()["oldest_queued_seconds"] >= 1.0
+
+
+@pytest.fixture
+def any_backend(store_url: str, tmp_path: Path) -> Settings:
+    database = None if store_url.startswith("sqlite") else store_url
+    return Settings(home=tmp_path, database_url=database, llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
+
+
+def test_a_nul_character_is_the_same_422_on_every_backend(any_backend: Settings) -> None:
+    """Medium 6: a NUL in any text field is refused with a 422 naming the field on SQLite and PostgreSQL alike
+    (PostgreSQL answered 503 store-unavailable with Retry-After, SQLite stored it); nothing is written."""
+    keys = make_keys(any_backend, "acme")
+    with (
+        LiveServer(create_app(any_backend)) as server,
+        httpx.Client(base_url=server.url, headers=auth(keys["acme"]), timeout=60) as c,
+    ):
+        _built(c)
+        before = c.get("/v1/spaces/s/export").json()["turns"]
+        item = c.get("/v1/spaces/s/export").json()["items"]
+        cases = [
+            (c.post("/v1/spaces/s/messages", json={"messages": [{**MSG, "text": "a\x00b"}]}), "messages.0.text"),
+            (c.post("/v1/spaces/s/messages", json={"messages": [{**MSG, "caption": "c\x00"}]}), "messages.0.caption"),
+            (c.post("/v1/spaces/s/messages", json={"messages": [{**MSG, "speaker": "A\x00"}]}), "messages.0.speaker"),
+            (c.post("/v1/spaces/s/search", json={"q": "cat\x00"}), "q"),
+            (c.get("/v1/spaces/s/context", params={"q": "cat\x00"}), "q"),
+            (c.post("/v1/spaces/s/ask", json={"question": "cat\x00?"}), "question"),
+            (c.post("/v1/spaces/s/forget", json={"turn_ids": ["t\x00"]}), "turn_ids.0"),
+        ]
+        if item:
+            cases.append((c.patch(f"/v1/spaces/s/items/{item[0]['id']}", json={"text": "x\x00y"}), "text"))
+        for r, field in cases:
+            assert r.status_code == 422 and r.headers["content-type"] == PROBLEM, r.text
+            assert "Retry-After" not in r.headers and field in r.text and "NUL" in r.text, r.text
+        assert c.get("/v1/spaces/s/export").json()["turns"] == before
+
+
+def test_store_errors_never_show_connection_parameters() -> None:
+    """Medium 6: a store error's text (here a real one: an unreachable PostgreSQL with a user, password, database
+    and socket in its URL) reaches the server's log, never a client's problem detail."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from tmem.errors import public_message
+    from tmem.service import problems
+
+    url = "postgresql://secretuser:hunter2@/secretdb?host=/tmp/secret-socket-dir&port=1&connect_timeout=2"
+    with pytest.raises(StoreError) as caught:
+        open_store(url)
+    assert "secretuser" in str(caught.value) or "secret-socket-dir" in str(caught.value)  # the operator's text
+    app = FastAPI()
+    problems.install(app)
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise caught.value
+
+    with TestClient(app) as client:
+        r = client.get("/boom")
+    assert r.status_code == 503 and r.headers["content-type"] == PROBLEM
+    for secret in ("secretuser", "hunter2", "secretdb", "secret-socket-dir", "/tmp"):
+        assert secret not in r.text
+    assert public_message(caught.value) in r.text and "log" in r.json()["detail"]
+
+
+def test_repeated_messages_are_kept_and_idempotency_keys_dedupe(client: httpx.Client) -> None:
+    """Medium 8: three separate "ok" calls are three turns; a request resent under one Idempotency-Key is stored
+    once; a message id still decides alone."""
+    ok = {"messages": [{"speaker": "user", "text": "ok"}]}
+    for _ in range(3):
+        r = client.post("/v1/spaces/s/messages", json=ok)
+        assert r.status_code == 200 and len(r.json()["added"]) == 1 and r.json()["skipped"] == [], r.text
+    keyed = {"Idempotency-Key": "req-7"}
+    first = client.post("/v1/spaces/s/messages", json=ok, headers=keyed).json()
+    again = client.post("/v1/spaces/s/messages", json=ok, headers=keyed).json()
+    assert first["added"] == ["req-7:0"] and again["added"] == [] and again["skipped"] == ["req-7:0"]
+    bad = client.post("/v1/spaces/s/messages", json=ok, headers={"Idempotency-Key": "a/b"})
+    assert bad.status_code == 422 and "idempotency" in bad.text.lower()
+    turns = client.get("/v1/spaces/s/export").json()["turns"]
+    assert [t["text"] for t in turns] == ["ok"] * 4

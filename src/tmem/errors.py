@@ -124,3 +124,17 @@ class BuildError(TmemError):
 
 class BuildBusy(BuildError):
     """Another build of the same space is running (it holds the space's build lease)."""
+
+
+STORE_UNAVAILABLE = (
+    "The memory store failed or is unavailable right now ({kind}); retry later. The cause is in the server's log "
+    "(it is not shown to clients: it can name the database's host, user, name or socket)."
+)
+
+
+def public_message(exc: TmemError) -> str:
+    """What a remote client (HTTP, MCP over HTTP, the served viewer) may read of an error: its message, except a
+    store error's, whose text can show connection parameters; front ends log that one in full."""
+    if isinstance(exc, StoreError):
+        return STORE_UNAVAILABLE.format(kind=type(exc).__name__)
+    return str(exc)

@@ -15,17 +15,18 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Path
+from fastapi import FastAPI, Header, Path
 from fastapi.responses import JSONResponse
 
 from tmem.errors import NotFoundError, TmemError
+from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, with_request_ids
 from tmem.memory import AsyncMemory, Memory
 from tmem.service import problems
 from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
 from tmem.service.limits import BodyLimit
 from tmem.service.problems import ServiceProblem
 from tmem.service.routes import register as register_routes
-from tmem.service.schemas import BuildIn, Deleted, JobRef, MessagesIn, Problem, SpacesOut
+from tmem.service.schemas import ID_PATTERN, BuildIn, Deleted, JobRef, MessagesIn, Problem, SpacesOut
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
 from tmem.store.control import Job, open_control, store_space
@@ -131,13 +132,32 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         return SpacesOut(spaces=[s.model_copy(update={"name": s.name[len(prefix) :]}) for s in mine])
 
     @app.post("/v1/spaces/{space}/messages", tags=["conversation"])
-    async def add_messages(space: SpaceName, body: MessagesIn, tenant: Tenant, state: State) -> dict[str, Any]:
+    async def add_messages(
+        space: SpaceName,
+        body: MessagesIn,
+        tenant: Tenant,
+        state: State,
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                max_length=MAX_REQUEST_KEY,
+                pattern=ID_PATTERN,
+                description="Resending a request under the same key stores its messages once: a message without "
+                "an id gets the id KEY:N (N: its position in the request).",
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
         """Append messages (the space is created by its first message). A message without ``time`` is dated when
-        the server receives it. Idempotent by ``id``, else by content. The memory is built by a job: POST .../build,
-        or automatically by the build policy (TMEM_BUILD_AFTER_TURNS / TMEM_BUILD_IDLE_SECONDS)."""
+        the server receives it. Idempotent by ``id`` (or by the ``Idempotency-Key`` header); a message without
+        either is stored on every call, so that a client saying "ok" twice keeps both. The memory is built by a
+        job: POST .../build, or automatically by the build policy (TMEM_BUILD_AFTER_TURNS /
+        TMEM_BUILD_IDLE_SECONDS)."""
         key = store_space(tenant, space)
         received = datetime.now(UTC).replace(tzinfo=None)
-        messages = [m.model_dump(exclude_none=True) for m in body.messages]
+        parsed = [MessageInput.model_validate(m.model_dump(exclude_none=True)) for m in body.messages]
+        if idempotency_key is not None:
+            parsed = with_request_ids(parsed, idempotency_key)
+        messages = parsed
         report = await state.memory.add_messages(key, messages, received_at=received)
         if report.added:
             state.workers.note_arrival(tenant, space)

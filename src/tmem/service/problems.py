@@ -22,6 +22,7 @@ from tmem.errors import (
     NotFoundError,
     StoreError,
     TmemError,
+    public_message,
     shown_to,
 )
 from tmem.service.schemas import Problem
@@ -102,14 +103,14 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(TmemError)
     async def _tmem_error(request: Request, exc: TmemError) -> JSONResponse:
-        message = str(exc)
+        message = public_message(exc)
         for cls, status, kind in _STATUS:
             if isinstance(exc, cls):
                 if status >= 500:
-                    log.error("%s on %s: %s", type(exc).__name__, request.url.path, message)
+                    log.error("%s on %s: %s", type(exc).__name__, request.url.path, exc)
                 headers = {"Retry-After": "5"} if status == 503 else None
                 return problem(request, status, kind, message, headers=headers)
-        log.error("Unmapped %s on %s: %s", type(exc).__name__, request.url.path, message)
+        log.error("Unmapped %s on %s: %s", type(exc).__name__, request.url.path, exc)
         return problem(request, 500, "internal", message)
 
     @app.exception_handler(ServiceProblem)

@@ -9,7 +9,7 @@ from fastapi import FastAPI, Query
 from tmem.errors import NotFoundError
 from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config, shown
 from tmem.service.problems import ServiceProblem
-from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn
+from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn, Text
 
 
 def register(app: FastAPI) -> None:
@@ -34,7 +34,7 @@ def register(app: FastAPI) -> None:
         space: SpaceName,
         tenant: Tenant,
         state: State,
-        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY, description="The query.")],
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY, description="The query."), Text],
         max_tokens: Annotated[int, Query(ge=0, le=MAX_TOKENS, description="Token budget of the text.")] = 2000,
         preset: Annotated[str | None, Query(max_length=64, description="Retrieval preset (docs/retrieval.md).")] = None,
     ) -> dict[str, Any]:

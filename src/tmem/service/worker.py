@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tmem.construct.policy import BuildPolicy, holder_is_dead, lease_holder
-from tmem.errors import BuildBusy, TmemError
+from tmem.errors import BuildBusy, StoreError, TmemError, public_message
 from tmem.memory import Memory
 from tmem.store.control import ControlStore, Job, store_space
 
@@ -224,12 +224,14 @@ class BuildWorkers:
             self._persist(lambda: self._control.requeue(job.id, "waiting: another build of this space holds its lease"))
             return False
         except TmemError as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, StoreError):
+                log.error("Build job %s: %s", job.id, exc)
+            error = f"{type(exc).__name__}: {public_message(exc)}"  # tenants read it: no connection parameters
             self._persist(lambda: self._control.finish_job(job.id, "failed", error=error))
             return True
         except Exception as exc:  # a worker must survive any build failure and record it
             log.exception("Build job %s failed unexpectedly", job.id)
-            error = f"Unexpected {type(exc).__name__}: {exc}. This is a bug; see the server log."
+            error = f"Unexpected {type(exc).__name__}. This is a bug; the server's log has its cause."
             self._persist(lambda: self._control.finish_job(job.id, "failed", error=error))
             return True
         result = report.model_dump(mode="json")
