@@ -64,7 +64,7 @@ class ViewerScope:
             if not summary.name.startswith(self.prefix):
                 continue
             shown = summary.name[len(self.prefix) :]
-            if shown and "/" not in shown:
+            if shown and ("/" not in shown or not self.prefix):  # the local tenant's names may hold "/"
                 out.append(summary.model_copy(update={"name": shown}))
         return out
 
