@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
 
 from tmem.errors import NotFoundError, StoreError
 from tmem.models import LLMCall, PendingRequest, Session, Space, SpaceSummary, Turn
 from tmem.store.base import Vector
 from tmem.store.pg_agent import PgAgentOps
+from tmem.store.pg_base import pg_store_error
 from tmem.store.rules import build_state, check_session_turns, check_space_name
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
@@ -101,8 +103,10 @@ class PostgresStore(PgAgentOps):
     def scrub(self, *, vacuum: bool = True) -> bool:
         """The erasure primitive on PostgreSQL: ``VACUUM`` of tmem's tables, so deleted rows' dead tuples are pruned
         from their pages (``vacuum`` is accepted for the protocol; ``VACUUM FULL``, which would also rewrite the
-        files, takes an exclusive lock on a shared server and is left to maintenance). The server's WAL, replicas
-        and backups keep older data until they rotate: see docs/reliability.md, "Erasure"."""
+        files, takes an exclusive lock on a shared server and is left to maintenance). False when a transaction of
+        another connection that began before the scrub still holds a snapshot (VACUUM keeps the rows it may read):
+        run it again later (``tmem.edit.erasure`` does). The server's WAL, replicas and backups keep older data
+        until they rotate: see docs/scaling.md, "Erasure on PostgreSQL"."""
         del vacuum
         if self._pinned() is not None:
             raise StoreError("scrub() cannot run inside a transaction: call it after the deletion has committed.")
@@ -110,11 +114,22 @@ class PostgresStore(PgAgentOps):
         with self._pool.connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction block
             try:
+                started = conn.execute("SELECT clock_timestamp()").fetchone()
                 for table in tables:
                     conn.execute(f'VACUUM "{table}"')
+                # VACUUM keeps every dead row that a snapshot older than it may still read: a transaction open since
+                # before the scrub began (holding a snapshot) may have kept the deleted rows, so the erasure is
+                # reported pending and retried (tmem.edit.erasure).
+                row = conn.execute(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL AND xact_start < %s",
+                    (started[0] if started else None,),
+                ).fetchone()
+            except psycopg.Error as exc:
+                raise pg_store_error(exc, self._where, "vacuuming deleted rows away") from exc
             finally:
                 conn.autocommit = False
-        return True
+        return not (row and row[0])
 
     # ------------------------------------------------------------------ sessions and turns
     def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None:

@@ -47,6 +47,7 @@ def apply(memory: Memory, key: str, item_id: str, action: Action, text: str = ""
     report = memory.forget(key, turn_ids=item.turn_ids, item_ids=[item_id])
     return (
         f"Forgotten: {len(report.items_forgotten)} items and {len(report.turns_forgotten)} turns erased "
-        f"({len(report.scenes_rewritten)} scenes rewritten, {len(report.scenes_deleted)} deleted).",
+        f"({len(report.scenes_rewritten)} scenes rewritten, {len(report.scenes_deleted)} deleted)"
+        + ("." if report.erased else "; erasure pending (finished once another connection's open read ends)."),
         False,
     )
