@@ -236,3 +236,24 @@ def test_finish_erasures_marks_only_what_a_completed_scrub_covers(tmp_path: Path
     reader.end()
     assert finish_erasures(store) is True and store.erasures(pending=True) == []
     store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_erasure_waits_only_for_snapshots_older_than_the_deletion(pg_url: str, tmp_path: Path) -> None:
+    import psycopg
+
+    store = open_store(pg_url)
+    _import(store, tmp_path, "gone")
+    core = _node(store, tmp_path, "n")
+    with psycopg.connect(pg_url) as old, psycopg.connect(pg_url) as new:
+        old.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        old.execute("SELECT COUNT(*) FROM turns").fetchone()  # a snapshot that still sees the space's rows
+        done = core.delete_space("gone")
+        assert done.erased is False and done.scope == POSTGRES_SCOPE
+        new.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        new.execute("SELECT COUNT(*) FROM turns").fetchone()  # taken after the deletion: does not hold it up
+        assert core.upkeep() is False
+        old.rollback()
+        assert core.upkeep() is True and store.erasures(pending=True) == []
+        new.rollback()
+    store.close()

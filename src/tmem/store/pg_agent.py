@@ -137,7 +137,9 @@ class PgAgentOps(PgRecords):
             # Held to commit: entries commit in seq order, so a reader that saw seq N has seen every entry below N.
             self._rows("SELECT pg_advisory_xact_lock(%s)", (_ERASURE_LOCK,))
             rows = self._rows(
-                "INSERT INTO erasures(tenant, space, kind) VALUES (%s, %s, %s) RETURNING seq", (*self._key(space), kind)
+                "INSERT INTO erasures(tenant, space, kind, xid) VALUES (%s, %s, %s, pg_current_xact_id()::text::bigint) "
+                "RETURNING seq",
+                (*self._key(space), kind),
             )
             return int(rows[0][0])
 

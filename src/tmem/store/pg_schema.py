@@ -273,7 +273,8 @@ CREATE INDEX IF NOT EXISTS service_jobs_owner ON service_jobs(owner, state)
 """
 
 # The erasure ledger (see the SQLite migration). Keyed by (tenant, seq) for Citus; the tenant CHECK as everywhere.
-# No foreign key to spaces: an entry outlives its space. seq is an identity: commit order is seq order because
+# No foreign key to spaces: an entry outlives its space. xid: the deleting transaction's id (scrub() checks that no
+# snapshot older than it is still open, tmem.store.postgres). seq is an identity: commit order is seq order because
 # add_erasure takes a transaction-scoped advisory lock (tmem.store.pg_agent).
 _M_ERASURES = f"""
 CREATE TABLE IF NOT EXISTS erasures (
@@ -281,6 +282,7 @@ CREATE TABLE IF NOT EXISTS erasures (
     seq BIGINT GENERATED ALWAYS AS IDENTITY,
     kind TEXT NOT NULL CHECK (kind IN ('forget', 'delete')),
     erased BOOLEAN NOT NULL DEFAULT FALSE,
+    xid BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, seq)
 );
 CREATE INDEX IF NOT EXISTS erasures_seq ON erasures(seq);

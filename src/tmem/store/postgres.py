@@ -103,9 +103,10 @@ class PostgresStore(PgAgentOps):
     def scrub(self, *, vacuum: bool = True) -> bool:
         """The erasure primitive on PostgreSQL: ``VACUUM`` of tmem's tables, so deleted rows' dead tuples are pruned
         from their pages (``vacuum`` is accepted for the protocol; ``VACUUM FULL``, which would also rewrite the
-        files, takes an exclusive lock on a shared server and is left to maintenance). False when a transaction of
-        another connection that began before the scrub still holds a snapshot (VACUUM keeps the rows it may read):
-        run it again later (``tmem.edit.erasure`` does). The server's WAL, replicas and backups keep older data
+        files, takes an exclusive lock on a shared server and is left to maintenance). False when another
+        connection still holds a snapshot taken before the latest pending erasure of the ledger committed (VACUUM
+        keeps the rows it may read): run it again later (``tmem.edit.erasure`` does); snapshots taken after it do not
+        count, so a busy server's searches do not hold an erasure up. The server's WAL, replicas and backups keep older data
         until they rotate: see docs/scaling.md, "Erasure on PostgreSQL"."""
         del vacuum
         if self._pinned() is not None:
@@ -114,16 +115,17 @@ class PostgresStore(PgAgentOps):
         with self._pool.connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction block
             try:
-                started = conn.execute("SELECT clock_timestamp()").fetchone()
                 for table in tables:
                     conn.execute(f'VACUUM "{table}"')
-                # VACUUM keeps every dead row that a snapshot older than it may still read: a transaction open since
-                # before the scrub began (holding a snapshot) may have kept the deleted rows, so the erasure is
-                # reported pending and retried (tmem.edit.erasure).
+                # VACUUM keeps every dead row that an open snapshot may still read: when another session's oldest
+                # snapshot (backend_xmin) is not newer than the latest pending erasure's deleting transaction, the
+                # deleted rows may have been kept, so the erasure is reported pending and retried (tmem.edit.erasure).
+                # Sessions whose snapshots began after the deletion committed do not hold it up.
                 row = conn.execute(
-                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL AND xact_start < %s",
-                    (started[0] if started else None,),
+                    "SELECT COUNT(*) FROM pg_stat_activity a, "
+                    "(SELECT MAX(xid) AS d FROM erasures WHERE NOT erased) e "
+                    "WHERE e.d IS NOT NULL AND a.datname = current_database() AND a.pid <> pg_backend_pid() "
+                    "AND a.backend_xmin IS NOT NULL AND age(a.backend_xmin) >= age(((e.d % 4294967296)::text)::xid)"
                 ).fetchone()
             except psycopg.Error as exc:
                 raise pg_store_error(exc, self._where, "vacuuming deleted rows away") from exc
