@@ -135,12 +135,14 @@ def test_pgvector_hnsw_recall_against_exact(pg_url: str, halfvec: bool) -> None:
     store = PostgresStore.open(pg_url)
     store.ensure_space("a")
     entries, vectors = _corpus(4, n_items=600)
-    if halfvec:  # rows written under float4 graphs first: switching the kind builds its graphs at the next sync
-        PgVectorIndex(store, "a", "m", DIM, exact_below=0).sync(entries, vectors)
+    # rows written under the other kind's graphs first: switching the kind builds its graphs at the next sync and
+    # drops the other kind's
+    PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=not halfvec).sync(entries, vectors)
     approx = PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=halfvec)
     approx.sync(entries, vectors)
     names = {r[0] for r in store._rows("SELECT indexname FROM pg_indexes WHERE tablename = 'vector_index'")}
     assert (f"vector_index_hnsw_h{DIM}_item" in names) is halfvec
+    assert (f"vector_index_hnsw_{DIM}_item" in names) is not halfvec
     with store.transaction():  # a 600-row table is cheaper to scan: ask whether the index CAN serve the query
         store._exec("SET LOCAL enable_seqscan = off")
         rows = store._rows(

@@ -1,5 +1,6 @@
 """The pgvector backend of :class:`tmem.index.backend.VectorIndex`: a space's vectors in PostgreSQL, searched by
-cosine distance with an HNSW index (approximate) or exactly, whichever fits the part's size.
+cosine distance with an HNSW index (approximate; graphs over float2 ``halfvec`` copies of the vectors by default) or
+exactly, whichever fits the part's size.
 
 Table ``vector_index`` (created on first use, keyed by (tenant, space) like every store table, deleted with its
 space) holds one row per entry and embedder (``model_id``). pgvector's HNSW index needs a fixed dimension, and a
@@ -84,7 +85,8 @@ class PgVectorIndex:
         *,
         exact_below: int = 20_000,
         ef_search: int = DEFAULT_EF_SEARCH,
-        halfvec: bool = False,
+        halfvec: bool = True,
+        keep_other_kind: bool = False,
     ) -> None:
         if not 0 < dim <= 2000:
             raise StoreError(f"pgvector's HNSW index takes 1..2000 dimensions; this embedder has {dim}.")
@@ -94,9 +96,12 @@ class PgVectorIndex:
         self._dim = dim
         self._exact_below = exact_below
         self._ef_search = ef_search
-        # The HNSW graphs' element type: 'vector' (float4) or 'halfvec' (float2: half the graph's size; each kind has
-        # its own partial indices, built at the next sync; bench/results/scale.md compares them).
+        # The HNSW graphs' element type: 'halfvec' (float2, the default: at 100k views 0.58x the latency of float4
+        # graphs at the same recall and 0.6x their size, bench/results/scale.md) or 'vector' (float4). Each kind has
+        # its own partial indices, built at the next sync; building one drops the other kind's (every insert would
+        # pay for both graphs) unless ``keep_other_kind`` (the bench compares them on one table).
         self._kind = "halfvec" if halfvec else "vector"
+        self._keep_other = keep_other_kind
         self._key: tuple[str, ...] = (*store._key(space), model_id)
         self._counts: dict[str, int] = {}
         self.ensure_schema(store, dim)
@@ -128,6 +133,9 @@ class PgVectorIndex:
                 f"CREATE INDEX IF NOT EXISTS {name} ON vector_index USING hnsw ((vec::{self._kind}({self._dim})) "
                 f"{self._kind}_cosine_ops) WHERE dim = {self._dim} AND part = {_part_sql(part)}"
             )
+            if not self._keep_other:
+                other = "vector" if self._kind == "halfvec" else "halfvec"
+                store._exec(f"DROP INDEX IF EXISTS {_index_name(self._dim, part, other)}")
 
     @property
     def dim(self) -> int:
