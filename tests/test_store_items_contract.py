@@ -167,3 +167,32 @@ def test_scrub_runs_outside_a_transaction(store: Store) -> None:
     store.delete_space("a")
     store.scrub()
     assert not store.has_space("a")
+
+
+def test_erasure_ledger_orders_outlives_and_marks(store: Store) -> None:
+    _seed(store, "acme/a")
+    _seed(store, "beta/b")
+    assert store.latest_erasure() == 0 and store.erasures() == []
+    with pytest.raises(RuntimeError), store.transaction():
+        store.add_erasure("acme/a", "forget")
+        raise RuntimeError("rolled back with the deletion it records")
+    assert store.erasures() == []
+    with store.transaction():
+        store.delete_space("acme/a")
+        first = store.add_erasure("acme/a", "delete")
+    second = store.add_erasure("beta/b", "forget")
+    assert second > first >= 1
+    ledger = store.erasures()
+    assert [(e.seq, e.space, e.kind, e.erased) for e in ledger] == [
+        (first, "acme/a", "delete", False),
+        (second, "beta/b", "forget", False),
+    ]  # the deleted space's entry outlives it
+    assert [e.seq for e in store.erasures(after=first)] == [second]
+    assert [e.space for e in store.erasures(tenant="acme")] == ["acme/a"]
+    assert [e.space for e in store.erasures(space="beta/b")] == ["beta/b"]
+    assert store.latest_erasure() == second and store.latest_erasure("acme/a") == first
+    assert store.latest_erasure("nobody/x") == 0
+    assert store.mark_erased(first) == 1
+    assert [e.seq for e in store.erasures(pending=True)] == [second]
+    assert store.mark_erased(second) == 1 and store.mark_erased(second) == 0
+    assert store.erasures(pending=True) == [] and all(e.erased for e in store.erasures())

@@ -211,6 +211,18 @@ class ItemEdit(Record):
 
 
 TombstoneKind = Literal["turn", "item"]
+ErasureKind = Literal["forget", "delete"]
+
+
+class Erasure(Record):
+    """One entry of the store's erasure ledger: ``space`` lost content (a forget or the whole space) at ``seq``. The
+    ledger holds no content, only the space's name, and outlives a deleted space. ``erased`` turns true once a scrub
+    that started after the deletion committed has completed (docs/reliability.md, "Erasure")."""
+
+    seq: int = Field(ge=1, description="Increasing across the store, in commit order.")
+    space: str
+    kind: ErasureKind
+    erased: bool = False
 
 
 # --------------------------------------------------------------------------------------------- bookkeeping

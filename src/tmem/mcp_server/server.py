@@ -74,6 +74,8 @@ class Forgotten(BaseModel):
     turns_forgotten: list[str]
     items_forgotten: list[str]
     already_forgotten: list[str]
+    erased: bool = Field(description="The freed bytes are erased; False: forgotten, erasure pending (finished later).")
+    status: str = Field(description="'forgotten' or 'forgotten, erasure pending'.")
 
 
 SpaceResolver = Callable[[Context], str]
@@ -149,6 +151,8 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
             turns_forgotten=report.turns_forgotten,
             items_forgotten=report.items_forgotten,
             already_forgotten=report.already_forgotten,
+            erased=report.erased,
+            status="forgotten" if report.erased else "forgotten, erasure pending",
         )
 
     return server
@@ -175,6 +179,7 @@ async def _build(memory: AsyncMemory, key: str) -> bool:
 async def serve_stdio(settings: Settings, space: str) -> None:
     """Serve the local space ``space`` over stdio (the process's stdin/stdout) until the client closes it."""
     async with AsyncMemory.open(settings=settings) as memory:
+        memory.core.start_upkeep(settings.upkeep_seconds)
         await build_server(memory, lambda _ctx: space, space=space).run_stdio_async()
 
 
@@ -234,6 +239,7 @@ def http_app(settings: Settings, space: str) -> ASGIApp:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        memory.core.start_upkeep(settings.upkeep_seconds)
         try:
             async with server.session_manager.run():
                 yield

@@ -21,12 +21,13 @@ from fastapi.responses import JSONResponse
 from tmem.errors import NotFoundError, TmemError
 from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, with_request_ids
 from tmem.memory import AsyncMemory, Memory
+from tmem.models import Erasure
 from tmem.service import problems
 from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
 from tmem.service.limits import BodyLimit
 from tmem.service.problems import ServiceProblem
 from tmem.service.routes import register as register_routes
-from tmem.service.schemas import ID_PATTERN, BuildIn, Deleted, JobRef, MessagesIn, Problem, SpacesOut
+from tmem.service.schemas import ID_PATTERN, BuildIn, Deleted, ErasureOut, JobRef, MessagesIn, Problem, SpacesOut
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
 from tmem.store.control import Job, open_control, store_space
@@ -61,6 +62,16 @@ def _job_view(job: Job) -> dict[str, Any]:
     if data.get("error"):
         data["error"] = str(data["error"]).replace(f"{job.tenant}/", "")
     return data
+
+
+def _erasure_out(entry: Erasure, tenant: str) -> ErasureOut:
+    return ErasureOut(
+        erasure=entry.seq,
+        space=entry.space.removeprefix(f"{tenant}/"),
+        kind=entry.kind,
+        erased=entry.erased,
+        status="erased" if entry.erased else "erasure pending",
+    )
 
 
 def _viewer_scope(app: FastAPI, key: str | None) -> ViewerScope | None:
@@ -105,6 +116,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         control = open_control(memory.core.store)
         pool = BuildWorkers(control, lambda: Memory.open(settings=settings), workers=workers)
         pool.recover()
+        memory.core.start_upkeep(settings.upkeep_seconds)  # pending erasures finish without another request
         app.state.tmem = ServiceState(settings, memory, control, pool)
         app.state.viewer_memory = Memory.over(memory.core)  # the viewer at /ui reads the same core
         pool.start()
@@ -198,15 +210,36 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
 
     @app.delete("/v1/spaces/{space}", response_model=Deleted, tags=["spaces"])
     async def delete_space(space: SpaceName, tenant: Tenant, state: State) -> Deleted:
-        """Delete the space and every trace of it (erased from the database files)."""
+        """Delete the space and every trace of it. ``erased`` says whether the freed bytes are erased yet (see
+        ``scope``); a pending erasure finishes by itself (GET /v1/erasures/{erasure} shows when)."""
         key = await require_space(state, tenant, space)
         if state.control.has_running(tenant, space):
             raise ServiceProblem(
                 409, "build-running", f"A build of {space!r} is running; wait for its job to end, then delete."
             )
         failed = state.control.fail_queued(tenant, space, "The space was deleted before this build started.")
-        await state.memory.delete_space(key)
-        return Deleted(deleted=space, failed_jobs=failed)
+        done = await state.memory.delete_space(key)
+        return Deleted(
+            deleted=space,
+            failed_jobs=failed,
+            erasure=done.erasure,
+            erased=done.erased,
+            status="deleted" if done.erased else "deleted, erasure pending",
+            scope=done.scope,
+        )
+
+    @app.get("/v1/erasures", response_model=list[ErasureOut], tags=["spaces"])
+    async def erasures(tenant: Tenant, state: State, pending: bool = False) -> list[ErasureOut]:
+        """This key's erasures (forgets and space deletions), oldest first; ``pending=true``: only unfinished ones."""
+        return [_erasure_out(e, tenant) for e in await state.memory.erasures(tenant=tenant, pending=pending)]
+
+    @app.get("/v1/erasures/{erasure}", response_model=ErasureOut, tags=["spaces"])
+    async def erasure(erasure: Annotated[int, Path(ge=1)], tenant: Tenant, state: State) -> ErasureOut:
+        """One erasure's state: erased, or pending (finished by the server once no open read holds its bytes)."""
+        found = [e for e in await state.memory.erasures(tenant=tenant) if e.seq == erasure]
+        if not found:
+            raise ServiceProblem(404, "not-found", f"No erasure {erasure} for this key.")
+        return _erasure_out(found[0], tenant)
 
     register_routes(app)
     app.include_router(viewer_router(lambda key: _viewer_scope(app, key), key_login=True), prefix=VIEWER_PREFIX)

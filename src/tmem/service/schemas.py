@@ -114,3 +114,18 @@ class SpacesOut(BaseModel):
 class Deleted(BaseModel):
     deleted: str
     failed_jobs: int = Field(default=0, description="Queued builds of the space that were failed.")
+    erasure: int = Field(description="The deletion's entry in the erasure ledger: GET /v1/erasures/{erasure}.")
+    erased: bool = Field(
+        description="The freed bytes are erased (see scope). False: deleted, erasure pending (another connection's "
+        "open read keeps them); the server finishes it by itself within seconds of that read ending."
+    )
+    status: str = Field(description="'deleted' or 'deleted, erasure pending'.")
+    scope: str = Field(description="What erased means on this server's database.")
+
+
+class ErasureOut(BaseModel):
+    erasure: int
+    space: str
+    kind: str = Field(description="'forget' or 'delete'.")
+    erased: bool
+    status: str = Field(description="'erased' or 'erasure pending'.")

@@ -280,6 +280,25 @@ def _m_service_job_owner(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE service_jobs ADD COLUMN heartbeat_at REAL")
 
 
+def _m_erasures(db: sqlite3.Connection) -> None:
+    """The erasure ledger (issue 23): one row per forget or space deletion, naming only the space, kept after the
+    space is gone. ``erased`` is set once a scrub completed after the row committed; until then the erasure is
+    pending and is retried. Nodes drop their local caches (saved BM25 and IVF indices) of every space in it."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS erasures (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            space TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('forget', 'delete')),
+            erased INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX IF NOT EXISTS erasures_space ON erasures(space, seq);
+        CREATE INDEX IF NOT EXISTS erasures_pending ON erasures(erased, seq)
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
     ("service_control", _m_service_control),
@@ -287,6 +306,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("002_item_date_precision", _m_item_date_precision),
     ("003_item_conflicts", _m_item_conflicts),
     ("service_job_owner", _m_service_job_owner),
+    ("erasure_ledger", _m_erasures),
 ]
 
 

@@ -28,6 +28,9 @@ from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 __all__ = ["SQLiteStore", "store_error"]
 
 
+SCRUB_WAIT_MS = 1000  # how long a scrub's checkpoint waits for another connection's open read
+
+
 class SQLiteStore(AgentOps):
     """The default store. Open with :meth:`open`; ``":memory:"`` gives a private in-memory database (tests)."""
 
@@ -105,8 +108,15 @@ class SQLiteStore(AgentOps):
             return not busy
 
     def _checkpoint(self) -> bool:
-        """TRUNCATE checkpoint; True when it could not complete (a reader of another connection is in the way)."""
-        busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        """TRUNCATE checkpoint, waiting at most ``SCRUB_WAIT_MS`` for other connections' readers (not the store's
+        write timeout: an erasure a reader blocks is left pending and retried, never a request held for a minute);
+        True when it could not complete."""
+        (timeout,) = self._db.execute("PRAGMA busy_timeout").fetchone()
+        self._db.execute(f"PRAGMA busy_timeout = {min(int(timeout), SCRUB_WAIT_MS)}")
+        try:
+            busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
         return bool(busy)
 
     # ------------------------------------------------------------------ sessions and turns

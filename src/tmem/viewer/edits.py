@@ -36,6 +36,8 @@ DONE = {
     "text (by the construction LLM when one is configured, else none).",
     "deleted": "Deleted the item for good; its source turns stay.",
     "forgotten": "Forgotten: the item, the turns it came from and everything built from them were erased.",
+    "forgotten-pending": "Forgotten: the item, the turns it came from and everything built from them were removed; "
+    "erasure from the database file is pending (finished once another connection's open read ends).",
 }
 CONFIRMED: tuple[Action, ...] = ("delete", "forget")  # edits that erase: the viewer shows what goes and asks once
 
@@ -76,5 +78,5 @@ def apply(memory: Memory, key: str, item_id: str, action: Action, text: str = ""
         memory.delete_item(key, item_id)
         return "deleted", False
     item = memory.get_item(key, item_id)
-    memory.forget(key, turn_ids=item.turn_ids, item_ids=[item_id])
-    return "forgotten", False
+    report = memory.forget(key, turn_ids=item.turn_ids, item_ids=[item_id])
+    return ("forgotten" if report.erased else "forgotten-pending"), False
