@@ -280,6 +280,13 @@ def _m_service_job_owner(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE service_jobs ADD COLUMN heartbeat_at REAL")
 
 
+def _m_item_slot(db: sqlite3.Connection) -> None:
+    """Items name the slot they state (issue 21): ``slot``, 'subject / attribute', NULL for memories built before
+    (their items keep their links; a later build's items get slots)."""
+    if "slot" not in _columns(db, "items"):
+        db.execute("ALTER TABLE items ADD COLUMN slot TEXT")
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
     ("service_control", _m_service_control),
@@ -287,6 +294,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("002_item_date_precision", _m_item_date_precision),
     ("003_item_conflicts", _m_item_conflicts),
     ("service_job_owner", _m_service_job_owner),
+    ("004_item_slot", _m_item_slot),
 ]
 
 

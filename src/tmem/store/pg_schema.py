@@ -271,6 +271,10 @@ ALTER TABLE service_jobs ADD COLUMN IF NOT EXISTS seq BIGINT GENERATED ALWAYS AS
 ALTER TABLE service_keys ADD COLUMN IF NOT EXISTS seq BIGINT GENERATED ALWAYS AS IDENTITY;
 CREATE INDEX IF NOT EXISTS service_jobs_owner ON service_jobs(owner, state)
 """
+# Item slots (see the SQLite migration).
+_M_ITEM_SLOT = """
+ALTER TABLE items ADD COLUMN IF NOT EXISTS slot TEXT
+"""
 
 # (name, DDL): the names and order of tmem.store.migrations.MIGRATIONS.
 MIGRATIONS: list[tuple[str, str]] = [
@@ -280,6 +284,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("002_item_date_precision", _M_ITEM_DATE_PRECISION),
     ("003_item_conflicts", _M_ITEM_CONFLICTS),
     ("service_job_owner", _M_SERVICE_JOB_OWNER),
+    ("004_item_slot", _M_ITEM_SLOT),
 ]
 
 _LOCK_KEY = 7_460_135_001  # pg_advisory_xact_lock key: one process migrates at a time
