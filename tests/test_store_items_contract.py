@@ -83,13 +83,15 @@ def test_scene_and_item_lookups_and_delete_turns(store: Store) -> None:
     store.link_topics("a", [TopicSceneLink(topic_id="tp", scene_id="sc1")])
     store.put_items("a", [Item(id="i1", text="x", kind=ItemKind.ATOMIC, scene_ids=["sc1"], turn_ids=["t1"],
                                date="2023-05-01", date_end="2023-05-31", date_precision="month",
-                               conflicts_with=["i0"])])  # fmt: skip
+                               conflicts_with=["i0"], slot="dana / employer")])  # fmt: skip
     assert store.count_turns_outside_scenes("a") == 1
     assert [s.id for s in store.scenes_of_turns("a", ["t1", "t2"])] == ["sc1"]
     assert [i.id for i in store.items_of_scenes("a", ["sc1"])] == ["i1"]
     assert store.items_of_scenes("a", ["sc1"])[0].scene_ids == ["sc1"]
     assert store.items_of_scenes("a", ["sc1"]) == store.items("a", ["i1"])  # every column, added ones included
     assert store.items_of_scenes("a", ["sc1"])[0].date_precision == "month"
+    assert store.items("a", ["i1"])[0].slot == "dana / employer"
+    assert store.items("a")[0].slot == "dana / employer"
     assert store.topic_links_of("a", scene_ids=["sc1"]) == [TopicSceneLink(topic_id="tp", scene_id="sc1")]
     assert store.topic_links_of("a", topic_ids=["tp"]) == store.topic_links_of("a", scene_ids=["sc1"])
     store.delete_turns("a", ["t1"])

@@ -299,6 +299,13 @@ def _m_erasures(db: sqlite3.Connection) -> None:
     )
 
 
+def _m_item_slot(db: sqlite3.Connection) -> None:
+    """Items name the slot they state (issue 21): ``slot``, 'subject / attribute', NULL for memories built before
+    (their items keep their links; a later build's items get slots)."""
+    if "slot" not in _columns(db, "items"):
+        db.execute("ALTER TABLE items ADD COLUMN slot TEXT")
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
     ("service_control", _m_service_control),
@@ -307,6 +314,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("003_item_conflicts", _m_item_conflicts),
     ("service_job_owner", _m_service_job_owner),
     ("erasure_ledger", _m_erasures),
+    ("004_item_slot", _m_item_slot),
 ]
 
 

@@ -271,6 +271,10 @@ ALTER TABLE service_jobs ADD COLUMN IF NOT EXISTS seq BIGINT GENERATED ALWAYS AS
 ALTER TABLE service_keys ADD COLUMN IF NOT EXISTS seq BIGINT GENERATED ALWAYS AS IDENTITY;
 CREATE INDEX IF NOT EXISTS service_jobs_owner ON service_jobs(owner, state)
 """
+# Item slots (see the SQLite migration).
+_M_ITEM_SLOT = """
+ALTER TABLE items ADD COLUMN IF NOT EXISTS slot TEXT
+"""
 
 # The erasure ledger (see the SQLite migration). Keyed by (tenant, seq) for Citus; the tenant CHECK as everywhere.
 # No foreign key to spaces: an entry outlives its space. xid: the deleting transaction's id (scrub() checks that no
@@ -298,6 +302,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("003_item_conflicts", _M_ITEM_CONFLICTS),
     ("service_job_owner", _M_SERVICE_JOB_OWNER),
     ("erasure_ledger", _M_ERASURES),
+    ("004_item_slot", _M_ITEM_SLOT),
 ]
 
 _LOCK_KEY = 7_460_135_001  # pg_advisory_xact_lock key: one process migrates at a time
