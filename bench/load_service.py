@@ -9,8 +9,14 @@ What it does, all through the real service (`tmem serve` started as a subprocess
   4. reports p50 / p90 / p99 / max latency, throughput, every non-200 answer and transport error, and whether the
      build job was still running for the whole measurement.
 
+With ``--mode context`` (issue 23: fast context over HTTP) there is no build job: after building ``search`` it
+measures ``GET /v1/spaces/search/context?max_tokens=500`` with one client alone (sequential) and with N clients
+for --seconds, then stops the server and measures ``Memory.context(..., max_tokens=500)`` in this process on the
+same memory directory and the same questions, sequentially (one process's throughput).
+
 Run (from the repository root):
     python bench/load_service.py --clients 16 --out bench/results/load.md
+    python bench/load_service.py --mode context --clients 16 --seconds 30 --out bench/results/load.md
 """
 
 from __future__ import annotations
@@ -70,8 +76,23 @@ def _wait_job(client: httpx.Client, job: str, timeout: float) -> dict[str, Any]:
         time.sleep(0.5)
 
 
+CONTEXT_TOKENS = 500
+
+
+async def _request(http: httpx.AsyncClient, mode: str, q: str) -> httpx.Response:
+    if mode == "context":
+        return await http.get("/v1/spaces/search/context", params={"q": q, "max_tokens": CONTEXT_TOKENS})
+    return await http.post("/v1/spaces/search/search", json={"q": q})
+
+
 async def _client(
-    base: str, key: str, queries: list[str], offset: int, stop: asyncio.Event, out: list[tuple[float, int | str]]
+    base: str,
+    key: str,
+    queries: list[str],
+    offset: int,
+    stop: asyncio.Event,
+    out: list[tuple[float, int | str]],
+    mode: str = "search",
 ) -> None:
     async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
         n = offset
@@ -80,7 +101,7 @@ async def _client(
             n += 1
             t0 = time.perf_counter()
             try:
-                r = await http.post("/v1/spaces/search/search", json={"q": q})
+                r = await _request(http, mode, q)
                 status: int | str = r.status_code
             except httpx.HTTPError as exc:
                 status = type(exc).__name__
@@ -108,13 +129,94 @@ async def _measure(
     return results, time.perf_counter() - t0, states
 
 
+async def _measure_plain(
+    base: str, key: str, queries: list[str], clients: int, seconds: float
+) -> tuple[list[tuple[float, int | str]], float]:
+    """N clients sending context requests back to back for ``seconds`` (no build)."""
+    stop = asyncio.Event()
+    results: list[tuple[float, int | str]] = []
+    tasks = [asyncio.create_task(_client(base, key, queries, i * 7, stop, results, "context")) for i in range(clients)]
+    t0 = time.perf_counter()
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.gather(*tasks)
+    return results, time.perf_counter() - t0
+
+
+def _in_process(home: Path, env: dict[str, str], questions: list[str], seconds: float) -> tuple[list[float], float]:
+    """Memory.context in this process, sequentially over ``questions`` (cycled) for ``seconds``: latencies (ms) and
+    requests per second."""
+    os.environ.update(env)
+    from tmem.memory import Memory
+
+    with Memory.open(home) as memory:
+        memory.context("bench/search", "warm up", max_tokens=CONTEXT_TOKENS)
+        lat: list[float] = []
+        t0 = time.perf_counter()
+        n = 0
+        while time.perf_counter() - t0 < seconds:
+            t1 = time.perf_counter()
+            memory.context("bench/search", questions[n % len(questions)], max_tokens=CONTEXT_TOKENS)
+            lat.append((time.perf_counter() - t1) * 1000)
+            n += 1
+        return lat, n / (time.perf_counter() - t0)
+
+
 def _pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+def _context_mode(
+    client: httpx.Client, base: str, key: str, questions: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    params = {"max_tokens": CONTEXT_TOKENS}
+    client.get("/v1/spaces/search/context", params={**params, "q": "warm up"}).raise_for_status()
+    alone = []
+    for q in questions[: args.baseline]:
+        t1 = time.perf_counter()
+        client.get("/v1/spaces/search/context", params={**params, "q": q}).raise_for_status()
+        alone.append((time.perf_counter() - t1) * 1000)
+    results, elapsed = asyncio.run(_measure_plain(base, key, questions, args.clients, args.seconds))
+    return {"alone": alone, "results": results, "elapsed": elapsed}
+
+
+def _report_context(
+    args: argparse.Namespace,
+    turns: dict[str, int],
+    build_s: float,
+    ctx: dict[str, Any],
+    in_proc: list[float],
+    in_proc_rate: float,
+) -> None:
+    alone: list[float] = ctx["alone"]
+    results: list[tuple[float, int | str]] = ctx["results"]
+    ok = [lat * 1000 for lat, status in results if status == 200]
+    errors = len(results) - len(ok)
+    http_rate = len(results) / ctx["elapsed"]
+    base_alone = in_proc[: args.baseline]
+    lines = [
+        f"context mode: dev conversation {args.search_conv} ({turns['search']} turns, built in {build_s:.1f} s), "
+        f"max_tokens={CONTEXT_TOKENS}, embedder {args.embed}",
+        f"machine: {platform.platform()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
+        "",
+        f"| when | in-process p50 ms (first {len(base_alone)}) | HTTP one client p50 ms | ratio | in-process req/s (1 process, "
+        f"sequential) | HTTP {args.clients} clients req/s | share | HTTP {args.clients} clients p50 ms | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC | {_pct(base_alone, 50):.1f} | "
+        f"{_pct(alone, 50):.1f} | {_pct(alone, 50) / _pct(base_alone, 50):.2f}x | {in_proc_rate:.1f} | "
+        f"{http_rate:.1f} | {http_rate / in_proc_rate:.0%} | {_pct(ok, 50):.0f} | {errors} |",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with args.out.open("a") as fh:
+            fh.write("\n" + text + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mode", choices=["search-under-build", "context"], default="search-under-build")
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=60.0, help="Longest measurement.")
     ap.add_argument("--min-seconds", type=float, default=10.0, help="Shortest measurement.")
@@ -124,6 +226,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=int, default=20, help="Sequential searches measured before the load.")
     ap.add_argument("--dir", type=Path, default=None, help="Memory directory (default: a fresh temporary one).")
     ap.add_argument("--out", type=Path, default=None, help="Append the result to this markdown file.")
+    ap.add_argument("--in-process-seconds", type=float, default=20.0, help="Memory.context measurement (context mode).")
     args = ap.parse_args()
 
     home = args.dir or Path(tempfile.mkdtemp(prefix="tmem-load-")) / "mem"
@@ -157,7 +260,8 @@ def main() -> None:
                 except httpx.TransportError:
                     time.sleep(0.1)
             turns = {}
-            for space, conv in (("search", args.search_conv), ("build", args.build_conv)):
+            spaces = [("search", args.search_conv)] + ([("build", args.build_conv)] if args.mode != "context" else [])
+            for space, conv in spaces:
                 sessions = _messages_of(conv)
                 for messages in sessions:
                     r = client.post(f"/v1/spaces/{space}/messages", json={"messages": messages})
@@ -170,6 +274,13 @@ def main() -> None:
                 raise SystemExit(f"build of 'search' failed: {first}")
             client.post("/v1/spaces/search/search", json={"q": "warm up"}).raise_for_status()
             questions = [qa["question"] for qa in json.loads(DATA.read_text())[args.search_conv]["qa"]]
+            if args.mode == "context":
+                ctx = _context_mode(client, base, key, questions, args)
+                server.terminate()
+                server.wait(30)
+                lat, rate = _in_process(home, env, questions, args.in_process_seconds)
+                _report_context(args, turns, search_build_s, ctx, lat, rate)
+                return
             alone = []  # one client, no build: the unloaded latency of the same requests
             for q in questions[: args.baseline]:
                 t1 = time.perf_counter()

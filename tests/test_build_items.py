@@ -258,3 +258,50 @@ async def test_a_contradiction_is_kept_on_both_items_and_neither_supersedes() ->
     new = next(it for it in items.values() if it.id != EXISTING.id)
     assert new.conflicts_with == [EXISTING.id] and items[EXISTING.id].conflicts_with == [new.id]
     assert new.supersedes is None and items[EXISTING.id].superseded_by is None
+
+
+async def test_items_on_one_slot_are_linked_in_code_even_when_no_request_saw_the_other() -> None:
+    """Few-rounds plan: the two chunks of one topic are asked at once, so neither request shows the other's items
+    (the model cannot fill `updates`); the slot each item names links the older to the newer after the round, the
+    labels matched by their normalised form ('Caroline / job' and "caroline's / current employer")."""
+    store = _store()
+    scenes = [_scene(n, T0) for n in (1, 2, 3)]
+    store.put_scenes("s", scenes)
+    store.put_topics("s", [TOPIC])
+    store.link_topics("s", [TopicSceneLink(topic_id="t1", scene_id=s.id) for s in scenes])
+
+    def reply(request: ChatRequest) -> str:
+        user = request.messages[1].content
+        assert "(none)" in user.split("<existing_items>")[1][:20]  # a fresh build: no existing items are shown
+        if "[S3] (new)" in user:
+            atomic = [
+                _atomic(scene="S3", turns=["D3:1"], date="2023-06-02", slot="caroline's / current employer",
+                        text="On 2 June 2023 Caroline started working at Globex."),
+            ]  # fmt: skip
+        else:
+            atomic = [
+                _atomic(scene="S1", turns=["D1:1"], date="2023-05-01", slot="Caroline / job",
+                        text="On 1 May 2023 Caroline worked at Acme."),
+                _atomic(scene="S1", turns=["D1:2"], date="2023-05-01", slot="Caroline / home",
+                        text="On 1 May 2023 Caroline lived in Lyon."),
+                _atomic(scene="S2", turns=["D2:1"], date="2023-05-01", slot="Caroline / dog",
+                        text="On 1 May 2023 Caroline had a dog named Rex."),
+                _atomic(scene="S2", turns=["D2:1"], date="2023-05-01", slot="Caroline / dogs",
+                        text="On 1 May 2023 Caroline said her dog Rex is a beagle."),
+            ]  # fmt: skip
+        return ItemReply(atomic_items=atomic, connected_items=[]).model_dump_json()
+
+    llm = scripted_llm(store, fn=reply)
+    options = BuildOptions(item_scenes_per_call=2, few_rounds=True)
+    await run_items(store, "s", StageRun("items", llm, "s", 2, False), options)
+    assert len(llm.backend.requests) == 2  # type: ignore[attr-defined]
+    items = {it.text.split(" Caroline ", 1)[1]: it for it in store.items("s")}
+    acme, globex = items["worked at Acme."], items["started working at Globex."]
+    assert (acme.slot, globex.slot) == ("caroline / job", "caroline / employer")
+    assert acme.superseded_by == globex.id and globex.supersedes == acme.id
+    assert items["lived in Lyon."].superseded_by is None  # another slot
+    # two items of one turn on one slot restate one moment: not a change, neither is superseded
+    assert items["had a dog named Rex."].superseded_by is None and items["said her dog Rex is a beagle."].slot == (
+        "caroline / dog"
+    )
+    assert items["said her dog Rex is a beagle."].superseded_by is None

@@ -77,7 +77,7 @@ async def test_delete_erases_every_byte_even_when_secure_delete_was_off(tmp_path
     keep_turns = store.turns("keep")
 
     memory = Memory(store, embedder=HashEmbedder())
-    assert memory.delete_space("secret") is True
+    assert memory.delete_space("secret").erased is True
     assert _occurrences(home) == {"tmem.db": 0, "tmem.db-shm": 0, "tmem.db-wal": 0}
     assert store.turns("keep") == keep_turns and not store.has_space("secret")
     store.close()

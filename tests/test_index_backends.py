@@ -125,16 +125,33 @@ def test_pgvector_keeps_spaces_apart_and_goes_with_its_space(pg_url: str) -> Non
 
 
 @pytest.mark.postgres
-def test_pgvector_hnsw_recall_against_exact(pg_url: str) -> None:
-    """The approximate path (HNSW, forced by exact_below=0) finds what the exact path finds."""
+@pytest.mark.parametrize("halfvec", [False, True])
+def test_pgvector_hnsw_recall_against_exact(pg_url: str, halfvec: bool) -> None:
+    """The approximate path (HNSW, forced by exact_below=0) finds what the exact path finds, with float4 and with
+    float2 (halfvec) graphs; the planner uses the kind's own indices."""
     from tmem.index.pgvector import PgVectorIndex
     from tmem.store.postgres import PostgresStore
 
     store = PostgresStore.open(pg_url)
     store.ensure_space("a")
     entries, vectors = _corpus(4, n_items=600)
-    approx = PgVectorIndex(store, "a", "m", DIM, exact_below=0)
+    # rows written under the other kind's graphs first: switching the kind builds its graphs at the next sync and
+    # drops the other kind's
+    PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=not halfvec).sync(entries, vectors)
+    approx = PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=halfvec)
     approx.sync(entries, vectors)
+    names = {r[0] for r in store._rows("SELECT indexname FROM pg_indexes WHERE tablename = 'vector_index'")}
+    assert (f"vector_index_hnsw_h{DIM}_item" in names) is halfvec
+    assert (f"vector_index_hnsw_{DIM}_item" in names) is not halfvec
+    with store.transaction():  # a 600-row table is cheaper to scan: ask whether the index CAN serve the query
+        store._exec("SET LOCAL enable_seqscan = off")
+        rows = store._rows(
+            f"EXPLAIN SELECT id FROM vector_index WHERE part = 'item' AND dim = {DIM} "
+            f"ORDER BY {approx._approx_dist()} LIMIT 10",
+            (vectors[0],),
+        )
+    plan = "\n".join(r[0] for r in rows)
+    assert f"vector_index_hnsw_{'h' if halfvec else ''}{DIM}_item" in plan
     exact = MemoryVectorIndex(DIM)
     exact.sync(entries, vectors)
     rng = np.random.default_rng(9)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tmem.errors import IntegrityError, NotFoundError, StoreError
+from tmem.errors import IntegrityError, NotFoundError, SpaceNotFound, StoreError
 from tmem.models import (
     Item,
     ItemEdit,
@@ -147,6 +147,23 @@ def test_spaces_are_isolated(store: Store) -> None:
     assert [s.id for s in store.scenes("b")] == ["s1"]
     with pytest.raises(NotFoundError, match="Known spaces: b"):
         store.get_space("a")
+
+
+def test_missing_space_names_only_the_asking_tenants_spaces(store: Store) -> None:
+    """issue 20 High 1: a tenant's missing space never lists another tenant's spaces or any store key."""
+    for key in ("acme/alice", "acme/big", "bobco/notes", "plain"):
+        store.ensure_space(key)
+    with pytest.raises(SpaceNotFound) as caught:
+        store.get_space("bobco/gone")
+    err = caught.value
+    assert (err.tenant, err.space, err.known) == ("bobco", "gone", ("notes",))
+    assert "acme" not in str(err) and "bobco/" not in str(err) and "plain" not in str(err)
+    with pytest.raises(SpaceNotFound) as caught:
+        store.get_space("carol/x")
+    assert caught.value.known == () and "acme" not in str(caught.value) and "bobco" not in str(caught.value)
+    with pytest.raises(SpaceNotFound, match=r"Known spaces: plain\.") as caught:
+        store.get_space("nothere")
+    assert caught.value.tenant == ""
 
 
 def test_transaction_rolls_back_everything(store: Store) -> None:
@@ -294,8 +311,9 @@ def test_delete_space_leaves_no_trace_in_any_table(store: Store) -> None:
         store.add_tombstones(space, "turn", ["gone"])
         store.add_item_edit(space, ItemEdit(item_id="i1", version=1, old_text="a", new_text="b", at=T0))
         assert store.acquire_lease(space, "build", "me", 60.0, 0.0)
-    # the service's control tables are keyed by tenant (tmem.store.control)
-    tables = [t for t in _space_tables(store) if not t.startswith("service_")]
+    # the service's control tables are keyed by tenant (tmem.store.control); the erasure ledger names the deleted
+    # space on purpose, and nothing else (tests/test_erasure_ledger.py): it is how other nodes learn to drop copies
+    tables = [t for t in _space_tables(store) if not t.startswith("service_") and t != "erasures"]
     assert len(tables) >= 15  # every table of the schema that holds per-space rows
 
     def rows(space: str) -> dict[str, int]:

@@ -86,13 +86,15 @@ def test_scene_and_item_lookups_and_delete_turns(store: Store) -> None:
     store.link_topics("a", [TopicSceneLink(topic_id="tp", scene_id="sc1")])
     store.put_items("a", [Item(id="i1", text="x", kind=ItemKind.ATOMIC, scene_ids=["sc1"], turn_ids=["t1"],
                                date="2023-05-01", date_end="2023-05-31", date_precision="month",
-                               conflicts_with=["i0"])])  # fmt: skip
+                               conflicts_with=["i0"], slot="dana / employer")])  # fmt: skip
     assert store.count_turns_outside_scenes("a") == 1
     assert [s.id for s in store.scenes_of_turns("a", ["t1", "t2"])] == ["sc1"]
     assert [i.id for i in store.items_of_scenes("a", ["sc1"])] == ["i1"]
     assert store.items_of_scenes("a", ["sc1"])[0].scene_ids == ["sc1"]
     assert store.items_of_scenes("a", ["sc1"]) == store.items("a", ["i1"])  # every column, added ones included
     assert store.items_of_scenes("a", ["sc1"])[0].date_precision == "month"
+    assert store.items("a", ["i1"])[0].slot == "dana / employer"
+    assert store.items("a")[0].slot == "dana / employer"
     assert store.topic_links_of("a", scene_ids=["sc1"]) == [TopicSceneLink(topic_id="tp", scene_id="sc1")]
     assert store.topic_links_of("a", topic_ids=["tp"]) == store.topic_links_of("a", scene_ids=["sc1"])
     store.delete_turns("a", ["t1"])
@@ -170,3 +172,32 @@ def test_scrub_runs_outside_a_transaction(store: Store) -> None:
     store.delete_space("a")
     store.scrub()
     assert not store.has_space("a")
+
+
+def test_erasure_ledger_orders_outlives_and_marks(store: Store) -> None:
+    _seed(store, "acme/a")
+    _seed(store, "beta/b")
+    assert store.latest_erasure() == 0 and store.erasures() == []
+    with pytest.raises(RuntimeError), store.transaction():
+        store.add_erasure("acme/a", "forget")
+        raise RuntimeError("rolled back with the deletion it records")
+    assert store.erasures() == []
+    with store.transaction():
+        store.delete_space("acme/a")
+        first = store.add_erasure("acme/a", "delete")
+    second = store.add_erasure("beta/b", "forget")
+    assert second > first >= 1
+    ledger = store.erasures()
+    assert [(e.seq, e.space, e.kind, e.erased) for e in ledger] == [
+        (first, "acme/a", "delete", False),
+        (second, "beta/b", "forget", False),
+    ]  # the deleted space's entry outlives it
+    assert [e.seq for e in store.erasures(after=first)] == [second]
+    assert [e.space for e in store.erasures(tenant="acme")] == ["acme/a"]
+    assert [e.space for e in store.erasures(space="beta/b")] == ["beta/b"]
+    assert store.latest_erasure() == second and store.latest_erasure("acme/a") == first
+    assert store.latest_erasure("nobody/x") == 0
+    assert store.mark_erased(first) == 1
+    assert [e.seq for e in store.erasures(pending=True)] == [second]
+    assert store.mark_erased(second) == 1 and store.mark_erased(second) == 0
+    assert store.erasures(pending=True) == [] and all(e.erased for e in store.erasures())

@@ -27,6 +27,7 @@ from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.policy import BuildPolicy, build_lease
 from tmem.construct.report import BuildReport
 from tmem.edit import ForgetReport, ItemHistory, forget, get_item, item_history, update_item
+from tmem.edit.erasure import ErasureState, LocalSweep, Upkeep, finish_erasures, state_of
 from tmem.edit.items import reapply_edits
 from tmem.embed import make_embedder
 from tmem.embed.base import Embedder
@@ -37,7 +38,7 @@ from tmem.index.lexical import LexicalStore
 from tmem.ingest.messages import MessageInput, MessagesReport, add_messages
 from tmem.llm.base import LLM, ClosableBackend
 from tmem.llm.service import StructuredLLM, make_llm
-from tmem.models import Item
+from tmem.models import Erasure, Item
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import SearchResult
@@ -84,6 +85,8 @@ class MemoryCore:
         self._retriever: Retriever | None = None
         where = settings.lexical_path  # saved BM25 indices (a cache on local disk), None when off
         self._lexical = None if where is None else LexicalStore(where)
+        self.sweep = LocalSweep(store, self._lexical, self._invalidate)  # local copies of erased spaces go
+        self._upkeep: Upkeep | None = None
         self._owned: list[LLM] = []  # LLMs this core created (and so closes); passed-in ones belong to the caller
 
     # ------------------------------------------------------------------ components
@@ -137,7 +140,11 @@ class MemoryCore:
     def retriever(self) -> Retriever:
         if self._retriever is None:
             self._retriever = Retriever(
-                self.store, self.embedder, lexical=self._lexical, approx_above=self.settings.approx_above
+                self.store,
+                self.embedder,
+                lexical=self._lexical,
+                approx_above=self.settings.approx_above,
+                sweep=self.sweep.run,
             )
         return self._retriever
 
@@ -147,7 +154,10 @@ class MemoryCore:
         return len(self._owned)
 
     async def aclose(self) -> None:
-        """Close the LLM clients this core created, then the store."""
+        """Stop the upkeep thread, close the LLM clients this core created, then the store."""
+        if self._upkeep is not None:
+            self._upkeep.stop()
+            self._upkeep = None
         try:
             for llm in self._owned:
                 if isinstance(llm, ClosableBackend):
@@ -218,13 +228,35 @@ class MemoryCore:
         gap = timedelta(minutes=self.settings.session_gap_minutes)
         return add_messages(self.store, space, parsed, gap=gap, received_at=received_at)
 
-    def delete_space(self, space: str) -> bool:
-        """Delete and erase; False when another connection's open read kept the erasure from completing."""
-        self.store.delete_space(space)
+    def delete_space(self, space: str) -> ErasureState:
+        """Delete and erase (the erasure pending when another connection's open read keeps it from completing)."""
+        with self.store.transaction():
+            self.store.delete_space(space)
+            seq = self.store.add_erasure(space, "delete")
         self._invalidate(space)
         if self._lexical is not None:
             self._lexical.drop(space)
-        return self.store.scrub()
+        self.sweep.handled(seq)
+        return state_of(self.store, seq, finish_erasures(self.store))
+
+    # ------------------------------------------------------------------ erasure upkeep
+    def erasures(self, *, space: str | None = None, tenant: str | None = None, pending: bool = False) -> list[Erasure]:
+        """The store's erasure ledger (of ``space`` or ``tenant`` when given; only pending entries with ``pending``)."""
+        return self.store.erasures(space=space, tenant=tenant, pending=pending)
+
+    def upkeep(self) -> bool:
+        """One round of erasure upkeep: finish pending erasures, drop local copies of erased spaces. True when no
+        erasure is pending afterwards."""
+        done = finish_erasures(self.store)
+        self.sweep.run()
+        return done
+
+    def start_upkeep(self, interval: float) -> None:
+        """Run :meth:`upkeep` every ``interval`` seconds in a daemon thread until :meth:`aclose` (long-running front
+        ends: an erasure a reader blocked finishes without another request)."""
+        if self._upkeep is None:
+            self._upkeep = Upkeep(self.upkeep, interval)
+            self._upkeep.start()
 
     # ------------------------------------------------------------------ construction
     async def abuild(
@@ -325,7 +357,8 @@ class MemoryCore:
 
         report = forget(self.store, space, turn_ids=turn_ids, item_ids=item_ids, embed=embed)
         if self._lexical is not None:
-            self._lexical.drop(space)  # the saved BM25 indices hold the forgotten texts' words
+            self._lexical.drop(space)  # the saved BM25 indices hold the forgotten texts' words (other nodes: sweep)
+        self.sweep.handled(report.erasure)
         self._refresh_index(space)
         return report
 

@@ -39,6 +39,7 @@ from tmem.construct.options import BuildOptions
 from tmem.construct.report import BuildReport
 from tmem.core import MemoryCore, Staleness
 from tmem.edit import ForgetReport, ItemHistory
+from tmem.edit.erasure import ErasureState
 from tmem.embed.base import Embedder
 from tmem.errors import ConfigError
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
@@ -46,6 +47,7 @@ from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.llm.base import LLM
 from tmem.llm.cost import CostReport, cost_report
 from tmem.models import (
+    Erasure,
     Item,
     ItemEdit,
     Persona,
@@ -219,14 +221,25 @@ class Memory:
         return import_sessions(self.core.store, space, list(sessions))
 
     def add_messages(self, space: str, messages: Messages, *, received_at: datetime | None = None) -> MessagesReport:
-        """Append messages as they arrive (open session or a new one after the idle gap); idempotent by id or content.
+        """Append messages as they arrive (open session or a new one after the idle gap); idempotent by id (a message
+        without one is stored on every call).
         ``received_at`` dates messages that carry no time (a live agent's arrival time); see docs/agents.md."""
         return self.core.add_messages(space, messages, received_at)
 
-    def delete_space(self, space: str) -> bool:
+    def delete_space(self, space: str) -> ErasureState:
         """Delete the space and every trace of it (conversation, memory, embeddings, LLM log), erased from disk.
-        False when another process's open read kept the erasure from completing (run it again once it is closed)."""
+        ``erased`` is False when another process's open read kept the erasure from completing: it stays pending in
+        the erasure ledger and is finished by :meth:`upkeep` (run every few seconds by ``tmem serve``, ``mcp`` and
+        ``ui``)."""
         return self.core.delete_space(space)
+
+    def erasures(self, *, space: str | None = None, pending: bool = False) -> list[Erasure]:
+        """The store's erasure ledger: one entry per forget or deletion, pending until its bytes are erased."""
+        return self.core.erasures(space=space, pending=pending)
+
+    def upkeep(self) -> bool:
+        """Finish pending erasures and drop this process's local copies of erased spaces; True when none is pending."""
+        return self.core.upkeep()
 
     # ------------------------------------------------------------------ construction
     async def abuild(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
@@ -239,7 +252,7 @@ class Memory:
         return self._run(self.core.abuild(space, options, rebuild=rebuild, progress=progress))
 
     def staleness(self, space: str) -> Staleness:
-        """How many turns were added since the last build (they are not searched yet)."""
+        """How many turns were added since the last build (searched as raw turns, in no scene or item yet)."""
         return self.core.staleness(space)
 
     def build_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
@@ -370,8 +383,16 @@ class AsyncMemory:
     ) -> MessagesReport:
         return await asyncio.to_thread(self.core.add_messages, space, messages, received_at)
 
-    async def delete_space(self, space: str) -> bool:
+    async def delete_space(self, space: str) -> ErasureState:
         return await asyncio.to_thread(self.core.delete_space, space)
+
+    async def erasures(
+        self, *, space: str | None = None, tenant: str | None = None, pending: bool = False
+    ) -> list[Erasure]:
+        return await asyncio.to_thread(lambda: self.core.erasures(space=space, tenant=tenant, pending=pending))
+
+    async def upkeep(self) -> bool:
+        return await asyncio.to_thread(self.core.upkeep)
 
     async def build(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
         return await self.core.abuild(space, options, rebuild=rebuild)

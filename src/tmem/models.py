@@ -142,6 +142,12 @@ class Item(Record):
         default_factory=list,
         description="Items that disagree with this one (both stay; neither replaces the other). Kept symmetric.",
     )
+    slot: str | None = Field(
+        default=None,
+        description="What the fact is the current value of, as 'subject / attribute' (e.g. 'dana / employer'), "
+        "normalised by tmem.construct.slots; None for an event or anything that can hold many times over. A newer "
+        "item on the same slot supersedes the older one.",
+    )
     supersedes: str | None = Field(default=None, description="Id of an older item this one updates.")
     superseded_by: str | None = None
     turn_ids: list[str] = Field(default_factory=list, description="Source turns, when the stage knows them.")
@@ -211,6 +217,18 @@ class ItemEdit(Record):
 
 
 TombstoneKind = Literal["turn", "item"]
+ErasureKind = Literal["forget", "delete"]
+
+
+class Erasure(Record):
+    """One entry of the store's erasure ledger: ``space`` lost content (a forget or the whole space) at ``seq``. The
+    ledger holds no content, only the space's name, and outlives a deleted space. ``erased`` turns true once a scrub
+    that started after the deletion committed has completed (docs/reliability.md, "Erasure")."""
+
+    seq: int = Field(ge=1, description="Increasing across the store, in commit order.")
+    space: str
+    kind: ErasureKind
+    erased: bool = False
 
 
 # --------------------------------------------------------------------------------------------- bookkeeping

@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     build_idle_seconds: float = Field(
         default=60.0, ge=0, description="Build policy: build a space with unbuilt turns after this much quiet."
     )
+    upkeep_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often a running tmem serve, mcp or ui finishes pending erasures and drops its local copies "
+        "of spaces erased by other servers (docs/scaling.md). TMEM_UPKEEP_SECONDS.",
+    )
     build_lease_seconds: float = Field(
         default=3600.0, gt=0, description="A build holds its space's lease this long at most (a crashed one expires)."
     )

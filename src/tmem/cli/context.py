@@ -4,14 +4,19 @@ command goes through; ``store()`` is that memory's store)."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
+from tmem.edit.erasure import finish_erasures
+from tmem.errors import TmemError
 from tmem.memory import Memory
 from tmem.settings import Settings
 from tmem.store.base import Store
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -22,6 +27,10 @@ class AppContext:
     def memory(self) -> Memory:
         if self._memory is None:
             self._memory = Memory.open(settings=self.settings)
+            try:  # an erasure left pending by an earlier command is finished now (tmem.edit.erasure)
+                finish_erasures(self._memory.store)
+            except TmemError as exc:
+                log.warning("Pending erasures are left for later: %s", exc)
         return self._memory
 
     def store(self) -> Store:

@@ -6,6 +6,7 @@ The ``--json`` shapes are documented in docs/cli.md and are a contract: add keys
 from __future__ import annotations
 
 import textwrap
+import time
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -128,14 +129,23 @@ def delete_cmd(app: AppContext, space: str, yes: bool) -> None:
             "it? This cannot be undone",
             abort=True,
         )
-    complete = Memory(app.store(), app.settings).delete_space(space)
-    click.echo(f"Deleted space {space!r}.")
-    if not complete:
-        click.echo(
-            "Warning: another process kept a read open for 30 s, so copies of the deleted data remain in the "
-            "write-ahead log (tmem.db-wal) until the last process using this memory directory closes it.",
-            err=True,
-        )
+    memory = Memory(app.store(), app.settings)
+    done = memory.delete_space(space)
+    for wait in (0.5, 1.0, 2.0, 4.0):  # bounded: a reader that stays open leaves the erasure pending
+        if done.erased:
+            break
+        time.sleep(wait)
+        done = done.model_copy(update={"erased": memory.upkeep()})
+    if done.erased:
+        click.echo(f"Deleted space {space!r}.")
+        return
+    click.echo(f"Deleted space {space!r}, erasure pending (erasure {done.erasure}).")
+    click.echo(
+        "Another process keeps a read open on the memory, so copies of the deleted data remain in the database's "
+        "files until it ends. The erasure is finished by the next tmem command, or within seconds by a running "
+        "tmem serve, mcp or ui; `tmem erasures` shows its state.",
+        err=True,
+    )
 
 
 # --------------------------------------------------------------------------------------------- show: data
@@ -354,7 +364,18 @@ def show_cmd(
         _print_section(store, space, name)
 
 
+@click.command("erasures")
+@click.option("--pending", is_flag=True, help="Only erasures not finished yet.")
+@pass_app
+def erasures_cmd(app: AppContext, pending: bool) -> None:
+    """The erasure ledger: one entry per forget or deleted space, and whether its bytes are erased yet (pending
+    erasures are finished first when no other connection's read is in the way)."""
+    memory = app.memory()
+    memory.upkeep()
+    echo_json([e.model_dump(mode="json") for e in memory.erasures(pending=pending)])
+
+
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the top-level group."""
-    for command in (import_cmd, spaces_cmd, show_cmd, delete_cmd):
+    for command in (import_cmd, spaces_cmd, show_cmd, delete_cmd, erasures_cmd):
         cli.add_command(command)

@@ -26,6 +26,7 @@ from tmem.construct.common import StageRun, check_when, checked, chunks, fmt_spa
 from tmem.construct.dedup import DuplicateFilter
 from tmem.construct.options import BuildOptions
 from tmem.construct.revert import load_covered, save_covered
+from tmem.construct.slots import link_slots, normalise_slot
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Item, ItemKind, Scene, Topic, Turn
 from tmem.store.base import Store
@@ -44,6 +45,11 @@ class AtomicItemOut(BaseModel):
     )
     scene: str = Field(description="Reference of the one new source scene, e.g. 'S4'.")
     turns: list[str] = Field(description="Ids of the turns stating the fact, e.g. ['D3:7'].")
+    slot: str | None = Field(
+        default=None,
+        description="What the fact is the current value of, 'subject / attribute' (e.g. 'dana / employer'), when it "
+        "holds one value at a time and can change; null for events and anything that can hold many times over.",
+    )
     updates: str | None = Field(description="Reference of the existing item this fact changes, e.g. 'E2', or null.")
     conflicts: str | None = Field(
         default=None,
@@ -106,6 +112,7 @@ class Extracted:
     turn_ids: list[str]
     updates: str | None  # id of the existing item it supersedes
     conflicts: str | None = None  # id of an existing item it disagrees with (both stay)
+    slot: str | None = None  # normalised 'subject / attribute' (tmem.construct.slots)
 
 
 def _norm_ref(ref: str) -> str:
@@ -132,6 +139,7 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
         scene_refs: list[str],
         turns: list[str],
         kind: ItemKind,
+        slot: str | None = None,
     ) -> Extracted:
         if not text.strip():
             raise ValueError(f"{where}.text is empty")
@@ -198,6 +206,7 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
             list(dict.fromkeys(turn_ids)),
             target,
             disagrees,
+            normalise_slot(slot, speaker),
         )
 
     for n, a in enumerate(reply.atomic_items):
@@ -212,6 +221,7 @@ def check_reply(reply: ItemReply, req: ExtractionRequest) -> list[Extracted]:
                 [a.scene],
                 a.turns,
                 ItemKind.ATOMIC,
+                a.slot,
             )
         )
     for n, c in enumerate(reply.connected_items):
@@ -310,6 +320,7 @@ def _items_of(extracted: list[Extracted], topic: Topic, seen: set[str]) -> tuple
                 date_precision=ex.date.precision if ex.date else None,
                 supersedes=ex.updates,
                 conflicts_with=[ex.conflicts] if ex.conflicts else [],
+                slot=ex.slot,
                 turn_ids=ex.turn_ids,
                 mode=BuildMode.LLM,
             )
@@ -382,6 +393,21 @@ async def _extract_topic(
     return TopicResult(topic, produced, supersede, covered)
 
 
+def _supersede_by_slot(known: dict[str, Item], changed: list[str], turns: dict[str, Turn]) -> int:
+    """A newer item on the slot of an older current one supersedes it (tmem.construct.slots), whether the model saw
+    the older one or not (a fresh build's requests see no existing items; two items of one round never see each
+    other). Returns how many stored items that updated."""
+    updated = 0
+    for old_id, new_id in link_slots(list(known.values()), lambda t: turns[t].seq if t in turns else -1).items():
+        known[old_id] = known[old_id].model_copy(update={"superseded_by": new_id})
+        known[new_id] = known[new_id].model_copy(update={"supersedes": old_id})
+        for iid in (old_id, new_id):
+            if iid not in changed:
+                changed.append(iid)
+                updated += 1
+    return updated
+
+
 def _link_conflicts(known: dict[str, Item], changed: list[str]) -> int:
     """Conflicts are symmetric: the item a new one contradicts records it too (and is stored again). Returns how
     many stored items that updated."""
@@ -451,6 +477,7 @@ async def run_items(store: Store, space: str, run: StageRun, options: BuildOptio
                     changed.append(old_id)
                     run.report.updated += 1
         covered[res.topic.id] = sorted(set(covered.get(res.topic.id, [])) | set(res.covered))
+    run.report.updated += _supersede_by_slot(known, changed, turns)
     run.report.updated += _link_conflicts(known, changed)
     fresh = [known[i] for i in changed]
     with store.transaction():

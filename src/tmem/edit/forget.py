@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from tmem.construct.extractive.builder import turn_embedding_text
 from tmem.construct.extractive.scenes import make_scene, make_topic, scene_topic_text
 from tmem.construct.revert import load_covered, save_covered
+from tmem.edit.erasure import erasure_scope, finish_erasures
 from tmem.edit.items import bump_edits
 from tmem.errors import NotFoundError
 from tmem.index.space import scene_text
@@ -52,11 +53,13 @@ class ForgetReport(BaseModel):
     topics_deleted: list[str] = Field(default_factory=list)
     llm_calls_deleted: int = 0
     already_forgotten: list[str] = Field(default_factory=list, description="Ids forgotten by an earlier call.")
+    erasure: int = Field(default=0, description="This forget's entry in the store's erasure ledger.")
     erased: bool = Field(
         default=False,
-        description="The freed bytes were erased from disk; False when another connection's open read kept the "
-        "write-ahead log from being emptied (the forgetting itself is done: run Store.scrub() again later).",
+        description="The freed bytes were erased (see ``scope``); False when another connection's open read kept "
+        "them: the forgetting itself is done, the erasure is pending and finished later (tmem.edit.erasure).",
     )
+    scope: str = Field(default="", description="What erased means on this backend.")
 
 
 class _Removal:
@@ -121,7 +124,9 @@ def forget(
         if pending:
             store.delete_pending([p.request_hash for p in pending], space=space)
         bump_edits(store, space)
-    report.erased = store.scrub()
+        report.erasure = store.add_erasure(space, "forget")  # last: the ledger's lock is held only to the commit
+    report.erased = finish_erasures(store)
+    report.scope = erasure_scope(store)
     return report
 
 

@@ -1,5 +1,6 @@
 """The pgvector backend of :class:`tmem.index.backend.VectorIndex`: a space's vectors in PostgreSQL, searched by
-cosine distance with an HNSW index (approximate) or exactly, whichever fits the part's size.
+cosine distance with an HNSW index (approximate; graphs over float2 ``halfvec`` copies of the vectors by default) or
+exactly, whichever fits the part's size.
 
 Table ``vector_index`` (created on first use, keyed by (tenant, space) like every store table, deleted with its
 space) holds one row per entry and embedder (``model_id``). pgvector's HNSW index needs a fixed dimension, and a
@@ -67,8 +68,9 @@ def _part_sql(part: str) -> str:
     return f"'{part}'"
 
 
-def _index_name(dim: int, part: str) -> str:
-    return f"vector_index_hnsw_{dim}_{part.replace('.', '_')}"
+def _index_name(dim: int, part: str, kind: str = "vector") -> str:
+    half = "h" if kind == "halfvec" else ""
+    return f"vector_index_hnsw_{half}{dim}_{part.replace('.', '_')}"
 
 
 class PgVectorIndex:
@@ -83,6 +85,8 @@ class PgVectorIndex:
         *,
         exact_below: int = 20_000,
         ef_search: int = DEFAULT_EF_SEARCH,
+        halfvec: bool = True,
+        keep_other_kind: bool = False,
     ) -> None:
         if not 0 < dim <= 2000:
             raise StoreError(f"pgvector's HNSW index takes 1..2000 dimensions; this embedder has {dim}.")
@@ -92,6 +96,12 @@ class PgVectorIndex:
         self._dim = dim
         self._exact_below = exact_below
         self._ef_search = ef_search
+        # The HNSW graphs' element type: 'halfvec' (float2, the default: at 100k views 0.58x the latency of float4
+        # graphs at the same recall and 0.6x their size, bench/results/scale.md) or 'vector' (float4). Each kind has
+        # its own partial indices, built at the next sync; building one drops the other kind's (every insert would
+        # pay for both graphs) unless ``keep_other_kind`` (the bench compares them on one table).
+        self._kind = "halfvec" if halfvec else "vector"
+        self._keep_other = keep_other_kind
         self._key: tuple[str, ...] = (*store._key(space), model_id)
         self._counts: dict[str, int] = {}
         self.ensure_schema(store, dim)
@@ -113,16 +123,19 @@ class PgVectorIndex:
 
     def _ensure_part_index(self, part: str) -> None:
         """The HNSW index of (dim, part), built once for the whole table (every space shares it)."""
-        name = _index_name(self._dim, part)
+        name = _index_name(self._dim, part, self._kind)
         store = self._store
         if store._rows("SELECT 1 FROM pg_indexes WHERE indexname = %s", (name,)):
             return
         with store.transaction():
             store._exec("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             store._exec(
-                f"CREATE INDEX IF NOT EXISTS {name} ON vector_index USING hnsw ((vec::vector({self._dim})) "
-                f"vector_cosine_ops) WHERE dim = {self._dim} AND part = {_part_sql(part)}"
+                f"CREATE INDEX IF NOT EXISTS {name} ON vector_index USING hnsw ((vec::{self._kind}({self._dim})) "
+                f"{self._kind}_cosine_ops) WHERE dim = {self._dim} AND part = {_part_sql(part)}"
             )
+            if not self._keep_other:
+                other = "vector" if self._kind == "halfvec" else "halfvec"
+                store._exec(f"DROP INDEX IF EXISTS {_index_name(self._dim, part, other)}")
 
     @property
     def dim(self) -> int:
@@ -209,7 +222,7 @@ class PgVectorIndex:
                                 unit[row],
                             )
                         )
-        for part in sorted({entries[n].part for n in write}):
+        for part in sorted({e.part for e in entries}):  # also a part written before under the other kind
             self._ensure_part_index(part)
         self._refresh_counts()
         return SyncReport(written=len(write), removed=len(remove), kept=kept)
@@ -223,6 +236,10 @@ class PgVectorIndex:
             store._exec("SELECT set_config('hnsw.ef_search', %s, true)", (str(self._ef_search),))
             return store._rows(sql, params)
 
+    def _approx_dist(self) -> str:
+        """The distance expression that matches the parts' HNSW indices (so the planner uses them)."""
+        return f"vec::{self._kind}({self._dim}) <=> %b::vector::{self._kind}({self._dim})"
+
     def top_k(
         self, part: str, qvec: npt.NDArray[np.floating], k: int, allowed: Sequence[str] | None = None
     ) -> list[Hit]:
@@ -235,7 +252,7 @@ class PgVectorIndex:
             where += " AND id = ANY(%s)"
             params.append(list(allowed))
         approximate = allowed is None and self.count(part) >= self._exact_below
-        dist = f"vec::vector({self._dim}) <=> %b::vector({self._dim})" if approximate else "vec <=> %b"
+        dist = self._approx_dist() if approximate else "vec <=> %b"
         order = dist if approximate else f"{dist}, ord"  # a tie-breaker would keep the planner off the HNSW index
         rows = self._search(
             f"SELECT id, 1 - ({dist}) AS score, ord FROM vector_index WHERE {where} ORDER BY {order} LIMIT {int(k)}",
@@ -285,7 +302,7 @@ class PgVectorIndex:
         size = self.count(part)
         if size == 0:
             return []
-        dist = f"vec::vector({self._dim}) <=> %b::vector({self._dim})"
+        dist = self._approx_dist()
         where = f"{_SCOPE} AND part = {_part_sql(part)} AND dim = {self._dim}"
         limit = max(2 * k, 32)
         while True:

@@ -387,8 +387,10 @@ class Retriever:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         lexical: LexicalStore | None = None,
         approx_above: int | None = APPROX_ABOVE,
+        sweep: Callable[[], object] | None = None,
     ) -> None:
         self.store = store
+        self.sweep = sweep  # run before loading an index: drops local saves of spaces erased elsewhere
         self.approx_above = approx_above  # in-process parts this large are searched approximately (docs/scaling.md)
         self.embedder = embedder
         self.reranker = reranker
@@ -442,10 +444,19 @@ class Retriever:
         return tail
 
     def _load(self, space: str) -> SpaceIndex:
-        previous = self._cache.stale(space)
-        return load_index(
+        previous = self._cache.stale(space)  # taken first: the sweep may drop it from the cache
+        if self.sweep is not None:
+            self.sweep()
+        mark = self.store.latest_erasure(space) if self.lexical is not None else 0
+        index = load_index(
             self.store, space, self.embedder, previous, lexical=self.lexical, approx_above=self.approx_above
         )
+        if self.lexical is not None and self.store.latest_erasure(space) != mark:
+            # Erased (here or on another node) while this load read the records: the saves it wrote may hold what
+            # was erased. Drop them and load again without saving.
+            self.lexical.drop(space)
+            index = load_index(self.store, space, self.embedder, None, lexical=None, approx_above=self.approx_above)
+        return index
 
     def refresh(self, space: str) -> bool:
         """Update the cached index of ``space`` now (incrementally), whether or not its fingerprint changed: after a

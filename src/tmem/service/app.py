@@ -8,22 +8,26 @@ so another tenant's space is unreachable and answers 404 exactly as a missing on
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Path, Response
+from fastapi import FastAPI, Header, Path
+from fastapi.responses import JSONResponse
 
-from tmem.errors import NotFoundError
+from tmem.errors import NotFoundError, TmemError
+from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, with_request_ids
 from tmem.memory import AsyncMemory, Memory
+from tmem.models import Erasure
 from tmem.service import problems
 from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
 from tmem.service.limits import BodyLimit
 from tmem.service.problems import ServiceProblem
 from tmem.service.routes import register as register_routes
-from tmem.service.schemas import BuildIn, Deleted, JobRef, MessagesIn, Problem, SpacesOut
+from tmem.service.schemas import ID_PATTERN, BuildIn, Deleted, ErasureOut, JobRef, MessagesIn, Problem, SpacesOut
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
 from tmem.store.control import Job, open_control, store_space
@@ -48,11 +52,26 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _age(stamp: str) -> float:
+    """Seconds since an ISO 8601 bookkeeping time of the control store."""
+    return max(0.0, (datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds())
+
+
 def _job_view(job: Job) -> dict[str, Any]:
     data: dict[str, Any] = shown(job.model_dump(mode="json"), store_space(job.tenant, job.space), job.space)
     if data.get("error"):
         data["error"] = str(data["error"]).replace(f"{job.tenant}/", "")
     return data
+
+
+def _erasure_out(entry: Erasure, tenant: str) -> ErasureOut:
+    return ErasureOut(
+        erasure=entry.seq,
+        space=entry.space.removeprefix(f"{tenant}/"),
+        kind=entry.kind,
+        erased=entry.erased,
+        status="erased" if entry.erased else "erasure pending",
+    )
 
 
 def _viewer_scope(app: FastAPI, key: str | None) -> ViewerScope | None:
@@ -97,6 +116,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         control = open_control(memory.core.store)
         pool = BuildWorkers(control, lambda: Memory.open(settings=settings), workers=workers)
         pool.recover()
+        memory.core.start_upkeep(settings.upkeep_seconds)  # pending erasures finish without another request
         app.state.tmem = ServiceState(settings, memory, control, pool)
         app.state.viewer_memory = Memory.over(memory.core)  # the viewer at /ui reads the same core
         pool.start()
@@ -124,13 +144,32 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         return SpacesOut(spaces=[s.model_copy(update={"name": s.name[len(prefix) :]}) for s in mine])
 
     @app.post("/v1/spaces/{space}/messages", tags=["conversation"])
-    async def add_messages(space: SpaceName, body: MessagesIn, tenant: Tenant, state: State) -> dict[str, Any]:
+    async def add_messages(
+        space: SpaceName,
+        body: MessagesIn,
+        tenant: Tenant,
+        state: State,
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                max_length=MAX_REQUEST_KEY,
+                pattern=ID_PATTERN,
+                description="Resending a request under the same key stores its messages once: a message without "
+                "an id gets the id KEY:N (N: its position in the request).",
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
         """Append messages (the space is created by its first message). A message without ``time`` is dated when
-        the server receives it. Idempotent by ``id``, else by content. The memory is built by a job: POST .../build,
-        or automatically by the build policy (TMEM_BUILD_AFTER_TURNS / TMEM_BUILD_IDLE_SECONDS)."""
+        the server receives it. Idempotent by ``id`` (or by the ``Idempotency-Key`` header); a message without
+        either is stored on every call, so that a client saying "ok" twice keeps both. The memory is built by a
+        job: POST .../build, or automatically by the build policy (TMEM_BUILD_AFTER_TURNS /
+        TMEM_BUILD_IDLE_SECONDS)."""
         key = store_space(tenant, space)
         received = datetime.now(UTC).replace(tzinfo=None)
-        messages = [m.model_dump(exclude_none=True) for m in body.messages]
+        parsed = [MessageInput.model_validate(m.model_dump(exclude_none=True)) for m in body.messages]
+        if idempotency_key is not None:
+            parsed = with_request_ids(parsed, idempotency_key)
+        messages = parsed
         report = await state.memory.add_messages(key, messages, received_at=received)
         if report.added:
             state.workers.note_arrival(tenant, space)
@@ -171,21 +210,58 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
 
     @app.delete("/v1/spaces/{space}", response_model=Deleted, tags=["spaces"])
     async def delete_space(space: SpaceName, tenant: Tenant, state: State) -> Deleted:
-        """Delete the space and every trace of it (erased from the database files)."""
+        """Delete the space and every trace of it. ``erased`` says whether the freed bytes are erased yet (see
+        ``scope``); a pending erasure finishes by itself (GET /v1/erasures/{erasure} shows when)."""
         key = await require_space(state, tenant, space)
         if state.control.has_running(tenant, space):
             raise ServiceProblem(
                 409, "build-running", f"A build of {space!r} is running; wait for its job to end, then delete."
             )
         failed = state.control.fail_queued(tenant, space, "The space was deleted before this build started.")
-        await state.memory.delete_space(key)
-        return Deleted(deleted=space, failed_jobs=failed)
+        done = await state.memory.delete_space(key)
+        return Deleted(
+            deleted=space,
+            failed_jobs=failed,
+            erasure=done.erasure,
+            erased=done.erased,
+            status="deleted" if done.erased else "deleted, erasure pending",
+            scope=done.scope,
+        )
+
+    @app.get("/v1/erasures", response_model=list[ErasureOut], tags=["spaces"])
+    async def erasures(tenant: Tenant, state: State, pending: bool = False) -> list[ErasureOut]:
+        """This key's erasures (forgets and space deletions), oldest first; ``pending=true``: only unfinished ones."""
+        return [_erasure_out(e, tenant) for e in await state.memory.erasures(tenant=tenant, pending=pending)]
+
+    @app.get("/v1/erasures/{erasure}", response_model=ErasureOut, tags=["spaces"])
+    async def erasure(erasure: Annotated[int, Path(ge=1)], tenant: Tenant, state: State) -> ErasureOut:
+        """One erasure's state: erased, or pending (finished by the server once no open read holds its bytes)."""
+        found = [e for e in await state.memory.erasures(tenant=tenant) if e.seq == erasure]
+        if not found:
+            raise ServiceProblem(404, "not-found", f"No erasure {erasure} for this key.")
+        return _erasure_out(found[0], tenant)
 
     register_routes(app)
     app.include_router(viewer_router(lambda key: _viewer_scope(app, key), key_login=True), prefix=VIEWER_PREFIX)
 
     @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> Response:
-        return Response("ok", media_type="text/plain")
+    async def healthz() -> JSONResponse:
+        """200 while every build worker thread runs (``status`` "ok", or "retrying" while workers wait out store
+        errors), 503 when one has stopped; with the age in seconds of the oldest queued build job."""
+        state: ServiceState = app.state.tmem
+        health = state.workers.health()
+        oldest_age: float | None = None
+        database_error: str | None = None
+        try:
+            oldest = await asyncio.to_thread(state.control.oldest_queued)
+            oldest_age = None if oldest is None else round(_age(oldest), 1)
+        except TmemError as exc:  # the database is unreachable: say so (the workers retry meanwhile)
+            database_error = type(exc).__name__  # the kind only: this route is public; the log has the text
+            log.warning("Health check cannot read the job queue: %s", exc)
+        down = health.alive < health.workers
+        status = "down" if down else ("retrying" if health.retrying or database_error else "ok")
+        body = {**dataclasses.asdict(health), "status": status, "oldest_queued_seconds": oldest_age}
+        body["database_error"] = database_error
+        return JSONResponse(body, status_code=503 if down else 200)
 
     return app

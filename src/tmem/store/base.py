@@ -17,6 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tmem.models import (
+    Erasure,
+    ErasureKind,
     Item,
     ItemEdit,
     LLMCall,
@@ -241,6 +243,28 @@ class Store(Protocol):
 
     def tombstoned(self, space: str, kind: TombstoneKind, ids: Sequence[str]) -> set[str]:
         """The ids among ``ids`` that carry a tombstone of ``kind``."""
+        ...
+
+    def add_erasure(self, space: str, kind: ErasureKind) -> int:
+        """Record in the erasure ledger that ``space`` lost content; call it last inside the deleting transaction
+        (it commits with it, and ledger entries commit in ``seq`` order across processes). Returns the entry's seq.
+        The entry is pending until :meth:`mark_erased`."""
+        ...
+
+    def erasures(
+        self, *, after: int = 0, space: str | None = None, tenant: str | None = None, pending: bool = False
+    ) -> list[Erasure]:
+        """Ledger entries with ``seq > after`` in seq order, only of ``space`` or of ``tenant`` when given, only those
+        not yet erased with ``pending``."""
+        ...
+
+    def latest_erasure(self, space: str | None = None) -> int:
+        """The highest ledger seq (of ``space`` when given), 0 when there is none."""
+        ...
+
+    def mark_erased(self, through: int) -> int:
+        """Mark every pending entry with ``seq <= through`` erased (a scrub that started after they committed has
+        completed). Returns how many changed."""
         ...
 
     def add_item_edit(self, space: str, edit: ItemEdit) -> None:

@@ -280,6 +280,32 @@ def _m_service_job_owner(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE service_jobs ADD COLUMN heartbeat_at REAL")
 
 
+def _m_erasures(db: sqlite3.Connection) -> None:
+    """The erasure ledger (issue 23): one row per forget or space deletion, naming only the space, kept after the
+    space is gone. ``erased`` is set once a scrub completed after the row committed; until then the erasure is
+    pending and is retried. Nodes drop their local caches (saved BM25 and IVF indices) of every space in it."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS erasures (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            space TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('forget', 'delete')),
+            erased INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX IF NOT EXISTS erasures_space ON erasures(space, seq);
+        CREATE INDEX IF NOT EXISTS erasures_pending ON erasures(erased, seq)
+        """,
+    )
+
+
+def _m_item_slot(db: sqlite3.Connection) -> None:
+    """Items name the slot they state (issue 21): ``slot``, 'subject / attribute', NULL for memories built before
+    (their items keep their links; a later build's items get slots)."""
+    if "slot" not in _columns(db, "items"):
+        db.execute("ALTER TABLE items ADD COLUMN slot TEXT")
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
     ("service_control", _m_service_control),
@@ -287,6 +313,8 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("002_item_date_precision", _m_item_date_precision),
     ("003_item_conflicts", _m_item_conflicts),
     ("service_job_owner", _m_service_job_owner),
+    ("erasure_ledger", _m_erasures),
+    ("004_item_slot", _m_item_slot),
 ]
 
 

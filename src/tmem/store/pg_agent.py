@@ -11,11 +11,12 @@ from collections.abc import Sequence
 import psycopg
 
 from tmem.errors import IntegrityError, StoreError
-from tmem.models import Item, ItemEdit, Scene, Session, TombstoneKind, TopicSceneLink, Turn
+from tmem.models import Erasure, ErasureKind, Item, ItemEdit, Scene, Session, TombstoneKind, TopicSceneLink, Turn
 from tmem.store.pg_base import pg_store_error
 from tmem.store.pg_records import PgRecords
 
 _SCOPE = "tenant = %s AND space = %s"
+_ERASURE_LOCK = 7_460_135_023  # pg_advisory_xact_lock key serialising erasure-ledger inserts
 _TURN = "id, session_id, seq, speaker, text, time, caption"
 _TEXT_TABLES = (
     "turns", "sessions", "scenes", "scene_turns", "topics", "topic_scenes", "items", "item_scenes", "item_history",
@@ -135,6 +136,39 @@ class PgAgentOps(PgRecords):
             (*self._key(space), kind, list(ids)),
         )
         return {str(r[0]) for r in rows}
+
+    # ------------------------------------------------------------------ erasure ledger
+    def add_erasure(self, space: str, kind: ErasureKind) -> int:
+        with self.transaction():
+            # Held to commit: entries commit in seq order, so a reader that saw seq N has seen every entry below N.
+            self._rows("SELECT pg_advisory_xact_lock(%s)", (_ERASURE_LOCK,))
+            rows = self._rows(
+                "INSERT INTO erasures(tenant, space, kind, xid) VALUES (%s, %s, %s, pg_current_xact_id()::text::bigint) "
+                "RETURNING seq",
+                (*self._key(space), kind),
+            )
+            return int(rows[0][0])
+
+    def erasures(
+        self, *, after: int = 0, space: str | None = None, tenant: str | None = None, pending: bool = False
+    ) -> list[Erasure]:
+        sql, params = "SELECT seq, space, kind, erased FROM erasures WHERE seq > %s", list[object]([after])
+        if space is not None:
+            sql, params = f"{sql} AND {_SCOPE}", [*params, *self._key(space)]
+        if tenant is not None:
+            sql, params = sql + " AND tenant = %s", [*params, tenant]
+        if pending:
+            sql += " AND NOT erased"
+        rows = self._rows(sql + " ORDER BY seq", params)
+        return [Erasure(seq=r[0], space=r[1], kind=r[2], erased=r[3]) for r in rows]
+
+    def latest_erasure(self, space: str | None = None) -> int:
+        if space is None:
+            return int(self._rows("SELECT COALESCE(MAX(seq), 0) FROM erasures")[0][0])
+        return int(self._rows(f"SELECT COALESCE(MAX(seq), 0) FROM erasures WHERE {_SCOPE}", self._key(space))[0][0])
+
+    def mark_erased(self, through: int) -> int:
+        return self._exec("UPDATE erasures SET erased = TRUE WHERE NOT erased AND seq <= %s", (through,))
 
     def add_item_edit(self, space: str, edit: ItemEdit) -> None:
         self._exec(

@@ -191,13 +191,13 @@ class PgRecords(PgBase):
             items = [it for it in items if it.id not in forgotten]  # a forgotten item never comes back
             self._many(
                 "INSERT INTO items(tenant, space, id, seq, text, kind, topic_id, speaker, date, supersedes, "
-                "superseded_by, turn_ids, mode, date_end, date_precision, conflicts_with) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "superseded_by, turn_ids, mode, date_end, date_precision, conflicts_with, slot) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (tenant, space, id) DO UPDATE SET seq = excluded.seq, text = excluded.text, "
                 "kind = excluded.kind, topic_id = excluded.topic_id, speaker = excluded.speaker, "
                 "date = excluded.date, supersedes = excluded.supersedes, superseded_by = excluded.superseded_by, "
                 "turn_ids = excluded.turn_ids, mode = excluded.mode, date_end = excluded.date_end, "
-                "date_precision = excluded.date_precision, conflicts_with = excluded.conflicts_with",
+                "date_precision = excluded.date_precision, conflicts_with = excluded.conflicts_with, slot = excluded.slot",
                 [
                     (
                         *key,
@@ -215,6 +215,7 @@ class PgRecords(PgBase):
                         it.date_end,
                         it.date_precision,
                         json.dumps(it.conflicts_with),
+                        it.slot,
                     )
                     for it in items
                 ],
@@ -235,7 +236,7 @@ class PgRecords(PgBase):
     def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]:
         cols = (
             "id, seq, text, kind, topic_id, speaker, date, supersedes, superseded_by, turn_ids, mode, date_end, "
-            "date_precision, conflicts_with"
+            "date_precision, conflicts_with, slot"
         )
         rows = self._select_ids("items", cols, space, ids)
         if not rows:
@@ -257,6 +258,7 @@ class PgRecords(PgBase):
                 date_end=r[11],
                 date_precision=r[12],
                 conflicts_with=json.loads(r[13]),
+                slot=r[14],
                 scene_ids=links.get(r[0], []),
             )
             for r in rows

@@ -271,6 +271,27 @@ ALTER TABLE service_jobs ADD COLUMN IF NOT EXISTS seq BIGINT GENERATED ALWAYS AS
 ALTER TABLE service_keys ADD COLUMN IF NOT EXISTS seq BIGINT GENERATED ALWAYS AS IDENTITY;
 CREATE INDEX IF NOT EXISTS service_jobs_owner ON service_jobs(owner, state)
 """
+# Item slots (see the SQLite migration).
+_M_ITEM_SLOT = """
+ALTER TABLE items ADD COLUMN IF NOT EXISTS slot TEXT
+"""
+
+# The erasure ledger (see the SQLite migration). Keyed by (tenant, seq) for Citus; the tenant CHECK as everywhere.
+# No foreign key to spaces: an entry outlives its space. xid: the deleting transaction's id (scrub() checks that no
+# snapshot older than it is still open, tmem.store.postgres). seq is an identity: commit order is seq order because
+# add_erasure takes a transaction-scoped advisory lock (tmem.store.pg_agent).
+_M_ERASURES = f"""
+CREATE TABLE IF NOT EXISTS erasures (
+    {_keyed()},
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    kind TEXT NOT NULL CHECK (kind IN ('forget', 'delete')),
+    erased BOOLEAN NOT NULL DEFAULT FALSE,
+    xid BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, seq)
+);
+CREATE INDEX IF NOT EXISTS erasures_seq ON erasures(seq);
+CREATE INDEX IF NOT EXISTS erasures_space ON erasures(tenant, space, seq)
+"""
 
 # (name, DDL): the names and order of tmem.store.migrations.MIGRATIONS.
 MIGRATIONS: list[tuple[str, str]] = [
@@ -280,6 +301,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("002_item_date_precision", _M_ITEM_DATE_PRECISION),
     ("003_item_conflicts", _M_ITEM_CONFLICTS),
     ("service_job_owner", _M_SERVICE_JOB_OWNER),
+    ("erasure_ledger", _M_ERASURES),
+    ("004_item_slot", _M_ITEM_SLOT),
 ]
 
 _LOCK_KEY = 7_460_135_001  # pg_advisory_xact_lock key: one process migrates at a time

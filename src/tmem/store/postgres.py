@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
 
-from tmem.errors import NotFoundError, StoreError
+from tmem.errors import StoreError
 from tmem.models import LLMCall, PendingRequest, Session, Space, SpaceSummary, Turn
 from tmem.store.base import Vector
 from tmem.store.pg_agent import PgAgentOps
-from tmem.store.rules import build_state, check_session_turns, check_space_name
+from tmem.store.pg_base import pg_store_error
+from tmem.store.rules import build_state, check_session_turns, check_space_name, missing_space
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
 _SCOPE = "tenant = %s AND space = %s"
@@ -49,9 +51,8 @@ class PostgresStore(PgAgentOps):
     def get_space(self, name: str) -> Space:
         rows = self._rows("SELECT name, speakers FROM spaces WHERE tenant = %s AND name = %s", self._key(name))
         if not rows:
-            known = sorted(r[0] for r in self._rows("SELECT name FROM spaces WHERE tenant = %s", (self._key(name)[0],)))
-            hint = f" Known spaces: {', '.join(known)}." if known else " No space exists yet: run `tmem import FILE`."
-            raise NotFoundError(f"No space named {name!r}.{hint}")
+            known = [r[0] for r in self._rows("SELECT name FROM spaces WHERE tenant = %s", (self._key(name)[0],))]
+            raise missing_space(name, known)
         return Space(name=rows[0][0], speakers=json.loads(rows[0][1]))
 
     def has_space(self, name: str) -> bool:
@@ -101,8 +102,11 @@ class PostgresStore(PgAgentOps):
     def scrub(self, *, vacuum: bool = True) -> bool:
         """The erasure primitive on PostgreSQL: ``VACUUM`` of tmem's tables, so deleted rows' dead tuples are pruned
         from their pages (``vacuum`` is accepted for the protocol; ``VACUUM FULL``, which would also rewrite the
-        files, takes an exclusive lock on a shared server and is left to maintenance). The server's WAL, replicas
-        and backups keep older data until they rotate: see docs/reliability.md, "Erasure"."""
+        files, takes an exclusive lock on a shared server and is left to maintenance). False when another
+        connection still holds a snapshot taken before the latest pending erasure of the ledger committed (VACUUM
+        keeps the rows it may read): run it again later (``tmem.edit.erasure`` does); snapshots taken after it do not
+        count, so a busy server's searches do not hold an erasure up. The server's WAL, replicas and backups keep older data
+        until they rotate: see docs/scaling.md, "Erasure on PostgreSQL"."""
         del vacuum
         if self._pinned() is not None:
             raise StoreError("scrub() cannot run inside a transaction: call it after the deletion has committed.")
@@ -112,9 +116,21 @@ class PostgresStore(PgAgentOps):
             try:
                 for table in tables:
                     conn.execute(f'VACUUM "{table}"')
+                # VACUUM keeps every dead row that an open snapshot may still read: when another session's oldest
+                # snapshot (backend_xmin) is not newer than the latest pending erasure's deleting transaction, the
+                # deleted rows may have been kept, so the erasure is reported pending and retried (tmem.edit.erasure).
+                # Sessions whose snapshots began after the deletion committed do not hold it up.
+                row = conn.execute(
+                    "SELECT COUNT(*) FROM pg_stat_activity a, "
+                    "(SELECT MAX(xid) AS d FROM erasures WHERE NOT erased) e "
+                    "WHERE e.d IS NOT NULL AND a.datname = current_database() AND a.pid <> pg_backend_pid() "
+                    "AND a.backend_xmin IS NOT NULL AND age(a.backend_xmin) >= age(((e.d % 4294967296)::text)::xid)"
+                ).fetchone()
+            except psycopg.Error as exc:
+                raise pg_store_error(exc, self._where, "vacuuming deleted rows away") from exc
             finally:
                 conn.autocommit = False
-        return True
+        return not (row and row[0])
 
     # ------------------------------------------------------------------ sessions and turns
     def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None:

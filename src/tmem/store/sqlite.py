@@ -20,12 +20,15 @@ from tmem.models import (
     Turn,
 )
 from tmem.store.base import Vector, iter_batches
-from tmem.store.rules import build_state, check_session_turns, check_space_name
+from tmem.store.rules import build_state, check_session_turns, check_space_name, missing_space
 from tmem.store.sqlite_agent import AgentOps
 from tmem.store.sqlite_base import _CHUNK, _dt, _placeholders, _ts, store_error
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
 __all__ = ["SQLiteStore", "store_error"]
+
+
+SCRUB_WAIT_MS = 1000  # how long a scrub's checkpoint waits for another connection's open read
 
 
 class SQLiteStore(AgentOps):
@@ -41,9 +44,7 @@ class SQLiteStore(AgentOps):
     def get_space(self, name: str) -> Space:
         rows = self._rows("SELECT name, speakers FROM spaces WHERE name = ?", (name,))
         if not rows:
-            known = [r[0] for r in self._rows("SELECT name FROM spaces ORDER BY name")]
-            hint = f" Known spaces: {', '.join(known)}." if known else " No space exists yet: run `tmem import FILE`."
-            raise NotFoundError(f"No space named {name!r}.{hint}")
+            raise missing_space(name, [r[0] for r in self._rows("SELECT name FROM spaces ORDER BY name")])
         return Space(name=rows[0][0], speakers=json.loads(rows[0][1]))
 
     def has_space(self, name: str) -> bool:
@@ -107,8 +108,15 @@ class SQLiteStore(AgentOps):
             return not busy
 
     def _checkpoint(self) -> bool:
-        """TRUNCATE checkpoint; True when it could not complete (a reader of another connection is in the way)."""
-        busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        """TRUNCATE checkpoint, waiting at most ``SCRUB_WAIT_MS`` for other connections' readers (not the store's
+        write timeout: an erasure a reader blocks is left pending and retried, never a request held for a minute);
+        True when it could not complete."""
+        (timeout,) = self._db.execute("PRAGMA busy_timeout").fetchone()
+        self._db.execute(f"PRAGMA busy_timeout = {min(int(timeout), SCRUB_WAIT_MS)}")
+        try:
+            busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
         return bool(busy)
 
     # ------------------------------------------------------------------ sessions and turns

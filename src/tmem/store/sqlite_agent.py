@@ -14,6 +14,8 @@ from typing import Any
 
 from tmem.errors import IntegrityError
 from tmem.models import (
+    Erasure,
+    ErasureKind,
     Item,
     ItemEdit,
     Scene,
@@ -156,6 +158,38 @@ class AgentOps(SQLiteRecords):
     def tombstoned(self, space: str, kind: TombstoneKind, ids: Sequence[str]) -> set[str]:
         sql = "SELECT id FROM tombstones WHERE space = ? AND kind = ? AND id IN ({marks})"
         return {r[0] for r in self._chunked(sql, space, ids, kind)}
+
+    # ------------------------------------------------------------------ erasure ledger
+    def add_erasure(self, space: str, kind: ErasureKind) -> int:
+        with self.transaction():  # one writer at a time: seq order is commit order
+            return int(self._rows("INSERT INTO erasures(space, kind) VALUES (?, ?) RETURNING seq", (space, kind))[0][0])
+
+    def erasures(
+        self, *, after: int = 0, space: str | None = None, tenant: str | None = None, pending: bool = False
+    ) -> list[Erasure]:
+        sql, params = "SELECT seq, space, kind, erased FROM erasures WHERE seq > ?", list[object]([after])
+        if space is not None:
+            sql, params = sql + " AND space = ?", [*params, space]
+        if tenant is not None:
+            prefix = f"{tenant}/"
+            sql, params = sql + " AND substr(space, 1, ?) = ?", [*params, len(prefix), prefix]
+        if pending:
+            sql += " AND erased = 0"
+        return [
+            Erasure(seq=r[0], space=r[1], kind=r[2], erased=bool(r[3]))
+            for r in self._rows(sql + " ORDER BY seq", params)
+        ]
+
+    def latest_erasure(self, space: str | None = None) -> int:
+        if space is None:
+            return int(self._rows("SELECT COALESCE(MAX(seq), 0) FROM erasures")[0][0])
+        return int(self._rows("SELECT COALESCE(MAX(seq), 0) FROM erasures WHERE space = ?", (space,))[0][0])
+
+    def mark_erased(self, through: int) -> int:
+        with self.transaction():
+            return len(
+                self._rows("UPDATE erasures SET erased = 1 WHERE erased = 0 AND seq <= ? RETURNING seq", (through,))
+            )
 
     # ------------------------------------------------------------------ item history
     def add_item_edit(self, space: str, edit: ItemEdit) -> None:

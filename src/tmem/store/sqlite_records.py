@@ -157,13 +157,13 @@ class SQLiteRecords(SQLiteBase):
                     continue  # a forgotten item never comes back (tombstone)
                 self._exec(
                     "INSERT INTO items(space, id, seq, text, kind, topic_id, speaker, date, supersedes, "
-                    "superseded_by, turn_ids, mode, date_end, date_precision, conflicts_with) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "superseded_by, turn_ids, mode, date_end, date_precision, conflicts_with, slot) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT(space, id) DO UPDATE SET seq = excluded.seq, text = excluded.text, "
                     "kind = excluded.kind, topic_id = excluded.topic_id, speaker = excluded.speaker, "
                     "date = excluded.date, supersedes = excluded.supersedes, superseded_by = excluded.superseded_by, "
                     "turn_ids = excluded.turn_ids, mode = excluded.mode, date_end = excluded.date_end, "
-                    "date_precision = excluded.date_precision, conflicts_with = excluded.conflicts_with",
+                    "date_precision = excluded.date_precision, conflicts_with = excluded.conflicts_with, slot = excluded.slot",
                     (
                         space,
                         it.id,
@@ -180,6 +180,7 @@ class SQLiteRecords(SQLiteBase):
                         it.date_end,
                         it.date_precision,
                         json.dumps(it.conflicts_with),
+                        it.slot,
                     ),
                 )
                 self._exec("DELETE FROM item_scenes WHERE space = ? AND item_id = ?", (space, it.id))
@@ -196,14 +197,14 @@ class SQLiteRecords(SQLiteBase):
         for item_id, scene_id in self._links("item_scenes", "item_id", "scene_id", space, ids, [r[1] for r in rows]):
             links.setdefault(item_id, []).append(scene_id)
         # columns added by later migrations, read by name (their position depends on the migration order)
-        sql = "SELECT id, date_end, date_precision, conflicts_with FROM items WHERE space = ?"
+        sql = "SELECT id, date_end, date_precision, conflicts_with, slot FROM items WHERE space = ?"
         extra_rows: list[sqlite3.Row] = []
         if ids is None:
             extra_rows = self._rows(sql, (space,))
         else:  # only the items asked for: reading one item never reads the space's whole table
             for chunk in iter_batches([r[1] for r in rows], _CHUNK):
                 extra_rows += self._rows(sql + f" AND id IN ({_placeholders(len(chunk))})", (space, *chunk))
-        extra = {r[0]: (r[1], r[2], r[3]) for r in extra_rows}
+        extra = {r[0]: (r[1], r[2], r[3], r[4]) for r in extra_rows}
         out = [
             Item(
                 id=r[1],
@@ -221,6 +222,7 @@ class SQLiteRecords(SQLiteBase):
                 date_end=extra[r[1]][0],
                 date_precision=extra[r[1]][1],
                 conflicts_with=json.loads(extra[r[1]][2]),
+                slot=extra[r[1]][3],
             )
             for r in rows
         ]
