@@ -45,7 +45,12 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
         found = _structured(await client.call_tool("recall", {"query": "LGBTQ support group", "max_tokens": 120}))
         assert 0 < found["tokens"] <= 120 and found["hits"] and found["unbuilt_turns"] == 0
         assert "support group" in found["text"]
-        fresh = {"speaker": "Caroline", "text": "I adopted a grey cat called Pixel", "time": messages[-1]["time"]}
+        fresh = {
+            "speaker": "Caroline",
+            "text": "I adopted a grey cat called Pixel",
+            "time": messages[-1]["time"],
+            "id": "p1",
+        }
         stored = _structured(await client.call_tool("remember", {"messages": [fresh], "build": "no"}))
         assert stored["added"] == 1 and stored["stale_turns"] == 1 and not stored["built"]
         unbuilt = _structured(await client.call_tool("recall", {"query": "grey cat Pixel", "max_tokens": 200}))
