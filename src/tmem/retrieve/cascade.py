@@ -360,6 +360,7 @@ def _result(
     )
 
 
+_HeldTail = tuple["weakref.ref[SpaceIndex]", TurnTail]
 DEFAULT_CACHE_BYTES = 2 * 2**30  # per Retriever: the built indices it keeps (vectors + an estimate of the records)
 
 
@@ -398,9 +399,7 @@ class Retriever:
         self._cache: SpaceCache[SpaceIndex] = SpaceCache(cache_bytes, index_bytes)
         self.lexical = lexical  # where BM25 indices are saved and loaded from (None: rebuilt at every load)
         self._rerankers: dict[str, Reranker] = {}
-        self._tails: dict[
-            str, tuple[weakref.ref[SpaceIndex], TurnTail]
-        ] = {}  # per space: its index and the turns since
+        self._tails: dict[str, _HeldTail] = {}  # per space: the index a tail extends, and the tail
         self._tail_lock = threading.Lock()
 
     @property
