@@ -43,6 +43,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--conversations", type=int, default=3)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="also the recipe's context with its RRF constant at 60 and/or without the lexical floor (500/1000 tokens)",
+    )
     args = parser.parse_args()
     convs = read_file(DATA / "locomo10.dev.json")[: args.conversations]
     names = [c.name for c in convs]
@@ -62,6 +67,15 @@ def main() -> None:
         mem.add_sessions(space.name, space.sessions)
     queries: list[Query] = [*questions, *plus_queries([p for s in stitched for p in s.probes])]
     config = RetrievalConfig.preset("auto")
+    assoc = RetrievalConfig.preset("associative")
+    variants = {
+        "context_k0 = 60": assoc.replace(name="k0-60", context_k0=60),
+        "no lexical floor": assoc.replace(name="no-floor", lexical_floor=None),
+        "context_k0 = 60, no lexical floor": assoc.replace(name="k0-60-no-floor", context_k0=60, lexical_floor=None),
+        "the extractive recipe": RetrievalConfig.preset("extractive"),
+    }
+    if not args.variants:
+        variants = {}
     sums: dict[tuple[str, int, str], list[float]] = {}
     t0 = time.perf_counter()
     by_space: dict[str, list[Query]] = {}
@@ -76,6 +90,11 @@ def main() -> None:
             gold, _, any_hit = _gold(q, known)
             if not gold:
                 continue
+            for label, cfg in variants.items():
+                for cell in budget_cells(mem.retriever, baselines, q, gold, BUDGETS[:2], cfg, any_hit=any_hit):
+                    got = cell.systems["tmem"]
+                    value = got.coverage if q.benchmark == "locomo" and got.coverage is not None else float(got.hit)
+                    sums.setdefault((q.benchmark, cell.budget, label), []).append(value)
             for cell in budget_cells(mem.retriever, baselines, q, gold, BUDGETS, config, any_hit=any_hit):
                 for name in SYSTEMS:
                     got = cell.systems[name]
@@ -85,7 +104,8 @@ def main() -> None:
     lines = [
         "# A space never built: its context against flat retrieval over the same turns",
         "",
-        f"Command: `python bench/unbuilt_vs_flat.py --conversations {args.conversations}`",
+        f"Command: `python bench/unbuilt_vs_flat.py --conversations {args.conversations}"
+        + (" --variants`" if args.variants else "`"),
         "",
         f"Machine: {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs (shared); "
         f"embedder {embedder.model_id}; tokens counted by cl100k for every system; conversations {', '.join(names)} "
@@ -101,6 +121,12 @@ def main() -> None:
             cells = [100 * statistics.fmean(sums[(bench, b, name)]) if n else float("nan") for b in BUDGETS]
             lines.append(f"| {label} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
         lines.append("")
+        if variants:
+            lines += [f"| {metric}, variants of the recipe | {BUDGETS[0]} | {BUDGETS[1]} |", "|---|---:|---:|"]
+            for label in variants:
+                cells = [100 * statistics.fmean(sums[(bench, b, label)]) for b in BUDGETS[:2]]
+                lines.append(f"| {label} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+            lines.append("")
     text = "\n".join(lines)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
