@@ -27,9 +27,10 @@ from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, cached_vectorizer, scene_text, turn_search_text
 from tmem.index.tail import TurnTail
 from tmem.index.topk import Mask, Scores, top_k
-from tmem.models import ITEM_FAMILIES, TriggerFamily, Turn
+from tmem.models import ITEM_FAMILIES, TriggerFamily
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.fusion import Fused, Ranked, fuse, split_gate
+from tmem.retrieve.lists import RawTurns, nearest, ranked
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
 from tmem.retrieve.types import GateMiss, ItemHit, Route, SceneHit, SearchResult, TurnHit
 from tmem.store.base import Store
@@ -37,19 +38,6 @@ from tmem.util.text import text_hash
 
 Vector = npt.NDArray[np.float32]
 ANCHOR_CANDIDATES = 3  # best BM25 turns whose share of the query's IDF mass is the query's lexical anchor
-
-
-def _ranked(ids: Sequence[str], scores: Scores, rows: npt.NDArray[np.intp]) -> list[Ranked]:
-    return [Ranked(ids[r], float(scores[r])) for r in rows]
-
-
-def _dense(
-    index: SpaceIndex, part: str, qvec: Vector, k: int, allowed: Mask | None = None, ids: Sequence[str] = ()
-) -> list[Ranked]:
-    """The ``k`` entries of a node part nearest the query, through the vector index (only the rows of ``ids`` set in
-    ``allowed`` when given)."""
-    only = None if allowed is None else [ids[r] for r in np.flatnonzero(allowed).tolist()]
-    return [Ranked(h.id, h.score) for h in index.vectors.top_k(part, qvec, k, only)]
 
 
 def _trigger_route(
@@ -108,8 +96,8 @@ def _scenes_via_items(
     i_ids = index.ids["item"]
     items = fuse(
         {
-            "bm25": _ranked(i_ids, i_bm, top_k(i_bm, cfg.depth, positive_only=True)),
-            "dense": _dense(index, "item", qvec, cfg.depth),
+            "bm25": ranked(i_ids, i_bm, top_k(i_bm, cfg.depth, positive_only=True)),
+            "dense": nearest(index, "item", qvec, cfg.depth),
         },
         cfg.k0,
     )
@@ -122,57 +110,6 @@ def _scenes_via_items(
         if len(out) >= cfg.scene_via_items_top:
             break
     return list(out.values())
-
-
-class _Turns:
-    """Every raw turn of a search: the index's, then the tail's (turns added since the index was loaded), with their
-    BM25 scores for the query (the tail's as documents of the index's corpus) and which of them no scene holds."""
-
-    def __init__(self, index: SpaceIndex, tail: TurnTail | None, query: str) -> None:
-        self.index = index
-        self.tail = tail if tail is not None and len(tail) else None
-        extra = list(self.tail.turns) if self.tail is not None else []
-        self.list = index.turn_list + extra if extra else index.turn_list
-        self.ids = index.turn_ids + [t.id for t in extra] if extra else index.turn_ids
-        self._extra = {t.id: t for t in extra}
-        self.unbuilt: Mask = np.concatenate([index.unbuilt, np.ones(len(extra), dtype=np.bool_)])
-        self._query = query
-        self._scores: Scores | None = None
-
-    def turn(self, turn_id: str) -> Turn:
-        found = self.index.turns.get(turn_id)
-        return found if found is not None else self._extra[turn_id]
-
-    @property
-    def scores(self) -> Scores:
-        """BM25 scores, one per turn of :attr:`list` (computed once)."""
-        if self._scores is None:
-            own = self.index.turn_bm25.scores(self._query)
-            if self.tail is not None:
-                own = np.concatenate([own, self.tail.bm25_scores(self._query, self.index.turn_lexicon)])
-            self._scores = own
-        return self._scores
-
-    def bm25(self, k: int, allowed: Mask | None = None) -> list[Ranked]:
-        return _ranked(self.ids, self.scores, top_k(self.scores, k, allowed, positive_only=True))
-
-    def dense(self, qvec: Vector, k: int, allowed: Mask | None = None) -> list[Ranked]:
-        """The ``k`` turns nearest the query (among ``allowed``): the index's through its vector backend, the tail's by
-        their cosines, merged by score (the index's first on a tie)."""
-        n = len(self.index.turn_list)
-        if allowed is None or bool(allowed[:n].all()):
-            found = _dense(self.index, "turn", qvec, k)
-        elif allowed[:n].any():
-            found = _dense(self.index, "turn", qvec, k, allowed[:n], self.index.turn_ids)
-        else:
-            found = []
-        if self.tail is None:
-            return found
-        cos = self.tail.cosines(qvec)
-        rows = top_k(cos, k, None if allowed is None else allowed[n:])
-        merged = found + [Ranked(self.tail.turns[int(r)].id, float(cos[r])) for r in rows]
-        order = sorted(range(len(merged)), key=lambda m: (-merged[m].score, m))
-        return [merged[m] for m in order[:k]]
 
 
 def run_cascade(
@@ -198,8 +135,8 @@ def run_cascade(
         t_bm = index.bm25_scores("topic", query, bm25_all)
         surviving = fuse(
             {
-                "topic.bm25": _ranked(t_ids, t_bm, top_k(t_bm, cfg.depth, positive_only=True)),
-                "topic.dense": _dense(index, "topic", qvec, cfg.depth),
+                "topic.bm25": ranked(t_ids, t_bm, top_k(t_bm, cfg.depth, positive_only=True)),
+                "topic.dense": nearest(index, "topic", qvec, cfg.depth),
             },
             cfg.k0,
         )[: cfg.k_topics]
@@ -214,8 +151,8 @@ def run_cascade(
     s_ids = index.ids["scene"]
     s_bm = index.bm25_scores("scene", query, bm25_all)
     scene_lists: dict[str, list[Ranked]] = {
-        "scene.bm25": _ranked(s_ids, s_bm, top_k(s_bm, cfg.depth, admitted, positive_only=True)),
-        "scene.dense": _dense(index, "scene", qvec, cfg.depth, admitted if prefiltered else None, s_ids),
+        "scene.bm25": ranked(s_ids, s_bm, top_k(s_bm, cfg.depth, admitted, positive_only=True)),
+        "scene.dense": nearest(index, "scene", qvec, cfg.depth, admitted if prefiltered else None, s_ids),
     }
     # Trigger routes are never gated by the topic prefilter (the bypass).
     if cfg.enabled("ST"):
@@ -260,14 +197,14 @@ def run_cascade(
             # Direct route: every indexed item (superseded ones are not indexed) is ranked, not only the pool, so
             # items of kept scenes and items elsewhere compete on the same two lists.
             item_lists: dict[str, list[Ranked]] = {
-                "item.direct.bm25": _ranked(i_ids, i_bm, top_k(i_bm, cfg.item_direct_top, positive_only=True)),
-                "item.direct.dense": _dense(index, "item", qvec, cfg.item_direct_top),
+                "item.direct.bm25": ranked(i_ids, i_bm, top_k(i_bm, cfg.item_direct_top, positive_only=True)),
+                "item.direct.dense": nearest(index, "item", qvec, cfg.item_direct_top),
             }
         else:
             n_pool = int(pool.sum())
             item_lists = {
-                "item.bm25": _ranked(i_ids, i_bm, top_k(i_bm, max(cfg.depth, n_pool), pool, positive_only=True)),
-                "item.dense": _dense(index, "item", qvec, max(cfg.depth, n_pool), pool, i_ids),
+                "item.bm25": ranked(i_ids, i_bm, top_k(i_bm, max(cfg.depth, n_pool), pool, positive_only=True)),
+                "item.dense": nearest(index, "item", qvec, max(cfg.depth, n_pool), pool, i_ids),
             }
         if cfg.enabled("ET+BT"):
             families = tuple(f for f in ITEM_FAMILIES if f in cfg.item_trigger_families)
@@ -285,7 +222,7 @@ def run_cascade(
 
         kept_items = _rerank(fuse(item_lists, cfg.k0), item_text_of, query, reranker, cfg.rerank_depth)[: cfg.k_items]
 
-    turns = _Turns(index, tail, query)
+    turns = RawTurns(index, tail, query)
     turn_lists: dict[str, list[Ranked]] = {}
     if cfg.turn_top > 0 and turns.list:
         # Each list's best turn_top turns are kept (not the fused top turn_top): a turn that one list alone puts at
