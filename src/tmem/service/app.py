@@ -161,13 +161,13 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         state.workers.wake()
         return JobRef(job=job.id)
 
-    @app.get("/v1/spaces/{space}/jobs", response_model=list[JobOut], tags=["jobs"])
+    @app.get("/v1/spaces/{space}/jobs", response_model=list[JobOut], response_model_exclude_unset=True, tags=["jobs"])
     async def list_jobs(space: SpaceName, tenant: Tenant, state: State) -> list[dict[str, Any]]:
         """The space's build jobs, oldest first (those the build policy started too)."""
         await require_space(state, tenant, space)
         return [_job_view(j) for j in state.control.jobs(tenant, space)]
 
-    @app.get("/v1/jobs/{job_id}", response_model=JobOut, tags=["jobs"])
+    @app.get("/v1/jobs/{job_id}", response_model=JobOut, response_model_exclude_unset=True, tags=["jobs"])
     async def get_job(
         job_id: Annotated[str, Path(max_length=64, pattern=r"^[A-Za-z0-9_]+$")], tenant: Tenant, state: State
     ) -> dict[str, Any]:

@@ -120,7 +120,8 @@ class JobProgress(BaseModel):
 
 
 class JobOut(BaseModel):
-    """A build job of one space, as its tenant sees it."""
+    """A build job of one space, as its tenant sees it (fields the job does not record are left out, e.g.
+    ``params.auto`` of a requested build)."""
 
     id: str
     space: str = Field(description="The tenant's space name.")
