@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from tmem.errors import NotFoundError, TmemError
 from tmem.ingest.messages import MessagesReport
 from tmem.memory import AsyncMemory, Memory, SpaceExport
-from tmem.service import problems
+from tmem.service import openapi, problems
 from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
 from tmem.service.limits import BodyLimit
 from tmem.service.problems import ServiceProblem
@@ -134,6 +134,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     )
     app.add_middleware(BodyLimit, max_bytes=max_body)
     problems.install(app)
+    openapi.install(app)
 
     @app.get("/v1/spaces", response_model=SpacesOut, tags=["spaces"])
     async def list_spaces(tenant: Tenant, state: State) -> SpacesOut:
