@@ -162,3 +162,40 @@ def test_a_generated_request_is_encoded_as_one_path_segment(tmp_path: Path) -> N
             with pytest.raises(NotFoundError, match="GET /v1/spaces/c/items"):
                 client.get_item("c", odd)
         assert httpx.get(f"{server.url}/openapi.json").status_code == 200
+
+
+def test_ask_gives_the_same_answer_embedded_and_served(tmp_path: Path) -> None:
+    """With an answer model (the OpenAI-compatible stub), Client.ask returns what Memory.ask returns: the answer, its
+    question time, its context and its search."""
+    from tests.support.openai_stub import OpenAIStub
+
+    def answer(request: Any) -> str:
+        return '{"answer": "pottery, in May 2023"}'
+
+    results: list[dict[str, Any]] = []
+    with OpenAIStub(reply=answer) as stub:
+        for where in ("embedded", "served"):
+            cfg = Settings(
+                home=tmp_path / where,
+                llm="openai",
+                llm_model="stub-model",
+                llm_base_url=stub.base_url,
+                llm_api_key="test",
+                embed_backend="hash",
+                **NO_AUTO_BUILD,  # type: ignore[arg-type]
+            )
+            space = "acme/c" if where == "served" else "c"
+            with Memory.open(settings=cfg.model_copy(update={"llm": "none"})) as builder:  # built without the LLM
+                builder.add_messages(space, dev_messages(1)[0])
+                builder.build(space)
+            if where == "embedded":
+                with Memory.open(settings=cfg) as mem:
+                    got = mem.ask("c", "What did Caroline take up?", datetime(2023, 6, 1), max_tokens=400)
+            else:
+                key = make_keys(cfg, "acme")["acme"]
+                with LiveServer(create_app(cfg)) as server, Client(server.url, key) as client:
+                    got = client.ask("c", "What did Caroline take up?", datetime(2023, 6, 1), max_tokens=400)
+            results.append(_plain(got))
+    embedded, served = results
+    assert embedded["answer"] == "pottery, in May 2023" and embedded["context"]["turn_ids"]
+    assert served == embedded
