@@ -29,6 +29,7 @@ from tmem.construct.report import BuildReport
 from tmem.edit import ForgetReport, ItemHistory, forget, get_item, item_history, update_item
 from tmem.edit.erasure import ErasureState, LocalSweep, Upkeep, finish_erasures, state_of
 from tmem.edit.items import reapply_edits
+from tmem.edit.listing import ItemFilters, ItemPage, list_items
 from tmem.embed import make_embedder
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
@@ -338,6 +339,9 @@ class MemoryCore:
     # ------------------------------------------------------------------ one memory at a time
     def get_item(self, space: str, item_id: str) -> Item:
         return get_item(self.store, space, item_id)
+
+    def list_items(self, space: str, filters: ItemFilters, offset: int = 0, limit: int = 50) -> ItemPage:
+        return list_items(self.store, space, filters, offset=offset, limit=limit)
 
     async def aupdate_item(self, space: str, item_id: str, text: str) -> Item:
         updated = await update_item(self.store, space, item_id, text, llm=self.llm)
