@@ -23,7 +23,7 @@ from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, with_request_ids
 from tmem.memory import AsyncMemory, Memory
 from tmem.service import problems
 from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
-from tmem.service.limits import BodyLimit
+from tmem.service.limits import BodyLimit, StrictJSONRoute
 from tmem.service.problems import ServiceProblem
 from tmem.service.routes import register as register_routes
 from tmem.service.schemas import ID_PATTERN, BuildIn, Deleted, JobRef, MessagesIn, Problem, SpacesOut
@@ -122,6 +122,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         lifespan=lifespan,
         responses=_ERRORS,
     )
+    app.router.route_class = StrictJSONRoute  # every /v1 route below reads JSON bodies by the importer's rules
     app.add_middleware(BodyLimit, max_bytes=max_body)
     problems.install(app)
 
