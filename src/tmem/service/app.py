@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Header, Path
 from fastapi.responses import JSONResponse
 
-from tmem.errors import NotFoundError, TmemError
+from tmem.errors import NotFoundError, TmemError, shown_to
 from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, with_request_ids
 from tmem.memory import AsyncMemory, Memory
 from tmem.service import problems
@@ -59,7 +59,7 @@ def _age(stamp: str) -> float:
 def _job_view(job: Job) -> dict[str, Any]:
     data: dict[str, Any] = shown(job.model_dump(mode="json"), store_space(job.tenant, job.space), job.space)
     if data.get("error"):
-        data["error"] = str(data["error"]).replace(f"{job.tenant}/", "")
+        data["error"] = shown_to(str(data["error"]), job.tenant)
     return data
 
 
