@@ -224,6 +224,9 @@ def test_repeated_messages_are_kept_and_idempotency_keys_dedupe(client: httpx.Cl
     assert first["added"] == ["req-7:0"] and again["added"] == [] and again["skipped"] == ["req-7:0"]
     bad = client.post("/v1/spaces/s/messages", json=ok, headers={"Idempotency-Key": "a/b"})
     assert bad.status_code == 422 and "idempotency" in bad.text.lower()
+    early = {"messages": [{"speaker": "user", "text": "ok", "time": "0001-01-01T00:00:00+01:00"}]}
+    r = client.post("/v1/spaces/s/messages", json=early, headers={"Idempotency-Key": "req-8"})
+    assert r.status_code == 422 and "messages[0]" in r.json()["detail"], r.text  # bad input, with a key too
     turns = client.get("/v1/spaces/s/export").json()["turns"]
     assert [t["text"] for t in turns] == ["ok"] * 4
 

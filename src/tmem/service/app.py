@@ -155,10 +155,9 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         TMEM_BUILD_IDLE_SECONDS)."""
         key = store_space(tenant, space)
         received = datetime.now(UTC).replace(tzinfo=None)
-        parsed = [MessageInput.model_validate(m.model_dump(exclude_none=True)) for m in body.messages]
+        messages: list[MessageInput | dict[str, object]] = [m.model_dump(exclude_none=True) for m in body.messages]
         if idempotency_key is not None:
-            parsed = with_request_ids(parsed, idempotency_key)
-        messages = parsed
+            messages = with_request_ids(messages, idempotency_key)
         report = await state.memory.add_messages(key, messages, received_at=received)
         if report.added:
             state.workers.note_arrival(tenant, space)
