@@ -19,13 +19,13 @@ from fastapi import FastAPI, Header, Path
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from tmem.errors import NotFoundError, TmemError
+from tmem.errors import NotFoundError, TmemError, shown_to
 from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, MessagesReport, with_request_ids
 from tmem.memory import AsyncMemory, Memory, SpaceExport
 from tmem.models import Erasure
 from tmem.service import openapi, problems
 from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
-from tmem.service.limits import BodyLimit
+from tmem.service.limits import BodyLimit, StrictJSONRoute
 from tmem.service.problems import ServiceProblem
 from tmem.service.routes import register as register_routes
 from tmem.service.schemas import (
@@ -71,7 +71,7 @@ def _age(stamp: str) -> float:
 def _job_view(job: Job) -> dict[str, Any]:
     data: dict[str, Any] = shown(job.model_dump(mode="json"), store_space(job.tenant, job.space), job.space)
     if data.get("error"):
-        data["error"] = str(data["error"]).replace(f"{job.tenant}/", "")
+        data["error"] = shown_to(str(data["error"]), job.tenant)
     return data
 
 
@@ -154,6 +154,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         docs_url=None,  # Swagger UI and ReDoc load their assets from a CDN: blank offline, so they are off
         redoc_url=None,  # (docs/service.md); /openapi.json is the contract
     )
+    app.router.route_class = StrictJSONRoute  # every /v1 route below reads JSON bodies by the importer's rules
     app.add_middleware(BodyLimit, max_bytes=max_body)
     problems.install(app)
     openapi.install(app)
@@ -187,10 +188,9 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         TMEM_BUILD_IDLE_SECONDS)."""
         key = store_space(tenant, space)
         received = datetime.now(UTC).replace(tzinfo=None)
-        parsed = [MessageInput.model_validate(m.model_dump(exclude_none=True)) for m in body.messages]
+        messages: list[MessageInput | dict[str, object]] = [m.model_dump(exclude_none=True) for m in body.messages]
         if idempotency_key is not None:
-            parsed = with_request_ids(parsed, idempotency_key)
-        messages = parsed
+            messages = with_request_ids(messages, idempotency_key)
         report = await state.memory.add_messages(key, messages, received_at=received)
         if report.added:
             state.workers.note_arrival(tenant, space)
