@@ -24,7 +24,7 @@ from tmem.settings import Settings
 
 # Bookkeeping times differ between any two runs; a live session's content hash hashes the store key, which carries
 # the tenant on a server ("acme/c") and not in an embedded memory ("c").
-UNCOMPARED = {"seconds", "at", "content_hash"}
+UNCOMPARED = {"seconds", "at", "content_hash", "erasure"}  # erasure: the ledger entry's number in its own store
 
 
 def _plain(value: Any) -> Any:

@@ -40,6 +40,8 @@ OPERATIONS = {
     "delete_item",
     "item_history",
     "forget",
+    "list_erasures",
+    "get_erasure",
 }
 
 

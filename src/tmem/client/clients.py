@@ -18,6 +18,7 @@ from tmem.client.plans import Messages, Plan, Request
 from tmem.construct.options import BuildOptions
 from tmem.construct.report import BuildReport
 from tmem.edit import ForgetReport, ItemHistory
+from tmem.edit.erasure import ErasureState
 from tmem.edit.listing import ItemPage
 from tmem.errors import StoreError
 from tmem.ingest.messages import MessagesReport
@@ -100,7 +101,7 @@ class Client:
     def add_messages(self, space: str, messages: Messages, *, received_at: datetime | None = None) -> MessagesReport:
         return self._drive(plans.add_messages(space, messages, received_at))
 
-    def delete_space(self, space: str) -> bool:
+    def delete_space(self, space: str) -> ErasureState:
         return self._drive(plans.delete_space(space))
 
     def build(
@@ -215,7 +216,7 @@ class AsyncClient:
     ) -> MessagesReport:
         return await self._drive(plans.add_messages(space, messages, received_at))
 
-    async def delete_space(self, space: str) -> bool:
+    async def delete_space(self, space: str) -> ErasureState:
         return await self._drive(plans.delete_space(space))
 
     async def build(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:

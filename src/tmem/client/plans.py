@@ -22,6 +22,7 @@ from tmem.answer.budget import Context
 from tmem.construct.options import BuildOptions
 from tmem.construct.report import BuildReport
 from tmem.edit import ForgetReport, ItemHistory
+from tmem.edit.erasure import ErasureState
 from tmem.edit.listing import ItemPage
 from tmem.errors import (
     BuildBusy,
@@ -230,6 +231,6 @@ def export(space: str) -> Plan[SpaceExport]:
     return SpaceExport.model_validate(body)
 
 
-def delete_space(space: str) -> Plan[bool]:
-    yield Request("DELETE", f"/v1/spaces/{_seg(space)}")
-    return True
+def delete_space(space: str) -> Plan[ErasureState]:
+    body = yield Request("DELETE", f"/v1/spaces/{_seg(space)}")
+    return ErasureState.model_validate(body)
