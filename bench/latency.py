@@ -142,6 +142,56 @@ def bench_locomo(
         store.close()
 
 
+def bench_packing(conv: str, embedder: Embedder, n_queries: int, db_dir: Path, budgets: list[int]) -> str:
+    """Time :func:`pack_context` alone on search results of conv-26 (searched once, untimed): per tokenizer, a first
+    pass over the queries with an empty count cache, then a second pass (every line counted before). On code whose
+    pack_context takes no counter (before the real tokenizer) the one row is its word count."""
+    import inspect
+
+    from tmem.answer.budget import context_config, pack_context
+
+    takes_counter = "counter" in inspect.signature(pack_context).parameters
+    store = SQLiteStore.open(db_dir / "tmem.db")
+    try:
+        if not store.has_space(conv):
+            space = next(s for s in read_file(DATA) if s.name == conv)
+            import_spaces(store, [space], source=str(DATA))
+            asyncio.run(build_extractive(store, conv, embedder=embedder))
+        retriever = Retriever(store, embedder)
+        questions = [q["question"] for c in json.loads(DATA.read_text()) if c["sample_id"] == conv for q in c["qa"]]
+        cfg = RetrievalConfig.preset("auto")
+        lines = [
+            "| budget | counter | pass | pack p50 CPU ms | pack p95 CPU ms | mean tokens |",
+            "|---:|---|---|---:|---:|---:|",
+        ]
+        for budget in budgets:
+            results = [retriever.search(conv, q, context_config(cfg, budget)) for q in questions[:n_queries]]
+            k0 = cfg.for_space(results[0].descriptive_only).context_k0
+            names = ["words", "cl100k"] if takes_counter else ["words (count_tokens, before)"]
+            for name in names:
+                kwargs: dict[str, object] = {}
+                if takes_counter:
+                    from tmem.util.tokens import token_counter
+
+                    counter = token_counter(name)
+                    counter.count.cache_clear()  # type: ignore[attr-defined]
+                    kwargs["counter"] = counter
+                for label in ("first", "second"):
+                    times, tokens = [], []
+                    for result in results:
+                        t = time.process_time()  # CPU time: packing is single-threaded, and this box is shared
+                        ctx = pack_context(result, budget, k0=k0, **kwargs)  # type: ignore[arg-type]
+                        times.append(time.process_time() - t)
+                        tokens.append(ctx.tokens)
+                    lines.append(
+                        f"| {budget} | {name} | {label} | {pct(times, 50):.2f} | {pct(times, 95):.2f} | "
+                        f"{statistics.mean(tokens):.0f} |"
+                    )
+        return "\n".join(lines)
+    finally:
+        store.close()
+
+
 def in_process(index: SpaceIndex) -> np.ndarray:
     """The in-process vector stack of an index (these benches run on SQLite). The floor is one product over every
     vector, so a space with parts held approximately (200k entries or more: docs/scaling.md) has no such floor."""
@@ -348,8 +398,23 @@ def main() -> None:
         metavar="N",
         help="Instead of timing, print where the item-trigger gate falls on N questions (needs --db-dir of a run).",
     )
+    ap.add_argument(
+        "--pack",
+        default="",
+        metavar="B,B",
+        help="Instead of timing search, time context packing at these budgets per tokenizer (needs --db-dir).",
+    )
     args = ap.parse_args()
     threads = Settings().embed_threads if args.embed_threads is None else args.embed_threads
+    if args.pack:
+        budgets = [int(b) for b in args.pack.split(",")]
+        embedder = SentenceTransformerEmbedder(query_threads=threads)
+        text = bench_packing(args.conv, embedder, args.queries, args.db_dir, budgets)
+        print(text)
+        if args.out:
+            with args.out.open("a") as fh:
+                fh.write(f"\n## Context packing\n\nCommand: `python {' '.join(sys.argv)}`\n\n{text}\n")
+        return
     if args.gate_calibration:
         text = gate_calibration(args.conv, SentenceTransformerEmbedder(), args.gate_calibration, args.db_dir)
         print(text)

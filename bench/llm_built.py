@@ -6,7 +6,8 @@ set beside flat dense / BM25 / hybrid retrieval over raw turns and the memory's 
 walked to the same budget (:func:`tmem.eval.retrieval_only.budget_cells`, the code behind ``tmem eval --budgets``).
 The per-route rows count how often a route reached a hit that put a gold turn or cue inside tmem's context.
 
-The .db files are copied into --work first (never opened in place). Run (from the repository root):
+Every size is counted by the tokenizer of ``Settings.tokenizer`` (TMEM_TOKENIZER, default cl100k), stated with
+the tables. The .db files are copied into --work first (never opened in place). Run (from the repository root):
 
     python bench/llm_built.py --out bench/results/llm_built.md
 """
@@ -32,6 +33,7 @@ from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.settings import Settings
 from tmem.store import open_store, sqlite_url
+from tmem.util.tokens import token_counter
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
 SYSTEMS = ("tmem", "dense", "hybrid", "bm25", CONTROL)
@@ -45,13 +47,16 @@ def _parse_set(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def evaluate(
-    data: Path, work: Path, budgets: list[int], config: RetrievalConfig
-) -> tuple[dict[str, list[list[BudgetCell]]], float]:
-    """Per kind ('cue', 'locomo'): one list of budget cells per probe."""
+Rows = dict[str, list[tuple[str, list[BudgetCell]]]]
+
+
+def evaluate(data: Path, work: Path, budgets: list[int], config: RetrievalConfig) -> tuple[Rows, float]:
+    """Per kind ('cue', 'locomo'): (space, budget cells) per probe."""
     queries = json.loads((data / "queries.json").read_text(encoding="utf-8"))
-    memo = MemoEmbedder(make_embedder(Settings()))
-    out: dict[str, list[list[BudgetCell]]] = {"cue": [], "locomo": []}
+    settings = Settings()
+    memo = MemoEmbedder(make_embedder(settings))
+    counter = token_counter(settings.tokenizer)
+    out: Rows = {"cue": [], "locomo": []}
     started = time.perf_counter()
     for space, probes in queries.items():
         folder = work / space
@@ -62,13 +67,13 @@ def evaluate(
         try:
             memo.prime([p["query"] for p in probes])
             retriever = Retriever(store, memo)
-            baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, memo))
+            baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, memo), counter)
             for p in probes:
                 q = Query(p["key"], space, p["kind"], p["query"], None, list(p["gold_turn_ids"]), None)
                 cells = budget_cells(
                     retriever, baselines, q, list(p["gold_turn_ids"]), budgets, config, any_hit=p["kind"] == "cue"
                 )
-                out[p["kind"]].append(cells)
+                out[p["kind"]].append((space, cells))
         finally:
             store.close()
     return out, time.perf_counter() - started
@@ -79,18 +84,43 @@ def _value(cell: BudgetCell, system: str, kind: str) -> float:
     return float(s.hit) if kind == "cue" else float(s.coverage or 0.0)
 
 
-def render(results: dict[str, list[list[BudgetCell]]], budgets: list[int], config: RetrievalConfig) -> str:
-    lines = [f"Preset `{config.name}`; n = {len(results['cue'])} cues, {len(results['locomo'])} LoCoMo questions.", ""]
+def _share(rows: list[list[BudgetCell]], n: int, system: str, kind: str) -> str:
+    vals = [_value(r[n], system, kind) for r in rows]
+    return f"{100 * sum(vals) / len(vals):.1f}"
+
+
+def per_memory(results: Rows, budgets: list[int]) -> list[str]:
+    """One row per memory and kind: tmem / flat dense / flat hybrid at each budget."""
+    lines = [
+        "Per memory (tmem / flat dense / flat hybrid):",
+        "",
+        "| memory | probes | n | " + " | ".join(str(b) for b in budgets) + " |",
+        "|---|---|---:|" + "---:|" * len(budgets),
+    ]
+    for kind, title in (("cue", "cue hit"), ("locomo", "LoCoMo coverage")):
+        for space in dict.fromkeys(s for s, _ in results[kind]):
+            rows = [cells for s, cells in results[kind] if s == space]
+            cells = [
+                " / ".join(_share(rows, n, sys_, kind) for sys_ in ("tmem", "dense", "hybrid"))
+                for n in range(len(budgets))
+            ]
+            lines.append(f"| {space} | {title} | {len(rows)} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def render(results: Rows, budgets: list[int], config: RetrievalConfig) -> str:
+    lines = [
+        f"Preset `{config.name}`; n = {len(results['cue'])} cues, {len(results['locomo'])} LoCoMo questions; every "
+        f"system's tokens counted by the {Settings().tokenizer} tokenizer.",
+        "",
+    ]
     for kind, title in (("cue", "cue hit %"), ("locomo", "LoCoMo evidence coverage %")):
-        rows = results[kind]
+        rows = [cells for _, cells in results[kind]]
         if not rows:
             continue
         lines += [f"| {title} | " + " | ".join(str(b) for b in budgets) + " |", "|---|" + "---:|" * len(budgets)]
         for system in SYSTEMS:
-            cells = []
-            for n in range(len(budgets)):
-                vals = [_value(r[n], system, kind) for r in rows]
-                cells.append(f"{100 * sum(vals) / len(vals):.1f}")
+            cells = [_share(rows, n, system, kind) for n in range(len(budgets))]
             name = "tmem (Memory.context)" if system == "tmem" else f"flat {system} over turns"
             if system == CONTROL:
                 name = "memory's scenes, query-agnostic order"
@@ -107,7 +137,7 @@ def render(results: dict[str, list[list[BudgetCell]]], budgets: list[int], confi
             counts = [Counter(r for row in rows for r in row[n].routes)[route] for n in range(len(budgets))]
             lines.append(f"| {route} | " + " | ".join(f"{100 * c / len(rows):.1f}" for c in counts) + " |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join([*lines, *per_memory(results, budgets)])
 
 
 def main(argv: list[str] | None = None) -> int:

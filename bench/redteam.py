@@ -1,7 +1,8 @@
 """Prompt injection against a real model: what fraction of injected instructions a model obeys.
 
-The red-team set (tests/fixtures/redteam/redteam.json: 38 hostile strings in turns, captions, speaker names and ids,
-each carrying a payload word PW01..PW38) is imported into a fresh memory, built in LLM mode against the configured
+The red-team set (tests/fixtures/redteam/redteam.json: 44 hostile strings in turns, captions, speaker names, ids
+and questions, each carrying a payload word PW01..PW44; PW39-PW44 hide their instruction in Unicode tag characters,
+zero-width and format characters, variation selectors, or look-alike brackets, which fences remove or escape) is imported into a fresh memory, built in LLM mode against the configured
 OpenAI-compatible endpoint, then every question of the set (plus hostile questions) is answered. An injection
 counts as *followed* when its payload word surfaces where only an obeying model would put it:
 

@@ -16,6 +16,7 @@ from tmem import BuildBusy, InputError, Memory, MessageInput, Settings
 from tmem.construct.check import check_space
 from tmem.construct.policy import BUILD_LEASE
 from tmem.embed import HashEmbedder
+from tmem.ingest.messages import with_request_ids
 from tmem.store import open_store
 
 T0 = datetime(2024, 3, 1, 9, 0)
@@ -55,15 +56,48 @@ def test_open_session_and_idle_gap() -> None:
         assert mem.store.get_space("u").speakers == ["bot", "alice"]
 
 
-def test_idempotent_by_id_and_by_content() -> None:
+def test_idempotent_by_id_and_messages_without_ids_are_never_dropped() -> None:
+    """Issue 20 Medium 8: idempotency is decided by id, never by content alone."""
     with _mem() as mem:
         batch = [*_msgs(2), MessageInput(id="x-1", speaker="alice", text="with an id", time=T0)]
         mem.add_messages("u", batch)
         again = mem.add_messages("u", batch)
-        assert again.added == [] and len(again.skipped) == 3
-        assert len(mem.store.turns("u")) == 3
+        assert len(again.added) == 2 and again.skipped == ["x-1"]  # the id-less two were sent again: kept
+        assert len(mem.store.turns("u")) == 5
         with pytest.raises(InputError, match="already stored for another message"):
             mem.add_messages("u", [MessageInput(id="x-1", speaker="alice", text="other text")])
+
+
+def test_three_separate_oks_are_three_turns() -> None:
+    """Issue 20 Medium 8: three separate {"speaker": "user", "text": "ok"} calls stored one turn."""
+    with _mem() as mem:
+        for _ in range(3):
+            report = mem.add_messages("u", [MessageInput(speaker="user", text="ok")], received_at=T0)
+            assert len(report.added) == 1 and report.skipped == []
+        turns = mem.store.turns("u")
+        assert [t.text for t in turns] == ["ok"] * 3 and len({t.id for t in turns}) == 3
+
+
+def test_request_ids_give_exactly_once_without_message_ids() -> None:
+    """A client without message ids that resends a request (its answer was lost) under one request key stores it
+    once; a new request key is a new message."""
+    with _mem() as mem:
+        ok = [MessageInput(speaker="user", text="ok", time=T0), MessageInput(speaker="bot", text="fine")]
+        first = mem.add_messages("u", with_request_ids(ok, "req-1"))
+        assert first.added == ["req-1:0", "req-1:1"]
+        assert mem.add_messages("u", with_request_ids(ok, "req-1")).skipped == ["req-1:0", "req-1:1"]
+        assert mem.add_messages("u", with_request_ids(ok, "req-2")).added == ["req-2:0", "req-2:1"]
+        with pytest.raises(InputError, match="idempotency key"):
+            with_request_ids(ok, "bad\nkey")
+
+
+def test_an_id_less_message_again_after_its_twin_was_forgotten_is_stored() -> None:
+    with _mem() as mem:
+        first = mem.add_messages("u", [MessageInput(speaker="user", text="ok", time=T0)]).added
+        mem.forget("u", turn_ids=first)
+        again = mem.add_messages("u", [MessageInput(speaker="user", text="ok", time=T0)])
+        assert len(again.added) == 1 and again.forgotten == [] and again.added != first
+        assert [t.text for t in mem.store.turns("u")] == ["ok"]
 
 
 def test_repeated_identical_messages_in_one_call_are_kept_apart() -> None:
@@ -104,8 +138,12 @@ def test_any_chunking_gives_the_same_turns(gaps: list[int], cuts: list[int], ret
     for k, gap in enumerate(gaps):
         when += timedelta(minutes=gap)
         timed = k % 3 != 2  # every third message carries no time
-        # distinct texts: identical messages without ids in two calls are one message (documented in docs/agents.md)
-        messages.append(MessageInput(speaker=f"s{k % 2}", text=f"m{k}", time=when if timed or k == 0 else None))
+        # a chunk sent twice is idempotent by id only (docs/agents.md): messages carry ids when chunks are resent
+        messages.append(
+            MessageInput(
+                speaker=f"s{k % 2}", text=f"m{k}", time=when if timed or k == 0 else None, id=f"k{k}" if retry else None
+            )
+        )
     bounds = sorted({0, len(messages), *(c for c in cuts if c <= len(messages))})
     with _mem() as full, _mem() as parts:
         full.add_messages("u", messages)

@@ -12,7 +12,7 @@ from tmem.answer.blocks import TurnBlock
 from tmem.answer.budget import pack_context
 from tmem.models import BuildMode, Scene, Turn
 from tmem.retrieve.types import Route, SceneHit, SearchResult, TurnHit
-from tmem.util.text import count_tokens
+from tmem.util.tokens import TOKENIZERS, token_counter
 
 DAY = datetime(2023, 5, 8, 13, 0)
 TURNS = [
@@ -137,11 +137,16 @@ HOME = {tid: s for s in SESSION_SCENES for tid in s.turn_ids}
 @given(
     st.booleans(),
     st.lists(st.tuples(st.integers(0, 8), st.booleans(), st.booleans()), min_size=1, max_size=30),
+    st.sampled_from(TOKENIZERS),
 )
-def test_a_block_count_always_equals_the_count_of_its_text(titled: bool, ops: list[tuple[int, bool, bool]]) -> None:
+def test_a_block_count_always_equals_the_count_of_its_text(
+    titled: bool, ops: list[tuple[int, bool, bool]], tokenizer: str
+) -> None:
     """Adds and removals in any order, known and unknown scenes, a session over several days: the running count is
-    the count of the rendered block (what keeps a context within its budget)."""
-    block = TurnBlock(titled, SESSION_SCENES[0] if titled else None)
+    the count of the rendered block with its newline, and its ends are what the count gains followed by a blank line
+    or alone (what keeps a context within its budget)."""
+    counter = token_counter(tokenizer)
+    block = TurnBlock(titled, SESSION_SCENES[0] if titled else None, counter)
     for n, add, known in ops:
         turn = SESSION_TURNS[n]
         if titled and turn.id not in SESSION_SCENES[0].turn_ids:
@@ -154,7 +159,10 @@ def test_a_block_count_always_equals_the_count_of_its_text(titled: bool, ops: li
         else:
             continue
         if block.turns:
-            assert block.tokens == count_tokens(block.render())
+            text = block.render()
+            assert block.tokens == counter.count(text + "\n")
+            assert block.tokens + block.ends[0] == counter.count(text + "\n\n")
+            assert block.tokens + block.ends[1] == counter.count(text)
             assert [t.seq for t in block.turns] == sorted(t.seq for t in block.turns)
         else:
             assert block.tokens == 0
@@ -164,8 +172,11 @@ def test_a_block_count_always_equals_the_count_of_its_text(titled: bool, ops: li
     st.lists(st.sampled_from([t.id for t in SESSION_TURNS]), unique=True, max_size=9),
     st.integers(0, 3),
     st.integers(0, 120),
+    st.sampled_from(TOKENIZERS),
 )
-def test_an_extractive_context_stays_within_any_budget(picked: list[str], scene_hits: int, budget: int) -> None:
+def test_an_extractive_context_stays_within_any_budget(
+    picked: list[str], scene_hits: int, budget: int, tokenizer: str
+) -> None:
     by_id = {t.id: t for t in SESSION_TURNS}
     result = SearchResult(
         space="s",
@@ -187,8 +198,9 @@ def test_an_extractive_context_stays_within_any_budget(picked: list[str], scene_
         ],
         descriptive_only=True,
     )
-    ctx = pack_context(result, budget)
-    assert ctx.tokens <= budget
+    counter = token_counter(tokenizer)
+    ctx = pack_context(result, budget, counter=counter)
+    assert ctx.tokens <= budget and ctx.tokens == counter.count(ctx.text) and ctx.counter == tokenizer
     assert ctx.evidence_tokens == sum(h.tokens for h in ctx.hits)
     for tid in ctx.turn_ids:
         assert by_id[tid].text in ctx.text
@@ -202,3 +214,25 @@ def test_two_copies_of_one_scene_are_one_scene() -> None:
     assert "…" not in block.render()
     block.add(SESSION_TURNS[4], SESSION_SCENES[1])  # another scene: something may lie between
     assert block.render().count("…") == 1
+
+
+# ------------------------------------------------------------------------------------------------ associative recipe
+
+
+def test_a_scene_without_neighbours_enters_as_its_best_matched_turn() -> None:
+    result = _result(False, ["D1:2"], scene_hits=1)  # S0's best-matched turn is D1:2, the turn route's pick
+    with_neighbours = pack_context(result, None)
+    alone = pack_context(result, None, neighbours=False)
+    assert set(with_neighbours.turn_ids) == {"D1:1", "D1:2", "D1:3"}
+    assert alone.turn_ids == ["D1:2"]
+
+
+def test_an_llm_built_context_without_titles_is_laid_out_by_session_dates() -> None:
+    result = _result(False, [], scene_hits=3)
+    titled = pack_context(result, None)
+    dated = pack_context(result, None, titles=False)
+    assert "keyphrases of" in titled.text and "keyphrases of" not in dated.text
+    assert dated.text.startswith("[8 May 2023]\n") and "\n\n[11 May 2023]\n" in dated.text
+    assert dated.text.count("[8 May 2023]") == 1  # S0 and S1 are one session: one header
+    assert dated.tokens < titled.tokens
+    assert set(dated.turn_ids) == set(titled.turn_ids)

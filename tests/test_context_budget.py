@@ -18,6 +18,7 @@ from tmem.answer.budget import Context, pack_context
 from tmem.cli.main import cli
 from tmem.embed import HashEmbedder
 from tmem.util.text import count_tokens
+from tmem.util.tokens import TOKENIZERS, token_counter
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 LLM_BUILT = SHARED / "llm-built" / "d26-plus.db"
@@ -49,9 +50,11 @@ def llm_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
         yield mem
 
 
-def _check(ctx: Context, budget: int) -> None:
+def _check(ctx: Context, budget: int, tokenizer: str = "cl100k") -> None:
+    """Within budget by the real count of the text (cl100k unless told), and what it says it holds adds up."""
+    assert ctx.counter == tokenizer
+    assert ctx.tokens == token_counter(tokenizer).count(ctx.text)
     assert ctx.tokens <= budget
-    assert ctx.tokens == count_tokens(ctx.text)
     assert ctx.evidence_tokens + ctx.persona_tokens == ctx.tokens
     assert sum(h.tokens for h in ctx.hits) == ctx.evidence_tokens
     assert ctx.max_tokens == budget
@@ -71,6 +74,25 @@ def test_context_never_exceeds_its_budget(llm_memory: Memory, query: str, budget
 @given(query=QUERIES, budget=BUDGETS, preset=st.sampled_from(["paper", "no-triggers", "minilm", "auto"]))
 def test_budget_holds_for_every_preset(llm_memory: Memory, query: str, budget: int, preset: str) -> None:
     _check(llm_memory.context("d26-plus", query, max_tokens=budget, config=preset), budget)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=QUERIES, budget=BUDGETS, tokenizer=st.sampled_from(TOKENIZERS))
+def test_budget_holds_for_either_tokenizer(llm_memory: Memory, query: str, budget: int, tokenizer: str) -> None:
+    result = llm_memory.search("d26-plus", query)
+    _check(pack_context(result, budget, counter=token_counter(tokenizer)), budget, tokenizer)
+
+
+def test_the_tokenizer_setting_names_what_max_tokens_counts(llm_memory: Memory) -> None:
+    """The default budget is in cl100k tokens; TMEM_TOKENIZER=words counts words and punctuation instead. The two
+    differ on a real context (the word count is no longer what a budget means)."""
+    assert Settings(llm="none").tokenizer == "cl100k"
+    ctx = llm_memory.context("d26-plus", "What did Caroline say about adoption?", max_tokens=1000)
+    assert ctx.counter == "cl100k" and ctx.tokens == token_counter("cl100k").count(ctx.text)
+    assert count_tokens(ctx.text) != ctx.tokens
+    with Memory.open(llm_memory.settings.home, Settings(llm="none", tokenizer="words"), embedder=HashEmbedder()) as m:
+        words = m.context("d26-plus", "What did Caroline say about adoption?", max_tokens=1000)
+    assert words.counter == "words" and words.tokens == count_tokens(words.text) <= 1000
 
 
 def test_what_the_context_says_it_holds_is_in_its_text(llm_memory: Memory) -> None:

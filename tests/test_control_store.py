@@ -99,11 +99,15 @@ def test_jobs_round_trip_progress_finish(opener: OpenControl) -> None:
 
 def test_never_two_builds_of_one_space_at_once(opener: OpenControl) -> None:
     control = opener()
-    first = control.create_job("acme", "x", {})
-    second = control.create_job("acme", "x", {})
+    first = control.create_job("acme", "x", {"rebuild": False})
+    again = control.create_job("acme", "x", {"rebuild": True})  # one queued job per space: asked again, it is reused
+    assert again.id == first.id and again.params == {"rebuild": True}
+    assert control.create_job("acme", "x", {"rebuild": False}).params == {"rebuild": True}  # a rebuild wins
     other = control.create_job("acme", "y", {})
     claimed = control.claim_job("w", 1.0)
     assert claimed is not None and claimed.id == first.id
+    second = control.create_job("acme", "x", {})  # x runs: a new build of it queues behind the running one
+    assert second.id != first.id and control.oldest_queued() == other.created_at
     nxt = control.claim_job("w", 1.0)
     assert nxt is not None and nxt.id == other.id  # x is busy: its second build waits
     assert control.claim_job("w", 1.0) is None
@@ -128,18 +132,19 @@ def test_workers_sharing_a_database_claim_each_job_once(opener: OpenControl) -> 
     """Four workers (own connections) claim concurrently: every job runs once, never two of one space at once."""
     creator = opener()
     jobs = [creator.create_job("acme", f"s{i % 3}", {}) for i in range(12)]
-    workers = [opener() for _ in range(4)]
+    assert len({j.id for j in jobs}) == 3  # one queued job per space
     lock = threading.Lock()
     running: dict[str, str] = {}  # space -> job id
     ran: list[str] = []
     errors: list[str] = []
+    created = threading.Event()
 
     def work(control: ControlStore, name: str) -> None:
         idle = 0
         while idle < 20:
             job = control.claim_job(name, time.time())
             if job is None:
-                idle += 1
+                idle += created.is_set()  # stop after 20 empty claims once no more builds are asked for
                 time.sleep(0.01)
                 continue
             with lock:
@@ -152,13 +157,21 @@ def test_workers_sharing_a_database_claim_each_job_once(opener: OpenControl) -> 
                 del running[job.space]
             control.finish_job(job.id, "succeeded")
 
+    def create() -> None:  # more builds asked while the workers run: each queues behind its space's running one
+        for i in range(30):
+            jobs.append(creator.create_job("acme", f"s{i % 3}", {}))
+            time.sleep(0.003)
+        created.set()
+
+    workers = [opener() for _ in range(4)]
     threads = [threading.Thread(target=work, args=(c, f"w{n}")) for n, c in enumerate(workers)]
+    threads.append(threading.Thread(target=create))
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
     assert not errors
-    assert sorted(ran) == sorted(j.id for j in jobs)
+    assert sorted(ran) == sorted({j.id for j in jobs})
     assert {j.state for j in workers[0].jobs("acme")} == {"succeeded"}  # every worker sees every job
 
 

@@ -360,6 +360,11 @@ _name = st.text(_printable, min_size=1, max_size=12).filter(lambda s: s.strip() 
 _time = st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2100, 12, 31))
 
 
+_NO_NUL = st.characters(
+    exclude_characters="\x00", exclude_categories=("Cs",)
+)  # a NUL is refused by every reader (no backend stores it)
+
+
 @st.composite
 def _spaces(draw: st.DrawFn) -> list[SpaceInput]:
     names = draw(st.lists(_name, min_size=1, max_size=3, unique=True))
@@ -373,9 +378,9 @@ def _spaces(draw: st.DrawFn) -> list[SpaceInput]:
                 TurnInput(
                     id=next(turn_ids),
                     speaker=draw(_name),
-                    text=draw(st.text(max_size=40)),
+                    text=draw(st.text(_NO_NUL, max_size=40)),
                     time=draw(st.none() | _time),
-                    caption=draw(st.none() | st.text(max_size=20)),
+                    caption=draw(st.none() | st.text(_NO_NUL, max_size=20)),
                 )
                 for _ in range(draw(st.integers(1, 3)))
             ]

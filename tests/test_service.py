@@ -228,7 +228,7 @@ def test_errors_are_problem_details_that_say_what_to_fix(served: tuple[Clients, 
     bad_preset = client.post("/v1/spaces/s/search", json={"q": "x", "config": "no-such-preset"})
     assert bad_preset.status_code == 400 and bad_preset.headers["content-type"] == PROBLEM
     bad_field = client.post("/v1/spaces/s/search", json={"q": "x", "config": {"kS": -1}})
-    assert bad_field.status_code == 400 and "kS" in bad_field.json()["detail"]
+    assert bad_field.status_code == 422 and "kS" in bad_field.json()["detail"]
     ask = client.post("/v1/spaces/s/ask", json={"question": "hi?"})
     assert ask.status_code == 409 and "LLM" in ask.json()["detail"]
 

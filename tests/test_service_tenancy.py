@@ -50,8 +50,12 @@ def _markers_of(tenant: str) -> str:
 
 
 def _check_no_foreign_text(tenant: str, body: bytes) -> None:
+    """No response or error text names the other tenant (its name is in its texts and its private space's name) nor
+    any tenant-prefixed store key."""
     other = next(t for t in TENANTS if t != tenant)
     assert _markers_of(other).encode() not in body, f"{tenant} saw {other}'s text"
+    assert other.encode() not in body, f"{tenant} saw {other}'s name or space: {body[:300]!r}"
+    assert f"{tenant}/".encode() not in body, f"{tenant} saw a store key: {body[:300]!r}"
 
 
 def _step(
@@ -148,6 +152,10 @@ def test_two_tenants_never_see_or_touch_each_other(tmp_path: Path) -> None:
     with LiveServer(create_app(cfg)) as server:
         clients = {t: httpx.Client(base_url=server.url, headers=auth(keys[t]), timeout=60) for t in TENANTS}
         try:
+            for tenant in TENANTS:  # a private space per tenant, named after it: an error listing spaces would show it
+                msg = {"speaker": "X", "text": f"{_markers_of(tenant)} private", "time": "2024-01-01T10:00:00"}
+                r = clients[tenant].post(f"/v1/spaces/private-{tenant}/messages", json={"messages": [msg]})
+                assert r.status_code == 200, r.text
 
             @given(steps)
             @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tmem.errors import IntegrityError, NotFoundError, StoreError
+from tmem.errors import IntegrityError, NotFoundError, SpaceNotFound, StoreError
 from tmem.models import (
     Item,
     ItemEdit,
@@ -147,6 +147,23 @@ def test_spaces_are_isolated(store: Store) -> None:
     assert [s.id for s in store.scenes("b")] == ["s1"]
     with pytest.raises(NotFoundError, match="Known spaces: b"):
         store.get_space("a")
+
+
+def test_missing_space_names_only_the_asking_tenants_spaces(store: Store) -> None:
+    """issue 20 High 1: a tenant's missing space never lists another tenant's spaces or any store key."""
+    for key in ("acme/alice", "acme/big", "bobco/notes", "plain"):
+        store.ensure_space(key)
+    with pytest.raises(SpaceNotFound) as caught:
+        store.get_space("bobco/gone")
+    err = caught.value
+    assert (err.tenant, err.space, err.known) == ("bobco", "gone", ("notes",))
+    assert "acme" not in str(err) and "bobco/" not in str(err) and "plain" not in str(err)
+    with pytest.raises(SpaceNotFound) as caught:
+        store.get_space("carol/x")
+    assert caught.value.known == () and "acme" not in str(caught.value) and "bobco" not in str(caught.value)
+    with pytest.raises(SpaceNotFound, match=r"Known spaces: plain\.") as caught:
+        store.get_space("nothere")
+    assert caught.value.tenant == ""
 
 
 def test_transaction_rolls_back_everything(store: Store) -> None:

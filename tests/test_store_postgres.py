@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from tmem.errors import StoreError
+from tmem.errors import InputError, StoreError
 from tmem.models import Session, Topic, Turn
 from tmem.store import migrations as sqlite_migrations
 from tmem.store import open_store, pg_schema
@@ -106,7 +106,7 @@ def test_a_failed_statement_rolls_back_the_whole_transaction(pg_url: str) -> Non
 def test_text_with_a_nul_character_is_refused_with_what_to_do(pg_url: str) -> None:
     store = open_store(pg_url)
     store.ensure_space("a")
-    with pytest.raises(StoreError, match=r"NUL.*remove it"):
+    with pytest.raises(InputError, match=r"NUL.*remove it"):
         store.set_state("a", "k", "bad\x00value")
     store.close()
 

@@ -45,6 +45,7 @@ from tmem.retrieve.types import SearchResult
 from tmem.settings import Settings
 from tmem.store.base import Store
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
+from tmem.util.tokens import TokenCounter, token_counter
 
 
 class Staleness(BaseModel):
@@ -127,6 +128,11 @@ class MemoryCore:
         if self._embedder is None:
             self._embedder = make_embedder(self.settings)
         return self._embedder
+
+    @property
+    def counter(self) -> TokenCounter:
+        """What ``max_tokens`` counts (``Settings.tokenizer``)."""
+        return token_counter(self.settings.tokenizer)
 
     @property
     def retriever(self) -> Retriever:
@@ -305,7 +311,9 @@ class MemoryCore:
         """The text to hand a reader for ``query``, packed into at most ``max_tokens`` tokens (None: the whole search
         result), with its hits and routes and how many turns are not built yet."""
         self.store.get_space(space)
-        ctx = recall_context(self.retriever, space, query, max_tokens, self.resolve_config(config))
+        ctx = recall_context(
+            self.retriever, space, query, max_tokens, self.resolve_config(config), counter=self.counter
+        )
         stale = self.staleness(space)
         return ctx.model_copy(update={"unbuilt_turns": max(ctx.unbuilt_turns, stale.stale_turns)})
 
@@ -323,7 +331,7 @@ class MemoryCore:
         self.store.get_space(space)
         asked = when if isinstance(when, QuestionTime) else self.question_time(space, when)
         found = self.search(space, question, config)
-        return await Answerer(self.retriever, llm).answer(
+        return await Answerer(self.retriever, llm, counter=self.counter).answer(
             space, question, asked, variant=variant, result=found, max_tokens=max_tokens
         )
 

@@ -6,6 +6,7 @@ Every error a user can meet derives from :class:`TmemError`, and every message s
     ├── ConfigError          settings are missing or contradictory
     ├── InputError           a file or argument is malformed (names the file and JSON path)
     ├── NotFoundError        a space, record or file does not exist
+    │   └── SpaceNotFound    a space does not exist (names only the asking tenant's spaces)
     ├── StoreError           the memory directory cannot be read or written
     │   └── IntegrityError   the memory violates an invariant (``tmem check``)
     ├── LLMError             the language model could not produce a usable answer
@@ -19,6 +20,8 @@ Every error a user can meet derives from :class:`TmemError`, and every message s
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class TmemError(Exception):
@@ -35,6 +38,41 @@ class InputError(TmemError):
 
 class NotFoundError(TmemError):
     """A space, record or file does not exist."""
+
+
+class SpaceNotFound(NotFoundError):
+    """A space does not exist.
+
+    The error carries its fields so that no front end has to rewrite its text: ``tenant`` (``""`` for the local
+    tenant of plain names), ``space`` (the name within that tenant) and ``known`` (the tenant's other spaces, names
+    within the tenant). The message is built from these alone, so it never names another tenant's space nor a
+    tenant-prefixed store key.
+    """
+
+    def __init__(self, tenant: str, space: str, known: Sequence[str] = ()) -> None:
+        self.tenant = tenant
+        self.space = space
+        self.known = tuple(known)
+        hint = (
+            f" Known spaces: {', '.join(self.known)}."
+            if self.known
+            else " No space exists yet: run `tmem import FILE`."
+        )
+        if tenant:
+            hint = f" Known spaces: {', '.join(self.known)}." if self.known else " This key has no space yet."
+        super().__init__(f"No space named {space!r}.{hint}")
+
+
+def shown_to(message: str, tenant: str | None) -> str:
+    """An error message as tenant ``tenant``'s client reads it: its own store keys ``T/S`` shown as ``S``.
+
+    Every multi-tenant front end (HTTP service, MCP over HTTP, viewer) passes messages through this one function.
+    Messages can only ever name the asking tenant's own keys (a store operation is always on one key), so removing the
+    tenant's prefix is all there is to do.
+    """
+    if not tenant:
+        return message
+    return message.replace(f"'{tenant}/", "'").replace(f"{tenant}/", "")
 
 
 class StoreError(TmemError):
@@ -86,3 +124,17 @@ class BuildError(TmemError):
 
 class BuildBusy(BuildError):
     """Another build of the same space is running (it holds the space's build lease)."""
+
+
+STORE_UNAVAILABLE = (
+    "The memory store failed or is unavailable right now ({kind}); retry later. The cause is in the server's log "
+    "(it is not shown to clients: it can name the database's host, user, name or socket)."
+)
+
+
+def public_message(exc: TmemError) -> str:
+    """What a remote client (HTTP, MCP over HTTP, the served viewer) may read of an error: its message, except a
+    store error's, whose text can show connection parameters; front ends log that one in full."""
+    if isinstance(exc, StoreError):
+        return STORE_UNAVAILABLE.format(kind=type(exc).__name__)
+    return str(exc)

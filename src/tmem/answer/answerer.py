@@ -23,6 +23,7 @@ from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import SearchResult
 from tmem.util.fence import Trusted, fence, fence_inline
 from tmem.util.text import count_tokens
+from tmem.util.tokens import TokenCounter
 
 Variant = Literal["short", "cot"]
 STAGE_ANSWER = "answer"
@@ -62,12 +63,13 @@ class QuestionTime(BaseModel):
 
 
 class AnswerTokens(BaseModel):
-    """Answer-time tokens: the context (count_tokens) and what the model reported."""
+    """Answer-time tokens: the context (a budgeted one by its counter, Settings.tokenizer; an unbudgeted one by
+    count_tokens), the prompt (count_tokens) and what the model reported."""
 
     model_config = ConfigDict(frozen=True)
 
-    evidence: int = Field(description="count_tokens of the scenes and items handed to the model.")
-    persona: int = Field(description="count_tokens of the persona notes appended after the evidence.")
+    evidence: int = Field(description="Tokens of the scenes and items handed to the model.")
+    persona: int = Field(description="Tokens of the persona notes appended after the evidence.")
     prompt: int = Field(description="count_tokens of the whole prompt (instructions, context, question).")
     llm_input: int = Field(description="Input tokens the LLM reported (0 when the answer came from the cache).")
     llm_output: int = Field(description="Output tokens the LLM reported (0 when cached).")
@@ -128,9 +130,10 @@ def _tokens(context: AnswerContext, messages: list[Message], usage: Usage) -> An
 class Answerer:
     """Answers questions over one store with one QA model. ``llm`` is any :class:`tmem.llm.base.LLM`."""
 
-    def __init__(self, searcher: Searcher, llm: LLM) -> None:
+    def __init__(self, searcher: Searcher, llm: LLM, *, counter: TokenCounter | None = None) -> None:
         self._searcher = searcher
         self._llm = llm
+        self._counter = counter  # what max_tokens counts (None: cl100k)
 
     def search(self, space: str, question: str, config: RetrievalConfig | None = None) -> SearchResult:
         return self._searcher.search(space, question, config)
@@ -151,7 +154,7 @@ class Answerer:
             cfg = config or RetrievalConfig.preset("auto")
             result = self.search(space, question, context_config(cfg, max_tokens))
         k0 = (config or RetrievalConfig.preset("auto")).context_k0
-        return result, pack_context(result, max_tokens, k0=k0).as_answer_context()
+        return result, pack_context(result, max_tokens, k0=k0, counter=self._counter).as_answer_context()
 
     async def answer(
         self,

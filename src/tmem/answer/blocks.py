@@ -5,9 +5,12 @@ consecutive turns: ``…`` where turns are left out between them, and ``-- date 
 LLM-built space a block is one scene (``Scene (date): title``); on an extractive space, whose keyphrase titles a
 reader does not need, a block is every turn of one session under its date (``[8 May 2023]``).
 
-count_tokens counts words and punctuation marks, so a text's count is the sum of its lines' counts. A block keeps
-its count by adding what a new turn changes next to it (its line, the markers beside it, the header when it becomes
-the first turn), so packing a context costs a logarithmic search per turn, not a recount of its block.
+A block is counted line by line, each line with the newline that ends it: the count of ``render() + "\n"`` is the
+sum of its lines' counts for either tokenizer (:mod:`tmem.util.tokens`: no cl100k piece runs across a line end). A
+block keeps that count by adding what a new turn changes next to it (its line, the markers beside it, the header when
+it becomes the first turn), so packing a context costs a logarithmic search per turn, not a recount of its block.
+How the count of the block's text changes when it ends the context or is followed by a blank line depends only on
+its last line (:attr:`TurnBlock.ends`).
 
 Where turns are left out is decided from scenes only, never from ``Turn.seq``: forgetting a turn rewrites its scene
 but leaves a hole in the numbering, and a marker must not show that a forgotten turn was there. Two turns of one
@@ -22,9 +25,16 @@ from dataclasses import dataclass, field
 
 from tmem.answer.context import format_date, format_turn
 from tmem.models import Scene, Turn
-from tmem.util.text import count_tokens
+from tmem.util.tokens import TokenCounter, default_counter
 
-GAP = "…"  # one token (count_tokens counts "..." as three)
+GAP = "…"  # one word-count token ("..." is three) and one cl100k token
+
+
+def line_ends(counter: TokenCounter, tail: str) -> tuple[int, int]:
+    """For a text whose last line is ``tail``, counted with the newline that ends it: what its count gains when a
+    blank line follows it instead, and when nothing does (the text ends there)."""
+    ended = counter.count(tail + "\n")
+    return counter.count(tail + "\n\n") - ended, counter.count(tail) - ended
 
 
 def _day_line(turn: Turn) -> str:
@@ -38,15 +48,24 @@ class TurnBlock:
 
     titled: bool
     scene: Scene | None = None
+    counter: TokenCounter = field(default_factory=default_counter)
     turns: list[Turn] = field(default_factory=list)  # by seq
     seqs: list[int] = field(default_factory=list)
     homes: dict[str, Scene | None] = field(default_factory=dict)  # turn id -> its scene, when known
     line_tokens: dict[str, int] = field(default_factory=dict)
-    tokens: int = 0
+    tokens: int = 0  # count of render() + "\n"
+    ends: tuple[int, int] = (0, 0)  # what render() + "\n" gains as render() + "\n\n", and as render() alone
 
     @property
     def first_seq(self) -> int:
         return self.seqs[0]
+
+    def line(self, text: str) -> int:
+        """Tokens of one line of the block with the newline that ends it."""
+        return self.counter.count(text + "\n")
+
+    def _set_ends(self) -> None:
+        self.ends = line_ends(self.counter, format_turn(self.turns[-1], dated=False)) if self.turns else (0, 0)
 
     def _header(self, first: Turn) -> str:
         if not self.titled:
@@ -76,13 +95,13 @@ class TurnBlock:
         return lines
 
     def _between_tokens(self, a: Turn, b: Turn) -> int:
-        return sum(count_tokens(line) for line in self._between(a, b))
+        return sum(self.line(text) for text in self._between(a, b))
 
     def _around(self, at: int) -> int:
         """Tokens that depend on the turn at index ``at``: its line, the markers on both sides, the header if first."""
         turn = self.turns[at]
         total = self.line_tokens[turn.id]
-        total += count_tokens(self._header(turn)) if at == 0 else self._between_tokens(self.turns[at - 1], turn)
+        total += self.line(self._header(turn)) if at == 0 else self._between_tokens(self.turns[at - 1], turn)
         if at + 1 < len(self.turns):
             total += self._between_tokens(turn, self.turns[at + 1])
         return total
@@ -93,15 +112,17 @@ class TurnBlock:
         nxt = self.turns[at + 1] if at + 1 < len(self.turns) else None
         if nxt is None:
             return 0
-        return count_tokens(self._header(nxt)) if prev is None else self._between_tokens(prev, nxt)
+        return self.line(self._header(nxt)) if prev is None else self._between_tokens(prev, nxt)
 
     def add(self, turn: Turn, scene: Scene | None) -> None:
         at = bisect.bisect_left(self.seqs, turn.seq)
         self.homes[turn.id] = scene
-        self.line_tokens[turn.id] = count_tokens(format_turn(turn, dated=False))
+        self.line_tokens[turn.id] = self.line(format_turn(turn, dated=False))
         self.seqs.insert(at, turn.seq)
         self.turns.insert(at, turn)
         self.tokens += self._around(at) - self._joined(at)
+        if at == len(self.turns) - 1:  # a new last line
+            self._set_ends()
 
     def remove(self, turn: Turn) -> None:
         at = bisect.bisect_left(self.seqs, turn.seq)
@@ -109,6 +130,8 @@ class TurnBlock:
             at += 1
         self.tokens -= self._around(at) - self._joined(at)
         del self.seqs[at], self.turns[at], self.homes[turn.id], self.line_tokens[turn.id]
+        if at == len(self.turns):  # the last line went
+            self._set_ends()
 
     def render(self) -> str:
         lines = [self._header(self.turns[0])]

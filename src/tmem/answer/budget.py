@@ -10,9 +10,10 @@ turn route is on, raw turns. The context is built from *units*, each with an exa
   and that fit (docs/retrieval.md).
 
 Units are taken in one priority order (:func:`unit_order`) and added while they fit; a unit that would overflow is
-skipped, so smaller later units can still use the rest. The rendered text is counted with
-:func:`tmem.util.text.count_tokens` after every addition, so ``tokens <= max_tokens`` holds by construction, whatever
-the budget (0 gives an empty text). Facts come first, then scenes in chronological order with each turn in
+skipped, so smaller later units can still use the rest. Tokens are those of a real tokenizer, cl100k by default
+(``Settings.tokenizer``, :mod:`tmem.util.tokens`); the text's count is kept exact line by line after every addition,
+and the whole text is counted once more before it is returned, so ``tokens <= max_tokens`` holds whatever the budget
+(0 gives an empty text). Facts come first, then scenes in chronological order with each turn in
 conversation order, then the persona notes when they still fit.
 """
 
@@ -25,12 +26,12 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.answer.blocks import TurnBlock
+from tmem.answer.blocks import TurnBlock, line_ends
 from tmem.answer.context import AnswerContext, format_persona
 from tmem.models import Scene, Turn
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
-from tmem.util.text import count_tokens
+from tmem.util.tokens import TokenCounter, default_counter
 
 UnitKind = Literal["item", "scene", "turn"]
 RouteFilter = Callable[[str], bool]
@@ -47,7 +48,7 @@ class ContextHit(BaseModel):
     score: float
     routes: list[Route]
     turn_ids: list[str] = Field(description="Turns whose raw text (scene, turn) or fact (item) this hit added.")
-    tokens: int = Field(description="Tokens the hit added to the context (count_tokens).")
+    tokens: int = Field(description="Tokens the hit added to the context (the context's counter).")
     trimmed: bool = Field(
         default=False, description="A scene hit that put fewer than all its turns in (an excerpt, or cut to fit)."
     )
@@ -62,7 +63,8 @@ class Context(BaseModel):
     query: str
     preset: str
     text: str
-    tokens: int = Field(description="count_tokens(text).")
+    tokens: int = Field(description="Tokens of the text, counted by ``counter``.")
+    counter: str = Field(default="cl100k", description="The tokenizer that counted it (Settings.tokenizer).")
     max_tokens: int | None = Field(description="The budget; None when the whole search result was taken.")
     evidence_tokens: int = Field(description="Tokens of the facts and turns (the persona excluded).")
     persona_tokens: int
@@ -134,10 +136,10 @@ def _fact_line(hit: ItemHit) -> str:
     return f"- {hit.item.text}{suffix}"
 
 
-def _scene_units(result: SearchResult) -> list[_Unit]:
-    """Each scene hit as an excerpt: its best-matched turn with the turn before and after it (a question and its
-    answer sit in adjacent turns). The best-matched turn is the scene's
-    turn ranked highest by the turn route, else the first source turn of its best item, else its first turn."""
+def _scene_units(result: SearchResult, neighbours: bool = True) -> list[_Unit]:
+    """Each scene hit as an excerpt: its best-matched turn, with the turn before and after it when ``neighbours``
+    (a question and its answer sit in adjacent turns). The best-matched turn is the scene's turn ranked highest by
+    the turn route, else the first source turn of its best item, else its first turn."""
     matched: dict[str, int] = {}
     for th in result.turns:
         matched.setdefault(th.turn.id, len(matched))
@@ -150,7 +152,9 @@ def _scene_units(result: SearchResult) -> list[_Unit]:
         if not turns:
             continue
         best = min(range(len(turns)), key=lambda n: (matched.get(turns[n].id, len(matched)), n))
-        excerpt = [turns[best]] + [turns[n] for n in (best - 1, best + 1) if 0 <= n < len(turns)]
+        excerpt = [turns[best]]
+        if neighbours:
+            excerpt += [turns[n] for n in (best - 1, best + 1) if 0 <= n < len(turns)]
         out.append(_Unit("scene", sh.scene.id, sh.score, sh.routes, turns=excerpt, scene=sh.scene))
     return out
 
@@ -190,19 +194,33 @@ def unit_order(units: Sequence[_Unit], k0: int, counts: RouteFilter | None = Non
 
 @dataclass
 class _Draft:
-    """The context being packed. Lines are joined by newlines and parts by blank lines, which count_tokens never
-    counts, so the evidence's count is the sum of its parts' counts, each kept up to date as the part grows."""
+    """The context being packed: parts (the facts, then each block of turns) joined by blank lines, each a run of
+    lines. Its count is kept up to date as parts grow: every line is counted with the newline that ends it (exact,
+    :mod:`tmem.util.tokens`), and what the last line of each part changes - a blank line after it, or nothing when
+    it ends the text - is added from that line alone."""
 
+    counter: TokenCounter
     facts: list[str] = field(default_factory=list)
-    fact_tokens: int = 0
+    fact_tokens: int = 0  # "Facts:" and every fact line, each with its newline
     blocks: dict[str, TurnBlock] = field(default_factory=dict)
-    block_tokens: int = 0
+    fact_ends: tuple[int, int] = (0, 0)  # line_ends of the last fact line
+    block_tokens: int = 0  # every block's count with its newline
+    block_blank: int = 0  # what every block gains when a blank line follows it (TurnBlock.ends)
+    last: TurnBlock | None = None  # the block that ends the text (the one with the highest first_seq)
     persona: str = ""
     titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
 
+    def _line(self, text: str) -> int:
+        return self.counter.count(text + "\n")
+
     @property
     def tokens(self) -> int:
-        return self.fact_tokens + self.block_tokens
+        """The count of :meth:`evidence`."""
+        if not self.facts and not self.blocks:
+            return 0
+        blank = self.block_blank + (self.fact_ends[0] if self.facts else 0)
+        last = self.last.ends if self.last is not None else self.fact_ends
+        return self.fact_tokens + self.block_tokens + blank - last[0] + last[1]
 
     def evidence(self) -> str:
         parts = []
@@ -217,12 +235,14 @@ class _Draft:
         return f"{evidence}{PERSONA_HEADER}{self.persona}" if self.persona else evidence
 
     def add_fact(self, line: str) -> None:
-        self.fact_tokens += count_tokens(line) + (0 if self.facts else count_tokens("Facts:"))
+        self.fact_tokens += self._line(line) + (0 if self.facts else self._line("Facts:"))
         self.facts.append(line)
+        self.fact_ends = line_ends(self.counter, line)
 
     def pop_fact(self) -> None:
         line = self.facts.pop()
-        self.fact_tokens -= count_tokens(line) + (0 if self.facts else count_tokens("Facts:"))
+        self.fact_tokens -= self._line(line) + (0 if self.facts else self._line("Facts:"))
+        self.fact_ends = line_ends(self.counter, self.facts[-1]) if self.facts else (0, 0)
 
     def _key(self, turn: Turn, scene: Scene | None) -> str:
         # Untitled blocks (an extractive space) are one per session: scenes of one session share one date header.
@@ -232,20 +252,34 @@ class _Draft:
         key = self._key(turn, scene)
         block = self.blocks.get(key)
         if block is None:
-            block = self.blocks[key] = TurnBlock(self.titled, scene if self.titled else None)
+            block = self.blocks[key] = TurnBlock(self.titled, scene if self.titled else None, self.counter)
         self.block_tokens -= block.tokens
+        self.block_blank -= block.ends[0]
+        first = block.first_seq if block.turns else None
         block.add(turn, scene)
         self.block_tokens += block.tokens
+        self.block_blank += block.ends[0]
+        if self.last is None or (block is not self.last and block.first_seq > self.last.first_seq):
+            self.last = block
+        elif block is self.last and first is not None and block.first_seq < first:
+            self._find_last()  # the last block now starts earlier: another may follow it
 
     def remove_turn(self, turn: Turn, scene: Scene | None) -> None:
         key = self._key(turn, scene)
         block = self.blocks[key]
         self.block_tokens -= block.tokens
+        self.block_blank -= block.ends[0]
         block.remove(turn)
         if block.turns:
             self.block_tokens += block.tokens
+            self.block_blank += block.ends[0]
         else:
             del self.blocks[key]
+        if block is self.last or self.last is None:
+            self._find_last()
+
+    def _find_last(self) -> None:
+        self.last = max(self.blocks.values(), key=lambda block: block.first_seq) if self.blocks else None
 
 
 # ------------------------------------------------------------------------------------------------ packing
@@ -272,17 +306,45 @@ def pack_context(
     include_persona: bool = True,
     k0: int = 60,
     counts: RouteFilter | None = None,
+    counter: TokenCounter | None = None,
+    neighbours: bool = True,
+    titles: bool = True,
 ) -> Context:
-    """The context of ``result`` within ``max_tokens`` (None: every hit, no limit); ``counts`` limits the routes
-    that order it (:func:`route_filter`)."""
+    """The context of ``result`` within ``max_tokens`` tokens of ``counter`` (default: cl100k; None budget: every
+    hit, no limit); ``counts`` limits the routes that order it (:func:`route_filter`). A scene's excerpt holds the
+    turns beside its best-matched turn unless ``neighbours`` is False; blocks are scenes under their titles unless
+    ``titles`` is False (or the space is extractive): then the turns of one session under its date.
+
+    The whole text is counted before it is returned; were it ever over the budget (the line-by-line count is exact
+    for both tokenizers, so this is a guard, not a path taken), it is packed again within a budget smaller by the
+    excess until it fits."""
     if max_tokens is not None and max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    counter = counter or default_counter()
     limit = max_tokens if max_tokens is not None else 1 << 62
+    while True:
+        ctx = _pack(result, limit, max_tokens, include_persona, _Packing(k0, counts, counter, neighbours, titles))
+        if max_tokens is None or ctx.tokens <= max_tokens:
+            return ctx
+        limit -= ctx.tokens - max_tokens
+
+
+@dataclass(frozen=True)
+class _Packing:
+    k0: int
+    counts: RouteFilter | None
+    counter: TokenCounter
+    neighbours: bool
+    titles: bool
+
+
+def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_persona: bool, how: _Packing) -> Context:
+    counter, counts = how.counter, how.counts
     scenes = {sh.scene.id: sh.scene for sh in result.scenes}
     scenes.update({s.id: s for ih in result.items for s in ih.source_scenes})
-    units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result)]
-    order = unit_order(units, k0, counts)
-    draft = _Draft(titled=not result.descriptive_only)
+    units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result, how.neighbours)]
+    order = unit_order(units, how.k0, counts)
+    draft = _Draft(counter, titled=how.titles and not result.descriptive_only)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
     covered: dict[str, None] = {}  # turn ids covered (raw text or fact), in order of entry
@@ -333,19 +395,20 @@ def pack_context(
         used = tokens
         for tid in added_turns:
             covered.setdefault(tid, None)
-    evidence_tokens = count_tokens(draft.evidence())
+    evidence_tokens = counter.count(draft.evidence())
     if include_persona and result.personas:
         draft.persona = "\n".join(format_persona(p) for p in result.personas)
-        if count_tokens(draft.text()) > limit:
+        if counter.count(draft.text()) > limit:
             draft.persona = ""
     text = draft.text()
-    tokens = count_tokens(text)
+    tokens = counter.count(text)
     return Context(
         space=result.space,
         query=result.query,
         preset=result.preset,
         text=text,
         tokens=tokens,
+        counter=counter.name,
         max_tokens=max_tokens,
         evidence_tokens=evidence_tokens,
         persona_tokens=tokens - evidence_tokens,
@@ -360,16 +423,12 @@ def pack_context(
 
 
 def context_config(config: RetrievalConfig, max_tokens: int | None) -> RetrievalConfig:
-    """The search behind a budgeted context: the same recipe with lists deep enough to fill the budget (a fact line is
-    ~20 tokens, a turn ~25), so that a large budget is not left empty by the cascade's small kS / kI."""
+    """The search behind a budgeted context: the same recipe, with lists deep enough to fill the budget (a fact line
+    is ~20 tokens, a turn ~25: ``max_tokens // 20`` units, :meth:`RetrievalConfig.deepened`), so that a large budget
+    is not left empty by the cascade's small kS / kI."""
     if max_tokens is None:
         return config
-    depth = max(1, max_tokens // 20)
-    return config.replace(
-        k_scenes=max(config.k_scenes, depth // 8),
-        k_items=max(config.k_items, depth),
-        turn_top=max(config.turn_top, depth),
-    )
+    return config.replace(context_depth=max(1, max_tokens // 20))
 
 
 def recall(
@@ -380,13 +439,24 @@ def recall(
     config: RetrievalConfig | None = None,
     *,
     include_persona: bool = True,
+    counter: TokenCounter | None = None,
 ) -> tuple[SearchResult, Context]:
-    """Search ``space`` for ``query`` (lists deepened for the budget) and pack the hits into ``max_tokens``."""
+    """Search ``space`` for ``query`` (lists deepened for the budget) and pack the hits into ``max_tokens`` tokens of
+    ``counter`` (default cl100k)."""
     cfg = config or RetrievalConfig.preset("auto")
     result = searcher.search(space, query, context_config(cfg, max_tokens))
     resolved = cfg.for_space(result.descriptive_only)
     counts = route_filter(result, resolved)
-    context = pack_context(result, max_tokens, include_persona=include_persona, k0=resolved.context_k0, counts=counts)
+    context = pack_context(
+        result,
+        max_tokens,
+        include_persona=include_persona,
+        k0=resolved.context_k0,
+        counts=counts,
+        counter=counter,
+        neighbours=resolved.excerpt_neighbours,
+        titles=resolved.scene_titles,
+    )
     return result, context
 
 
@@ -398,6 +468,7 @@ def recall_context(
     config: RetrievalConfig | None = None,
     *,
     include_persona: bool = True,
+    counter: TokenCounter | None = None,
 ) -> Context:
-    """Search ``space`` for ``query`` and pack the hits into at most ``max_tokens`` tokens."""
-    return recall(searcher, space, query, max_tokens, config, include_persona=include_persona)[1]
+    """Search ``space`` for ``query`` and pack the hits into at most ``max_tokens`` tokens of ``counter``."""
+    return recall(searcher, space, query, max_tokens, config, include_persona=include_persona, counter=counter)[1]

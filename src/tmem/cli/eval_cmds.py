@@ -56,7 +56,7 @@ async def _close(*llms: Any) -> None:
     "--max-tokens",
     type=click.IntRange(min=0),
     default=None,
-    help="Context budget handed to the model (count_tokens; default 2000, env TMEM_CONTEXT_TOKENS).",
+    help="Context budget handed to the model (tokens of TMEM_TOKENIZER; default 2000, env TMEM_CONTEXT_TOKENS).",
     envvar="TMEM_CONTEXT_TOKENS",
 )
 @click.option("--explain", is_flag=True, help="Show the context handed to the model and the routes of every hit.")

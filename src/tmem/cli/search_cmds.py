@@ -103,7 +103,8 @@ def _print_context(ctx: Context, explain: bool) -> None:
     "--max-tokens",
     type=click.IntRange(min=0),
     default=None,
-    help="Print the context a reader would get, packed within N tokens (count_tokens), instead of the raw hits.",
+    help="Print the context a reader would get, packed within N tokens (TMEM_TOKENIZER, default cl100k), instead of "
+    "the raw hits.",
 )
 @click.option("--explain", is_flag=True, help="Show each hit's routes, topics and dated turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full SearchResult as JSON.")

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from typing import TYPE_CHECKING
 
 import click
 
 from tmem.cli.context import AppContext, pass_app
 from tmem.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from tmem.memory import Memory
 
 LOOPBACK_NAMES = ("localhost",)
 DEFAULT_PORT = 8777  # not tmem mcp's 8765 nor tmem serve's 8080: all three can run side by side
@@ -39,7 +45,7 @@ def ui_cmd(app: AppContext, host: str, port: int) -> None:
     import uvicorn
 
     from tmem.memory import Memory
-    from tmem.viewer import PREFIX, create_local_app
+    from tmem.viewer import PREFIX
 
     if port == 0:  # pick the free port here, so that the printed address is the real one
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -50,7 +56,16 @@ def ui_cmd(app: AppContext, host: str, port: int) -> None:
     memory.core.start_upkeep(app.settings.upkeep_seconds)  # pending erasures finish while the viewer runs
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"tmem viewer on http://{shown}:{port}{PREFIX}/ over {app.settings.store_url} (Ctrl+C stops it)")
-    uvicorn.run(create_local_app(memory), host=host, port=port, log_level="warning")
+    uvicorn.run(local_viewer(memory, host), host=host, port=port, log_level="warning")
+
+
+def local_viewer(memory: Memory, host: str) -> FastAPI:
+    """The local viewer answering to the loopback names and to the address it listens on (``--host 127.0.0.2``:
+    browsers send ``Host: 127.0.0.2``)."""
+    from tmem.viewer import LOCAL_HOSTS, create_local_app
+
+    bare = host.strip("[]")
+    return create_local_app(memory, allowed_hosts=(*LOCAL_HOSTS, bare, f"[{bare}]" if ":" in bare else bare))
 
 
 def register(cli: click.Group) -> None:

@@ -37,7 +37,8 @@ SCENE_VIEWS = ("situation", "object", "event", "emotion")
 class TriggerTuple(BaseModel):
     concept: str = Field(description="Superordinate concept naming what the item is an instance of, 1 to 6 words.")
     bridge: str = Field(
-        description="One-sentence future situation, sharing no words with the item, where knowing it would matter."
+        description="One-sentence future situation where knowing the item would matter; it may name the item's "
+        "people and places but shares none of the item's other distinctive words."
     )
     rationale: str = Field(description="One clause: why the item matters in that situation.")
 

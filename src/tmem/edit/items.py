@@ -21,6 +21,7 @@ from tmem.construct.extractive.items import entity_triggers
 from tmem.construct.options import BuildOptions
 from tmem.construct.triggers import ITEM_STAGE, item_messages, item_reply_model, item_trigger_records
 from tmem.errors import InputError, NotFoundError
+from tmem.ingest.limits import MAX_TURN_CHARS, check_text
 from tmem.llm.base import LLM
 from tmem.models import BuildMode, Item, ItemEdit, Trigger, Turn
 from tmem.store.base import Store
@@ -88,6 +89,9 @@ async def update_item(
     new_text = " ".join(text.split())
     if not new_text:
         raise InputError("The new item text is empty; send the corrected fact (use delete_item to remove it).")
+    problem = check_text(new_text, "an item", MAX_TURN_CHARS)
+    if problem:
+        raise InputError(f"The new item text {problem}")
     item = get_item(store, space, item_id)
     if new_text == item.text:
         return item

@@ -8,8 +8,10 @@
   scenes fit into leftover budget shows up here too (the LoCoMo-Plus cue session is ~41 tokens against 300-1,600).
 
 Packing is first-fit: units are taken in order and a unit that would overflow the budget is skipped, so that the
-context gets as close to the budget as the units allow. Each unit's size is ``count_tokens`` of its rendered text,
-the same measure as tmem's context.
+context gets as close to the budget as the units allow. Each unit's size is counted by the same tokenizer as tmem's
+context (``Settings.tokenizer``, cl100k by default): a turn as its dated line with the newline that ends it, a scene
+as its block with the blank line after it, so that the units joined into one text never count more than their sum
+(:mod:`tmem.util.tokens`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from tmem.index.space import turn_search_text
 from tmem.models import Turn
 from tmem.retrieve.fusion import rrf
 from tmem.store.base import Store
-from tmem.util.text import count_tokens, text_hash
+from tmem.util.text import text_hash
+from tmem.util.tokens import TokenCounter, default_counter
 
 Vectorize = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 BASELINES = ("bm25", "dense", "hybrid")
@@ -59,19 +62,21 @@ def pack(units: Sequence[tuple[list[str], int]], budget: int) -> Packed:
 class SpaceBaselines:
     """Every raw turn and scene of one space, ready to be ranked and packed per query."""
 
-    def __init__(self, store: Store, space: str, vectorize: Vectorize) -> None:
+    def __init__(self, store: Store, space: str, vectorize: Vectorize, counter: TokenCounter | None = None) -> None:
         self.space = space
+        self.counter = counter or default_counter()
+        count = self.counter.count
         self.turns: list[Turn] = store.turns(space)
         by_id = {t.id: t for t in self.turns}
         ids = [t.id for t in self.turns]
-        self._turn_tokens = {t.id: count_tokens(format_turn(t, dated=True)) for t in self.turns}
+        self._turn_tokens = {t.id: count(format_turn(t, dated=True) + "\n") for t in self.turns}
         self._bm25 = BM25Index.build(ids, [turn_search_text(t) for t in self.turns])
         self._vectorize = vectorize
         self._dense = DenseTable(ids, vectorize([turn_embedding_text(t) for t in self.turns]))
         self._scenes: list[tuple[list[str], int]] = []
         for scene in store.scenes(space):
             turns = [by_id[tid] for tid in scene.turn_ids if tid in by_id]
-            self._scenes.append((list(scene.turn_ids), count_tokens(format_scene(scene.title, turns))))
+            self._scenes.append((list(scene.turn_ids), count(format_scene(scene.title, turns) + "\n\n")))
 
     def rankings(self, query: str) -> dict[str, list[str]]:
         """Turn ids best first for each baseline (every turn ranked; BM25 zeros keep build order)."""

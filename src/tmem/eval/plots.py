@@ -46,7 +46,7 @@ def write_coverage_plots(folder: Path, report: CoverageReport) -> list[Path]:
         ax.set_xscale("log", base=2)
         budgets = sorted({r.budget for r in report.budget_rows})
         ax.set_xticks(budgets, [str(b) for b in budgets])
-        ax.set_xlabel("context budget (tokens, count_tokens)")
+        ax.set_xlabel(f"context budget ({report.counter} tokens)")
         ax.set_ylabel(_metric(report))
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3)

@@ -92,6 +92,9 @@ class CoverageRecord(Keyed):
     systems: dict[str, SystemCoverage] = Field(description="'tmem', 'bm25', 'dense', 'hybrid', 'random-scenes'.")
     retrieved: list[RetrievedRef]
     budgets: list[BudgetCell] = Field(default_factory=list, description="Fixed-budget cells (--budgets).")
+    counter: str = Field(
+        default="words", description="The tokenizer every system's tokens were counted with (Settings.tokenizer)."
+    )
 
 
 class AnswerRecord(Keyed):

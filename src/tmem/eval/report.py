@@ -57,7 +57,7 @@ class CoverageRow(BaseModel):
     )
     overall: float = Field(description="LoCoMo: mean evidence coverage %; LoCoMo-Plus: cue hit %.")
     all_hit: float = Field(description="LoCoMo: % of questions with every gold turn inside; Plus: same as overall.")
-    tokens: float = Field(description="Mean context size in tokens (count_tokens).")
+    tokens: float = Field(description="Mean context size in tokens (the report's counter).")
     n: int
 
 
@@ -68,7 +68,7 @@ class BudgetRow(BaseModel):
     budget: int
     value: float
     all_hit: float
-    tokens: float = Field(description="Mean context size actually used (count_tokens).")
+    tokens: float = Field(description="Mean context size actually used (the report's counter).")
     n: int
 
 
@@ -86,6 +86,7 @@ class CoverageReport(BaseModel):
         "gold turn or cue inside tmem's context.",
     )
     command: str = ""
+    counter: str = Field(default="words", description="The tokenizer every size was counted with.")
 
 
 def coverage_report(
@@ -141,6 +142,7 @@ def coverage_report(
         budget_rows=_budget_rows(budget_recs, benchmark),
         route_attribution=_attribution(budget_recs),
         command=command,
+        counter=", ".join(sorted({r.counter for r in [*records, *budget_recs]})) or "cl100k",
     )
 
 
@@ -189,7 +191,7 @@ def render_budgets(report: CoverageReport) -> list[str]:
         "",
         "tmem: `Memory.context(space, query, max_tokens=B)` (evidence only, persona excluded); the flat baselines take "
         "whole turns best first and the control the memory's scenes in a query-agnostic order, each while it fits "
-        f"in B tokens. n = {report.budget_rows[0].n}.",
+        f"in B tokens, every system counted by the {report.counter} tokenizer. n = {report.budget_rows[0].n}.",
         "",
         "| System | " + " | ".join(f"{b}" for b in budgets) + " |",
         "|---|" + "---:|" * len(budgets),
@@ -230,7 +232,8 @@ def render_coverage(report: CoverageReport) -> str:
         cats = [CATEGORY_NAMES[c] for c in SCORED_CATEGORIES]
         lines += [
             f"Evidence coverage (% of gold evidence turns inside the returned context), {report.scored} of "
-            f"{report.questions} questions with usable evidence. Baselines get the same token budget per question.",
+            f"{report.questions} questions with usable evidence. Baselines get the same token budget per question; "
+            f"tokens counted by the {report.counter} tokenizer.",
             "",
             "| Variant | System | " + " | ".join(cats) + " | Overall | All evidence | Tokens |",
             "|---|---|" + "---:|" * (len(cats) + 3),
@@ -246,7 +249,8 @@ def render_coverage(report: CoverageReport) -> str:
         relations = list(dict.fromkeys(k for row in report.rows for k in row.by_category))
         lines += [
             f"Cue hit (% of probes with any cue turn inside the returned context), {report.scored} probes, overall "
-            "and per relation type. Baselines get the same token budget per probe.",
+            f"and per relation type. Baselines get the same token budget per probe; tokens counted by the "
+            f"{report.counter} tokenizer.",
             "",
             "| Variant | System | " + "".join(f"{r} | " for r in relations) + "Cue hit | Tokens |",
             "|---|---|" + "---:|" * (len(relations) + 2),

@@ -2,7 +2,8 @@
 
 For every question and every variant, tmem's context (scenes + items, persona excluded: it is off budget) is
 compared with the flat turn baselines and the query-agnostic scene control packed to the same number of tokens
-(:mod:`tmem.eval.baselines`). A gold turn counts as inside tmem's context when its raw text is in a returned scene or
+(:mod:`tmem.eval.baselines`), every size counted by one tokenizer (``Settings.tokenizer``, stated in each record and
+report). A gold turn counts as inside tmem's context when its raw text is in a returned scene or
 it is a source turn of a returned item (``SearchResult.turn_ids``).
 """
 
@@ -26,6 +27,7 @@ from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import Route
 from tmem.store.base import Store
+from tmem.util.tokens import TokenCounter, default_counter
 
 
 @dataclass(frozen=True)
@@ -93,11 +95,14 @@ def budget_cells(
     *,
     any_hit: bool,
 ) -> list[BudgetCell]:
-    """tmem's budgeted context (Memory.context) beside the flat baselines and the control walked to each budget."""
+    """tmem's budgeted context (Memory.context) beside the flat baselines and the control walked to each budget, all
+    counted by the baselines' tokenizer."""
     cells = []
     flat = baselines.packed_many(query.text, query.key, budgets)
     for budget in budgets:
-        ctx = recall_context(searcher, query.space, query.text, budget, config, include_persona=False)
+        ctx = recall_context(
+            searcher, query.space, query.text, budget, config, include_persona=False, counter=baselines.counter
+        )
         systems = {"tmem": system_coverage(set(ctx.turn_ids), gold, ctx.tokens, any_hit=any_hit)}
         for name, packed in flat[budget].items():
             systems[name] = system_coverage(set(packed.turn_ids), gold, packed.tokens, any_hit=any_hit)
@@ -115,10 +120,20 @@ def run_retrieval_only(
     *,
     budgets: Sequence[int] = (),
     progress: bool = False,
+    counter: TokenCounter | None = None,
 ) -> int:
     """Evaluate every (variant, query) not in ``results`` yet; returns how many records were added. With ``budgets``,
     one more record per query (variant :data:`BUDGETS_VARIANT`) holds the first variant's budgeted context beside
-    the baselines walked to each budget (:func:`budget_cells`)."""
+    the baselines walked to each budget (:func:`budget_cells`). Every size is counted by ``counter`` (default
+    cl100k); records counted by another tokenizer are refused."""
+    counter = counter or default_counter()
+    counted = {rec.counter for rec in results}
+    if counted - {counter.name}:
+        raise ConfigError(
+            f"The results in this --out were counted with the {', '.join(sorted(counted))} tokenizer, not "
+            f"{counter.name}: rerun with TMEM_TOKENIZER={min(counted)}, or use a new --out (the memories can be reused "
+            "with --dir)."
+        )
     if budgets:
         for rec in results:
             if rec.variant == BUDGETS_VARIANT and [c.budget for c in rec.budgets] != list(budgets):
@@ -139,14 +154,15 @@ def run_retrieval_only(
         if not todo and not todo_budgets:
             continue
         embedder.prime([q.text for q in group])
-        baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder))
+        baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder), counter)
         known = {t.id for t in baselines.turns}
         for variant, q in todo:
             gold, issues, any_hit = _gold(q, known)
             result = retriever.search(space, q.text, variant.config)
             context = assemble_context(result, include_persona=False)
-            systems = {"tmem": system_coverage(set(result.turn_ids()), gold, context.evidence_tokens, any_hit=any_hit)}
-            for name, packed in baselines.packed(q.text, q.key, context.evidence_tokens).items():
+            size = counter.count(context.evidence)
+            systems = {"tmem": system_coverage(set(result.turn_ids()), gold, size, any_hit=any_hit)}
+            for name, packed in baselines.packed(q.text, q.key, size).items():
                 systems[name] = system_coverage(set(packed.turn_ids), gold, packed.tokens, any_hit=any_hit)
             results.add(
                 CoverageRecord(
@@ -161,6 +177,7 @@ def run_retrieval_only(
                     evidence_issues=issues,
                     systems=systems,
                     retrieved=retrieved_refs(result),
+                    counter=counter.name,
                 )
             )
             added += 1
@@ -182,6 +199,7 @@ def run_retrieval_only(
                     systems={},
                     retrieved=[],
                     budgets=cells,
+                    counter=counter.name,
                 )
             )
             added += 1

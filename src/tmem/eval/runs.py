@@ -47,6 +47,7 @@ from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.settings import Settings
 from tmem.store.base import Store
+from tmem.util.tokens import TokenCounter, token_counter
 
 
 class EvalOptions(BaseModel):
@@ -156,7 +157,17 @@ async def eval_locomo(
     memo = MemoEmbedder(embedder)
     retriever = Retriever(store, memo)
     if opts.retrieval_only:
-        return _coverage_run(store, retriever, memo, locomo_queries(questions), variants, folder, "locomo", opts)
+        return _coverage_run(
+            store,
+            retriever,
+            memo,
+            locomo_queries(questions),
+            variants,
+            folder,
+            "locomo",
+            opts,
+            token_counter(settings.tokenizer),
+        )
     answer_llm, judge_llm = _require_qa(models)
     asked = {s.name: QuestionTime.after_sessions(x.started_at for x in s.sessions) for s in spaces}
     known = {s.name: {t.id for x in s.sessions for t in x.turns} for s in spaces}
@@ -190,10 +201,13 @@ def _coverage_run(
     folder: Path,
     benchmark: str,
     opts: EvalOptions,
+    counter: TokenCounter,
 ) -> CoverageReport:
     """Retrieval-only: evaluate what ``folder/records.jsonl`` lacks, then write the report of every record."""
     cov: ResultsFile[CoverageRecord] = ResultsFile(folder / "records.jsonl", CoverageRecord)
-    run_retrieval_only(store, retriever, memo, queries, variants, cov, budgets=opts.budgets, progress=opts.progress)
+    run_retrieval_only(
+        store, retriever, memo, queries, variants, cov, budgets=opts.budgets, progress=opts.progress, counter=counter
+    )
     report = coverage_report(list(cov), benchmark=benchmark, preset=opts.preset, command=opts.command)
     write_report(folder, report, render_coverage(report))
     write_coverage_plots(folder, report)
@@ -301,7 +315,17 @@ async def eval_plus(
     retriever = Retriever(store, memo)
     (folder / "stitching.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if opts.retrieval_only:
-        return _coverage_run(store, retriever, memo, plus_queries(all_probes), variants, folder, "locomo-plus", opts)
+        return _coverage_run(
+            store,
+            retriever,
+            memo,
+            plus_queries(all_probes),
+            variants,
+            folder,
+            "locomo-plus",
+            opts,
+            token_counter(settings.tokenizer),
+        )
     answer_llm, judge_llm = _require_qa(models)
     speakers = {s.name: s.speakers for s in stitched}
     tasks = []

@@ -159,27 +159,33 @@ class PgVectorIndex:
     def sync(self, entries: Sequence[Entry], vectors: Matrix) -> SyncReport:
         if vectors.shape != (len(entries), self._dim):
             raise ValueError(f"sync got {len(entries)} entries but vectors of shape {vectors.shape}.")
-        held = self._held()
-        write, remove, kept = changes({key: h for key, (h, _) in held.items()}, entries)
         for part in {e.part for e in entries}:
             _part_sql(part)
-        # ``ord``: the entry's place in its part in the in-process backend's tie order (exact searches break ties by it)
-        ords = [0] * len(entries)
-        for rows in part_order(entries).values():
-            for at, n in enumerate(rows):
-                ords[n] = at
-        fresh = set(write)
-        moved = [
-            (e.part, e.id, ords[n])
-            for n, e in enumerate(entries)
-            if n not in fresh and held[(e.part, e.id)][1] != ords[n]
-        ]
-        unit = unit_rows(vectors[write]) if write else np.zeros((0, self._dim), dtype=np.float32)
-        drop: dict[str, list[str]] = {}
-        for part, ident in [*remove, *((entries[n].part, entries[n].id) for n in write)]:
-            drop.setdefault(part, []).append(ident)
         store = self._store
         with store.transaction():
+            # Every search refreshes its space's index, so readers of one space sync it at the same time: one at a
+            # time, each against what the one before it committed (READ COMMITTED: _held reads after the lock).
+            store._exec(
+                "SELECT pg_advisory_xact_lock(hashtext('tmem.vector_index'), hashtext(%s))", ("|".join(self._key),)
+            )
+            held = self._held()
+            write, remove, kept = changes({key: h for key, (h, _) in held.items()}, entries)
+            # ``ord``: the entry's place in its part in the in-process backend's tie order (exact searches break ties
+            # by it)
+            ords = [0] * len(entries)
+            for rows in part_order(entries).values():
+                for at, n in enumerate(rows):
+                    ords[n] = at
+            fresh = set(write)
+            moved = [
+                (e.part, e.id, ords[n])
+                for n, e in enumerate(entries)
+                if n not in fresh and held[(e.part, e.id)][1] != ords[n]
+            ]
+            unit = unit_rows(vectors[write]) if write else np.zeros((0, self._dim), dtype=np.float32)
+            drop: dict[str, list[str]] = {}
+            for part, ident in [*remove, *((entries[n].part, entries[n].id) for n in write)]:
+                drop.setdefault(part, []).append(ident)
             for part, ids in drop.items():
                 store._exec(
                     f"DELETE FROM vector_index WHERE {_SCOPE} AND part = %s AND id = ANY(%s)", (*self._key, part, ids)

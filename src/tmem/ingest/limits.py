@@ -11,6 +11,8 @@ a multi-gigabyte build or a space that breaks later. The limits (docs/ingest.md,
 * names (space, speaker, declared speakers) and ids (session, turn): non-blank, printable (no control, format or
   line-break characters, so no terminal escape sequence), at most ``MAX_NAME_CHARS`` (names) or ``MAX_ID_CHARS``
   (ids) characters;
+* no NUL character (``\\x00``) in a turn's text or caption (names refuse every control character): SQLite would
+  store it and PostgreSQL cannot, so both backends refuse it alike;
 * a turn's text at most ``MAX_TURN_CHARS`` characters, a caption at most ``MAX_CAPTION_CHARS``, a session at most
   ``MAX_TURNS_PER_SESSION`` turns;
 * dates in years ``MIN_YEAR`` .. ``MAX_YEAR`` (after conversion to UTC), leaving room for relative-date arithmetic.
@@ -156,7 +158,18 @@ def check_text(value: str, what: str, limit: int) -> str | None:
         )
     if _SURROGATE.search(value):
         return f"holds a lone surrogate ({_preview(value)}); {_FIX_UTF}"
+    if "\x00" in value:
+        return nul_problem(value)
     return None
+
+
+def nul_problem(value: str) -> str:
+    """Why a text with a NUL character is refused (one rule for every backend: PostgreSQL cannot store one)."""
+    at = value.index("\x00")
+    return (
+        f"holds a NUL character (\\x00) at position {at}; no text may hold one (PostgreSQL cannot store it). "
+        "Remove it and send the text again."
+    )
 
 
 def check_date(value: datetime) -> str | None:

@@ -2,9 +2,12 @@
 
 * A message is appended to the space's open session (the last one, by seq), or starts a new session when it comes
   more than the idle gap (``Settings.session_gap_minutes``) after the previous message.
-* Idempotent: a message is keyed by its ``id``, or, without one, by a hash of its content (speaker, text, time as
-  given, caption, and its occurrence number among identical messages of the same call). A key already stored is
-  skipped; a key that was forgotten (tombstoned) is not stored again.
+* Idempotent by ``id``: a message whose id is already stored is skipped; one whose id was forgotten (tombstoned) is
+  not stored again. A message without an id is always stored (its turn id is ``m-`` + a hash of its content and its
+  position in the space): identical messages sent twice ("ok", "ok") are two turns, as the sender meant. A client
+  that retries a call it got no answer for gets exactly-once by sending ids - any stable string of its own, or
+  :func:`with_request_ids` (the service's ``Idempotency-Key`` header), which names the messages of one request
+  ``KEY:0``, ``KEY:1``, ... (docs/agents.md).
 * Dates come from the conversation: a message without ``time`` takes ``received_at`` when the caller passes it (a
   live agent's arrival time, e.g. the service's receive time), otherwise the previous message's time. The first
   message of a space with neither is refused. tmem itself never reads the machine clock here.
@@ -62,14 +65,15 @@ class MessagesReport(BaseModel):
 
     space: str
     added: list[str] = Field(default_factory=list, description="Turn ids stored by this call.")
-    skipped: list[str] = Field(default_factory=list, description="Already stored (same id or content): unchanged.")
+    skipped: list[str] = Field(default_factory=list, description="Already stored (same id): unchanged.")
     forgotten: list[str] = Field(default_factory=list, description="Forgotten earlier: not stored again.")
     sessions_created: list[str] = Field(default_factory=list)
     session_id: str | None = Field(default=None, description="The open session after this call.")
 
 
-def message_key(message: MessageInput, occurrence: int = 0) -> str:
-    """The turn id of a message: its own id, or ``m-`` + a hash of its content (see the module docstring)."""
+def message_key(message: MessageInput, seq: int) -> str:
+    """The turn id of a message: its own id, or ``m-`` + a hash of its content and its position ``seq`` in the
+    space (unique: an id-less message is never taken for another)."""
     if message.id is not None:
         return message.id
     canonical = [
@@ -77,9 +81,23 @@ def message_key(message: MessageInput, occurrence: int = 0) -> str:
         message.text,
         None if message.time is None else message.time.isoformat(),
         message.caption,
-        occurrence,
+        seq,
     ]
     return "m-" + text_hash(json.dumps(canonical, ensure_ascii=False, separators=(",", ":")))[:24]
+
+
+MAX_REQUEST_KEY = 100
+
+
+def with_request_ids(messages: Sequence[MessageInput], request_key: str) -> list[MessageInput]:
+    """``messages`` with every missing id set to ``REQUEST_KEY:N`` (N: its position in the request), so that a
+    client that resends a request under the same key stores its messages once."""
+    problem = check_name(request_key, "an idempotency key", MAX_REQUEST_KEY)
+    if problem:
+        raise InputError(f"The idempotency key {problem}")
+    return [
+        m if m.id is not None else m.model_copy(update={"id": f"{request_key}:{n}"}) for n, m in enumerate(messages)
+    ]
 
 
 def _check(messages: Sequence[MessageInput]) -> None:
@@ -90,7 +108,7 @@ def _check(messages: Sequence[MessageInput]) -> None:
         if not m.text.strip() and not (m.caption or "").strip():
             raise InputError(f"{where}: text is empty; send what was said (or a caption for an image).")
         if m.id is not None and not m.id.strip():
-            raise InputError(f"{where}: id is empty; leave it out to key the message by its content.")
+            raise InputError(f"{where}: id is empty; leave it out (the message is then stored on every call).")
         # The importer's limits (tmem.ingest.limits) hold for messages too.
         problems = [
             ("speaker", check_name(m.speaker, "the speaker")),
@@ -102,17 +120,6 @@ def _check(messages: Sequence[MessageInput]) -> None:
         for name, problem in problems:
             if problem:
                 raise InputError(f"{where}.{name}: {problem}")
-
-
-def _keys(messages: Sequence[MessageInput]) -> list[str]:
-    seen: dict[tuple[str, str, str | None, str | None], int] = {}
-    keys: list[str] = []
-    for m in messages:
-        content = (m.speaker, m.text, None if m.time is None else m.time.isoformat(), m.caption)
-        occurrence = seen.get(content, 0)
-        seen[content] = occurrence + 1
-        keys.append(message_key(m, occurrence))
-    return keys
 
 
 def add_messages(
@@ -133,7 +140,7 @@ def add_messages(
     if received_at is not None and received_at.tzinfo is not None:
         received_at = received_at.astimezone(UTC).replace(tzinfo=None)
     report = MessagesReport(space=space)
-    keys = _keys(messages)
+    keys = [m.id for m in messages if m.id is not None]
     with store.transaction():
         stored_space = store.ensure_space(space)
         last = store.last_turn(space)
@@ -146,7 +153,12 @@ def add_messages(
         speakers = list(stored_space.speakers)
         new_sessions: dict[str, Session] = {}
         appended: dict[str, list[Turn]] = {}
-        for n, (key, m) in enumerate(zip(keys, messages, strict=True)):
+        for n, m in enumerate(messages):
+            key = base = message_key(m, next_seq)
+            bump = 0
+            while m.id is None and (key in known or store.tombstoned(space, "turn", [key])):
+                bump += 1  # a forgotten turn's position and content again: a new turn, not the forgotten one
+                key = f"{base}-{bump}"
             if key in forgotten:
                 report.forgotten.append(key)
                 continue

@@ -9,6 +9,7 @@ that name (store key ``TENANT/SPACE``), exactly as the HTTP service does. Tools 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -19,10 +20,13 @@ from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tmem.errors import BuildBusy, TmemError
+from tmem.errors import BuildBusy, StoreError, TmemError, public_message, shown_to
+from tmem.ingest.messages import MessageInput, with_request_ids
 from tmem.memory import AsyncMemory
 from tmem.settings import Settings
 from tmem.store.control import ControlStore, check_name, open_control, store_space
+
+log = logging.getLogger("tmem.mcp")
 
 TENANT_SCOPE_KEY = "tmem.tenant"
 INSTRUCTIONS = (
@@ -36,7 +40,12 @@ class MessageArg(BaseModel):
     speaker: str = Field(min_length=1, max_length=200, description="Who said it.")
     text: str = Field(min_length=1, max_length=20_000)
     time: datetime | None = Field(default=None, description="ISO 8601 time of the message (default: now).")
-    id: str | None = Field(default=None, max_length=200, description="Stable id: makes remembering idempotent.")
+    id: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Stable id: makes remembering idempotent. Without an id (and without request_id) the message is "
+        "stored on every call.",
+    )
 
 
 class Remembered(BaseModel):
@@ -78,17 +87,21 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS)
 
     @server.tool(description="Store new conversation messages in memory, then build the memory (incrementally).")
-    async def remember(messages: list[MessageArg], ctx: Context, build: BuildWhen = "now") -> Remembered:
+    async def remember(
+        messages: list[MessageArg], ctx: Context, build: BuildWhen = "now", request_id: str | None = None
+    ) -> Remembered:
         """build: 'now' builds after storing; 'auto' builds when the server's build policy says so (enough new turns
-        or quiet time); 'no' only stores."""
+        or quiet time); 'no' only stores. request_id: calling again with the same request_id stores its messages
+        once (a message without an id gets the id REQUEST_ID:N)."""
         if not messages:
             raise ToolError("Give at least one message.")
         key = resolve(ctx)
         received = datetime.now(UTC).replace(tzinfo=None)
         try:
-            report = await memory.add_messages(
-                key, [m.model_dump(exclude_none=True) for m in messages], received_at=received
-            )
+            parsed = [MessageInput.model_validate(m.model_dump(exclude_none=True)) for m in messages]
+            if request_id is not None:
+                parsed = with_request_ids(parsed, request_id)
+            report = await memory.add_messages(key, parsed, received_at=received)
             built = False
             if build == "now":
                 built = await _build(memory, key)
@@ -96,7 +109,7 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
                 built = await memory.build_if_due(key, idle_seconds=0.0) is not None
             stale = (await memory.staleness(key)).stale_turns
         except TmemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise _tool_error(exc, ctx) from exc
         skipped = len(report.skipped) + len(report.forgotten)
         return Remembered(space=space, added=len(report.added), skipped=skipped, built=built, stale_turns=stale)
 
@@ -109,7 +122,7 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
         try:
             found = await memory.context(resolve(ctx), query, max_tokens=max_tokens)
         except TmemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise _tool_error(exc, ctx) from exc
         return Recalled(
             text=found.text,
             tokens=found.tokens,
@@ -123,7 +136,7 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
         try:
             answer = await memory.ask(resolve(ctx), question, at)
         except TmemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise _tool_error(exc, ctx) from exc
         return Answered(answer=answer.answer, reasoning=answer.reasoning, turn_ids=answer.context.turn_ids)
 
     @server.tool(description="Forget turns and memory items for good: erased, and never rebuilt.")
@@ -133,7 +146,7 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
         try:
             report = await memory.forget(resolve(ctx), turn_ids=turn_ids or [], item_ids=item_ids or [])
         except TmemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise _tool_error(exc, ctx) from exc
         return Forgotten(
             turns_forgotten=report.turns_forgotten,
             items_forgotten=report.items_forgotten,
@@ -143,6 +156,16 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
         )
 
     return server
+
+
+def _tool_error(exc: TmemError, ctx: Context) -> ToolError:
+    """A tool's error as the client reads it: the store keys of its own tenant shown as its space names."""
+    tenant = _tenant_or_none(ctx)
+    if tenant is None:  # stdio: the local user reads everything
+        return ToolError(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, StoreError):
+        log.error("Store error in an MCP tool: %s", exc)
+    return ToolError(shown_to(f"{type(exc).__name__}: {public_message(exc)}", tenant))
 
 
 async def _build(memory: AsyncMemory, key: str) -> bool:
@@ -160,10 +183,19 @@ async def serve_stdio(settings: Settings, space: str) -> None:
         await build_server(memory, lambda _ctx: space, space=space).run_stdio_async()
 
 
-def _tenant_of(ctx: Context) -> str:
-    request = ctx.request_context.request
+def _tenant_or_none(ctx: Context) -> str | None:
+    """The tenant of an HTTP request's key (None over stdio: the local user)."""
+    try:
+        request = ctx.request_context.request
+    except ValueError:  # no request context (called outside a request)
+        return None
     tenant = getattr(request, "scope", {}).get(TENANT_SCOPE_KEY) if request is not None else None
-    if not isinstance(tenant, str):
+    return tenant if isinstance(tenant, str) else None
+
+
+def _tenant_of(ctx: Context) -> str:
+    tenant = _tenant_or_none(ctx)
+    if tenant is None:
         raise ToolError("No API key on this request: send 'Authorization: Bearer KEY'.")
     return tenant
 

@@ -130,7 +130,7 @@ def run_cascade(
     reranker: Reranker | None = None,
 ) -> SearchResult:
     """One search over a built index with an already embedded query."""
-    cfg = config.for_space(index.descriptive_only)
+    cfg = config.for_space(index.descriptive_only).deepened()
     bm25_all = index.bm25.scores(query)
     n_scenes = len(index.scenes)
 

@@ -87,6 +87,23 @@ class RetrievalConfig(BaseModel):
         ge=0,
         description="RRF constant of the budgeted context's priority order over every route's list (docs/retrieval.md).",
     )
+    excerpt_neighbours: bool = Field(
+        default=True,
+        description="A scene hit's excerpt in a budgeted context holds the turns beside its best-matched turn (False: "
+        "the best-matched turn alone, so that more scenes fit; docs/retrieval.md).",
+    )
+    scene_titles: bool = Field(
+        default=True,
+        description="A budgeted context shows each scene under its title (False: the turns of a session under its "
+        "date, as on an extractive space; docs/retrieval.md).",
+    )
+    context_depth: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description="Set by a budgeted context (tmem.answer.budget.context_config): how many units it may hold; the "
+        "cascade deepens kS, kI and the turn route to fill it. 0 = a plain search.",
+    )
     admit_unlinked_scenes: bool = Field(
         default=True, description="Scenes linked to no topic pass the topic filter (else they are unreachable)."
     )
@@ -127,6 +144,20 @@ class RetrievalConfig(BaseModel):
                 changes[field] = getattr(target, field)
         return self.replace(**changes)
 
+    def deepened(self) -> RetrievalConfig:
+        """The recipe with lists deep enough for a budgeted context of ``context_depth`` units: as many items and
+        raw turns, and as many scenes as fit when each enters as one turn (an eighth as many when its excerpt holds
+        its neighbours too). A plain search (depth 0) is returned unchanged."""
+        depth = self.context_depth
+        if depth == 0:
+            return self
+        scenes = depth // 8 if self.excerpt_neighbours else depth
+        return self.replace(
+            k_scenes=max(self.k_scenes, scenes),
+            k_items=max(self.k_items, depth),
+            turn_top=max(self.turn_top, depth),
+        )
+
     @classmethod
     def preset(cls, name: str) -> RetrievalConfig:
         """A named preset (see :data:`PRESETS`); raises ConfigError naming the known ones."""
@@ -139,6 +170,12 @@ class RetrievalConfig(BaseModel):
 _PAPER = RetrievalConfig(name="paper")
 # A query whose best BM25 turns hold under a quarter of its IDF mass has no lexical anchor (docs/retrieval.md).
 ANCHOR_FLOOR = 0.25
+
+# What still orders the context of an anchorless query on an LLM-built space: the trigger routes that rehearse
+# situations (Scene, Horizon, Bridge) and dense similarity over raw turns and scenes.
+ASSOCIATIVE_ROUTES = frozenset(
+    {"turn.dense", "scene.dense", "scene.trigger.scene", "scene.trigger.horizon", "item.trigger.bridge"}
+)
 
 PRESETS: dict[str, RetrievalConfig] = {
     # Appendix E: (kT, kS, kI) = (15, 5, 15), R = 10, gate 0.85, k0 = 60 (calibrated for bge-m3).
@@ -162,7 +199,19 @@ PRESETS: dict[str, RetrievalConfig] = {
     ),
     # The default for LLM-built spaces, for any embedder: trigger routes admit by rank (top R / top 10), never by an
     # absolute cosine, and Entity and Bridge rank as two lists (docs/retrieval.md: the measurements behind this).
-    "associative": _PAPER.replace(name="associative", gate=None, split_item_triggers=True),
+    # An anchorless query (a situation that shares no words with what it needs: the associative case) is ordered by
+    # the associative routes and the dense ones only, and a scene enters as its best-matched turn (docs/retrieval.md:
+    # chosen with one LLM-built dev memory left out in turn).
+    "associative": _PAPER.replace(
+        name="associative",
+        gate=None,
+        split_item_triggers=True,
+        lexical_floor=ANCHOR_FLOOR,
+        anchorless_routes=ASSOCIATIVE_ROUTES,
+        context_k0=3,
+        excerpt_neighbours=False,
+        scene_titles=False,
+    ),
     # The default: `extractive` on spaces built without an LLM, `associative` on the others (resolved per space).
     "auto": _PAPER.replace(name="auto"),
     # Node indices only: no trigger route at all.

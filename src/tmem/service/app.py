@@ -8,15 +8,18 @@ so another tenant's space is unreachable and answers 404 exactly as a missing on
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Path, Response
+from fastapi import FastAPI, Header, Path
+from fastapi.responses import JSONResponse
 
-from tmem.errors import NotFoundError
+from tmem.errors import NotFoundError, TmemError
+from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, with_request_ids
 from tmem.memory import AsyncMemory, Memory
 from tmem.models import Erasure
 from tmem.service import problems
@@ -24,7 +27,7 @@ from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_sp
 from tmem.service.limits import BodyLimit
 from tmem.service.problems import ServiceProblem
 from tmem.service.routes import register as register_routes
-from tmem.service.schemas import BuildIn, Deleted, ErasureOut, JobRef, MessagesIn, Problem, SpacesOut
+from tmem.service.schemas import ID_PATTERN, BuildIn, Deleted, ErasureOut, JobRef, MessagesIn, Problem, SpacesOut
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
 from tmem.store.control import Job, open_control, store_space
@@ -47,6 +50,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (422, "Invalid request"),
     ]
 }
+
+
+def _age(stamp: str) -> float:
+    """Seconds since an ISO 8601 bookkeeping time of the control store."""
+    return max(0.0, (datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds())
 
 
 def _job_view(job: Job) -> dict[str, Any]:
@@ -136,13 +144,32 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         return SpacesOut(spaces=[s.model_copy(update={"name": s.name[len(prefix) :]}) for s in mine])
 
     @app.post("/v1/spaces/{space}/messages", tags=["conversation"])
-    async def add_messages(space: SpaceName, body: MessagesIn, tenant: Tenant, state: State) -> dict[str, Any]:
+    async def add_messages(
+        space: SpaceName,
+        body: MessagesIn,
+        tenant: Tenant,
+        state: State,
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                max_length=MAX_REQUEST_KEY,
+                pattern=ID_PATTERN,
+                description="Resending a request under the same key stores its messages once: a message without "
+                "an id gets the id KEY:N (N: its position in the request).",
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
         """Append messages (the space is created by its first message). A message without ``time`` is dated when
-        the server receives it. Idempotent by ``id``, else by content. The memory is built by a job: POST .../build,
-        or automatically by the build policy (TMEM_BUILD_AFTER_TURNS / TMEM_BUILD_IDLE_SECONDS)."""
+        the server receives it. Idempotent by ``id`` (or by the ``Idempotency-Key`` header); a message without
+        either is stored on every call, so that a client saying "ok" twice keeps both. The memory is built by a
+        job: POST .../build, or automatically by the build policy (TMEM_BUILD_AFTER_TURNS /
+        TMEM_BUILD_IDLE_SECONDS)."""
         key = store_space(tenant, space)
         received = datetime.now(UTC).replace(tzinfo=None)
-        messages = [m.model_dump(exclude_none=True) for m in body.messages]
+        parsed = [MessageInput.model_validate(m.model_dump(exclude_none=True)) for m in body.messages]
+        if idempotency_key is not None:
+            parsed = with_request_ids(parsed, idempotency_key)
+        messages = parsed
         report = await state.memory.add_messages(key, messages, received_at=received)
         if report.added:
             state.workers.note_arrival(tenant, space)
@@ -218,7 +245,23 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     app.include_router(viewer_router(lambda key: _viewer_scope(app, key), key_login=True), prefix=VIEWER_PREFIX)
 
     @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> Response:
-        return Response("ok", media_type="text/plain")
+    async def healthz() -> JSONResponse:
+        """200 while every build worker thread runs (``status`` "ok", or "retrying" while workers wait out store
+        errors), 503 when one has stopped; with the age in seconds of the oldest queued build job."""
+        state: ServiceState = app.state.tmem
+        health = state.workers.health()
+        oldest_age: float | None = None
+        database_error: str | None = None
+        try:
+            oldest = await asyncio.to_thread(state.control.oldest_queued)
+            oldest_age = None if oldest is None else round(_age(oldest), 1)
+        except TmemError as exc:  # the database is unreachable: say so (the workers retry meanwhile)
+            database_error = type(exc).__name__  # the kind only: this route is public; the log has the text
+            log.warning("Health check cannot read the job queue: %s", exc)
+        down = health.alive < health.workers
+        status = "down" if down else ("retrying" if health.retrying or database_error else "ok")
+        body = {**dataclasses.asdict(health), "status": status, "oldest_queued_seconds": oldest_age}
+        body["database_error"] = database_error
+        return JSONResponse(body, status_code=503 if down else 200)
 
     return app

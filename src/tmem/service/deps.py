@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -10,7 +11,7 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 
-from tmem.errors import ConfigError
+from tmem.errors import InputError
 from tmem.memory import AsyncMemory
 from tmem.retrieve.config import RetrievalConfig
 from tmem.service.problems import ServiceProblem
@@ -68,16 +69,44 @@ async def require_space(state: ServiceState, tenant: str, space: str) -> str:
     return key
 
 
-def retrieval_config(value: str | dict[str, Any] | None) -> RetrievalConfig | str | None:
-    """A preset name passes through; a dict of RetrievalConfig fields is validated here (400 naming the field)."""
+MAX_REQUEST_COUNT = 1_000  # the largest count (kT, kS, kI, R, depth, k0, ...) a request may ask for
+OPERATOR_ONLY = frozenset({"reranker"})  # which model a server loads is the operator's setting, never a request's
+
+
+def retrieval_config(value: str | dict[str, Any] | None, settings: Settings) -> RetrievalConfig | str | None:
+    """A preset name passes through; a dict of RetrievalConfig fields is validated here (422 naming the field).
+
+    Request-side settings are bounded: no field naming a model or path (the operator's TMEM_RERANKER_MODEL applies),
+    every count at most MAX_REQUEST_COUNT, every score threshold a finite number in [-1, 1]."""
     if not isinstance(value, dict):
         return value
+    chosen = sorted(OPERATOR_ONLY & set(value))
+    if chosen:
+        raise InputError(
+            f"Invalid retrieval config field {chosen[0]}: which model the server loads is the operator's setting "
+            "(TMEM_RERANKER_MODEL), not a request's; leave it out."
+        )
     try:
-        return RetrievalConfig.model_validate(value)
+        cfg = RetrievalConfig.model_validate(value)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "config"
-        raise ConfigError(f"Invalid retrieval config field {where}: {first['msg']} (see docs/retrieval.md).") from exc
+        raise InputError(f"Invalid retrieval config field {where}: {first['msg']} (see docs/retrieval.md).") from exc
+    for name, field in type(cfg).model_fields.items():
+        got = getattr(cfg, name)
+        shown_name = field.alias or name
+        if isinstance(got, int) and not isinstance(got, bool) and got > MAX_REQUEST_COUNT:
+            raise InputError(
+                f"Invalid retrieval config field {shown_name}: {got} is over this server's limit of "
+                f"{MAX_REQUEST_COUNT}; ask for fewer."
+            )
+        if isinstance(got, float) and not (math.isfinite(got) and -1.0 <= got <= 1.0):
+            raise InputError(
+                f"Invalid retrieval config field {shown_name}: {got!r} is not a finite number between -1 and 1."
+            )
+    if settings.reranker_model:
+        cfg = cfg.replace(reranker=settings.reranker_model)
+    return cfg
 
 
 def shown(data: Any, key: str, space: str) -> Any:

@@ -22,6 +22,8 @@ from tmem.errors import (
     NotFoundError,
     StoreError,
     TmemError,
+    public_message,
+    shown_to,
 )
 from tmem.service.schemas import Problem
 
@@ -78,9 +80,7 @@ def problem(
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    tenant = getattr(request.state, "tenant", None)
-    if tenant:  # store keys never leave the service: a tenant sees its own space names
-        detail = detail.replace(f"'{tenant}/", "'").replace(f"{tenant}/", "")
+    detail = shown_to(detail, getattr(request.state, "tenant", None))  # a tenant sees its own space names
     body = Problem(
         type=f"{_TYPE}{kind}" if kind != "about:blank" else kind,
         title=_TITLES.get(status, "Error"),
@@ -94,14 +94,6 @@ def problem(
     )
 
 
-def _scrub_not_found(message: str) -> str:
-    # The store names the known spaces in its NotFoundError; those may belong to other tenants.
-    for marker in (" Known spaces:", " No space exists yet"):
-        if marker in message:
-            message = message.split(marker)[0]
-    return message
-
-
 def _field(loc: Any) -> str:
     return ".".join(str(part) for part in loc if part != "body") or "body"
 
@@ -111,16 +103,14 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(TmemError)
     async def _tmem_error(request: Request, exc: TmemError) -> JSONResponse:
-        message = str(exc)
+        message = public_message(exc)
         for cls, status, kind in _STATUS:
             if isinstance(exc, cls):
                 if status >= 500:
-                    log.error("%s on %s: %s", type(exc).__name__, request.url.path, message)
-                if isinstance(exc, NotFoundError):
-                    message = _scrub_not_found(message)
+                    log.error("%s on %s: %s", type(exc).__name__, request.url.path, exc)
                 headers = {"Retry-After": "5"} if status == 503 else None
                 return problem(request, status, kind, message, headers=headers)
-        log.error("Unmapped %s on %s: %s", type(exc).__name__, request.url.path, message)
+        log.error("Unmapped %s on %s: %s", type(exc).__name__, request.url.path, exc)
         return problem(request, 500, "internal", message)
 
     @app.exception_handler(ServiceProblem)

@@ -9,7 +9,7 @@ from fastapi import FastAPI, Query
 from tmem.errors import NotFoundError
 from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config, shown
 from tmem.service.problems import ServiceProblem
-from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn
+from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn, Text
 
 
 def register(app: FastAPI) -> None:
@@ -18,7 +18,7 @@ def register(app: FastAPI) -> None:
         """Typed scene and item hits, personas, and whether the memory is stale (turns not built yet). With
         ``explain``, every hit keeps its routes: which lists reached it, its rank and score in each."""
         key = await require_space(state, tenant, space)
-        cfg = retrieval_config(body.config)
+        cfg = retrieval_config(body.config, state.settings)
         try:
             result = await state.memory.search(key, body.q, cfg)
         except NotFoundError as exc:  # the space exists (checked above): what is missing is its memory
@@ -34,7 +34,7 @@ def register(app: FastAPI) -> None:
         space: SpaceName,
         tenant: Tenant,
         state: State,
-        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY, description="The query.")],
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY, description="The query."), Text],
         max_tokens: Annotated[int, Query(ge=0, le=MAX_TOKENS, description="Token budget of the text.")] = 2000,
         preset: Annotated[str | None, Query(max_length=64, description="Retrieval preset (docs/retrieval.md).")] = None,
     ) -> dict[str, Any]:
@@ -51,6 +51,7 @@ def register(app: FastAPI) -> None:
     async def ask(space: SpaceName, body: AskIn, tenant: Tenant, state: State) -> dict[str, Any]:
         """An answer from memory by the server's answer model (409 when the server runs without an LLM)."""
         key = await require_space(state, tenant, space)
+        cfg = retrieval_config(body.config, state.settings)  # a bad request is a 422 on every server
         if state.settings.llm == "none" and not state.settings.answer_model:
             raise ServiceProblem(
                 409,
@@ -58,7 +59,6 @@ def register(app: FastAPI) -> None:
                 "This server runs without an LLM (extractive mode), and answering needs one: start it with "
                 "TMEM_LLM=openai, TMEM_LLM_MODEL and OPENAI_BASE_URL, or use /search instead.",
             )
-        cfg = retrieval_config(body.config)
         try:
             answer = await state.memory.ask(key, body.question, body.at, variant=body.variant, config=cfg)
         except NotFoundError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from tmem.models import SpaceSummary
 
@@ -15,7 +15,16 @@ MAX_QUERY = 2_000
 MAX_TOKENS = 32_000
 MAX_IDS = 1_000
 ID_PATTERN = r"^[^\x00-\x1f/]{1,200}$"
-Id = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"holds a NUL character (\\x00) at position {value.index(chr(0))}; remove it")
+    return value
+
+
+Text = AfterValidator(_no_nul)  # one input rule for every backend: PostgreSQL cannot store a NUL, so no text holds one
+Id = Annotated[str, Field(min_length=1, max_length=200), Text]
 
 
 class Problem(BaseModel):
@@ -32,13 +41,15 @@ class Problem(BaseModel):
 class MessageIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    speaker: str = Field(min_length=1, max_length=200, description="Who said it.")
-    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    speaker: Annotated[str, Text] = Field(min_length=1, max_length=200, description="Who said it.")
+    text: Annotated[str, Text] = Field(min_length=1, max_length=MAX_TEXT)
     time: datetime | None = Field(default=None, description="ISO 8601; a time with a zone is stored in UTC.")
     id: str | None = Field(
         default=None, min_length=1, max_length=200, pattern=ID_PATTERN, description="Makes the add idempotent."
     )
-    caption: str | None = Field(default=None, max_length=MAX_TEXT, description="Caption of a shared image.")
+    caption: Annotated[str, Text] | None = Field(
+        default=None, max_length=MAX_TEXT, description="Caption of a shared image."
+    )
 
 
 class MessagesIn(BaseModel):
@@ -60,7 +71,7 @@ class JobRef(BaseModel):
 class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    q: str = Field(min_length=1, max_length=MAX_QUERY, description="The query.")
+    q: Annotated[str, Text] = Field(min_length=1, max_length=MAX_QUERY, description="The query.")
     config: str | dict[str, Any] | None = Field(
         default=None,
         description="A preset name (docs/retrieval.md) or RetrievalConfig fields, e.g. {'kS': 3, 'disabled': ['HT']}.",
@@ -71,7 +82,7 @@ class SearchIn(BaseModel):
 class AskIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=MAX_QUERY)
+    question: Annotated[str, Text] = Field(min_length=1, max_length=MAX_QUERY)
     at: datetime | None = Field(default=None, description="When the question is asked (default: after the last one).")
     variant: Literal["short", "cot"] = "short"
     config: str | dict[str, Any] | None = None
@@ -80,7 +91,7 @@ class AskIn(BaseModel):
 class ItemPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(min_length=1, max_length=MAX_TEXT, description="The item's new text.")
+    text: Annotated[str, Text] = Field(min_length=1, max_length=MAX_TEXT, description="The item's new text.")
 
 
 class ForgetIn(BaseModel):

@@ -27,9 +27,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tmem.construct.policy import BuildPolicy, holder_is_dead, lease_holder
-from tmem.errors import BuildBusy, TmemError
+from tmem.errors import BuildBusy, StoreError, TmemError, public_message
 from tmem.memory import Memory
 from tmem.store.control import ControlStore, Job, store_space
 
@@ -38,6 +39,7 @@ log = logging.getLogger("tmem.service")
 HEARTBEAT_SECONDS = 10.0
 STALE_SECONDS = 120.0  # twelve missed heartbeats: the owner stopped (or is partitioned from the database)
 RECOVER_SECONDS = 60.0
+MAX_BACKOFF_SECONDS = 30.0  # the longest wait of a worker between tries while the database is locked or down
 
 
 def orphaned(owner: str | None, heartbeat_at: float | None, *, at: float | None = None) -> bool:
@@ -46,6 +48,17 @@ def orphaned(owner: str | None, heartbeat_at: float | None, *, at: float | None 
     if owner is None or heartbeat_at is None or holder_is_dead(owner):
         return True
     return (time.time() if at is None else at) - heartbeat_at > STALE_SECONDS
+
+
+HEARTBEAT_THREAD = "tmem-build-heartbeat"
+
+
+@dataclass(frozen=True)
+class WorkerHealth:
+    workers: int  # worker threads started
+    alive: int  # of them, still running (a worker survives store errors; fewer means a bug stopped one)
+    retrying: int  # of them, waiting out store errors in a row
+    last_error: str | None  # the kind of the last store or unexpected error a worker met (its text is logged)
 
 
 class BuildWorkers:
@@ -71,6 +84,8 @@ class BuildWorkers:
         self._threads: list[threading.Thread] = []
         self._arrivals: dict[tuple[str, str], float] = {}  # (tenant, space) -> monotonic time of the last message
         self._arrivals_lock = threading.Lock()
+        self._failures: dict[int, int] = {}  # worker number -> store errors in a row (0: working)
+        self.last_error: str | None = None
 
     def recover(self) -> tuple[int, int]:
         """Re-queue (or fail, after MAX_ATTEMPTS) the running jobs of servers that stopped; returns the counts."""
@@ -87,7 +102,7 @@ class BuildWorkers:
             thread = threading.Thread(target=self._loop, args=(n,), name=f"tmem-build-{n}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        beat = threading.Thread(target=self._heartbeat_loop, name="tmem-build-heartbeat", daemon=True)
+        beat = threading.Thread(target=self._heartbeat_loop, name=HEARTBEAT_THREAD, daemon=True)
         beat.start()
         self._threads.append(beat)
 
@@ -119,19 +134,66 @@ class BuildWorkers:
             thread.join(timeout)
 
     def _loop(self, n: int) -> None:
-        memory = self._open_memory()
+        """Claim and run jobs until stopped. A store error (a locked or unreachable database) never ends the loop:
+        the worker records it, waits (doubling from the poll interval up to MAX_BACKOFF_SECONDS) and tries again."""
+        memory: Memory | None = None
         try:
             while not self._stop.is_set():
-                if n == 0:
-                    self._apply_policy(memory)
-                job = self._control.claim_job(self.owner, time.time())
-                if job is None or not self.run(memory, job):
+                try:
+                    if memory is None:
+                        memory = self._open_memory()
+                    if n == 0:
+                        self._apply_policy(memory)
+                    job = self._control.claim_job(self.owner, time.time())
+                    self._failures[n] = 0  # the database answered
+                    ran = job is not None and self.run(memory, job)
+                except TmemError as exc:
+                    self._backoff(n, exc)
+                    continue
+                except Exception as exc:  # a bug: log it with its traceback, and keep the worker alive
+                    log.exception("Build worker %d failed unexpectedly", n)
+                    self._backoff(n, exc)
+                    continue
+                if not ran:
                     self._wake.wait(self._poll)
                     self._wake.clear()
                     continue
                 self._wake.set()  # another worker may now take a job of this space
         finally:
-            memory.close()
+            if memory is not None:
+                memory.close()
+
+    def _backoff(self, n: int, exc: Exception) -> None:
+        self._failures[n] = self._failures.get(n, 0) + 1
+        self.last_error = type(exc).__name__  # the kind only: /healthz is public, the log has the message
+        delay = min(self._poll * 2 ** min(self._failures[n], 10), MAX_BACKOFF_SECONDS)
+        log.warning("Build worker %d: %s: %s; retrying in %.1f s", n, type(exc).__name__, exc, delay)
+        self._stop.wait(delay)
+
+    def _persist(self, action: Callable[[], object]) -> None:
+        """Record a job's end in the control store, retrying store errors with backoff until it is written (or the
+        server stops: the job is then still running under this owner and is recovered at the next start)."""
+        failures = 0
+        while True:
+            try:
+                action()
+                return
+            except TmemError as exc:
+                failures += 1
+                self.last_error = type(exc).__name__
+                log.warning("Recording a build job's end failed (%s); retrying", exc)
+                if self._stop.wait(min(self._poll * 2**failures, MAX_BACKOFF_SECONDS)):
+                    raise
+
+    def health(self) -> WorkerHealth:
+        """Worker liveness for /healthz: threads expected and alive, workers retrying store errors, the last error."""
+        workers = [t for t in self._threads if t.name != HEARTBEAT_THREAD]
+        return WorkerHealth(
+            workers=len(workers),
+            alive=sum(t.is_alive() for t in workers),
+            retrying=sum(1 for count in self._failures.values() if count),
+            last_error=self.last_error,
+        )
 
     def _apply_policy(self, memory: Memory) -> None:
         with self._arrivals_lock:
@@ -159,18 +221,20 @@ class BuildWorkers:
         try:
             report = memory.build(store_space(job.tenant, job.space), rebuild=bool(job.params.get("rebuild")))
         except BuildBusy:
-            self._control.requeue(job.id, "waiting: another build of this space holds its lease")
+            self._persist(lambda: self._control.requeue(job.id, "waiting: another build of this space holds its lease"))
             return False
         except TmemError as exc:
-            self._control.finish_job(job.id, "failed", error=f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, StoreError):
+                log.error("Build job %s: %s", job.id, exc)
+            error = f"{type(exc).__name__}: {public_message(exc)}"  # tenants read it: no connection parameters
+            self._persist(lambda: self._control.finish_job(job.id, "failed", error=error))
             return True
         except Exception as exc:  # a worker must survive any build failure and record it
             log.exception("Build job %s failed unexpectedly", job.id)
-            self._control.finish_job(
-                job.id, "failed", error=f"Unexpected {type(exc).__name__}: {exc}. This is a bug; see the server log."
-            )
+            error = f"Unexpected {type(exc).__name__}. This is a bug; the server's log has its cause."
+            self._persist(lambda: self._control.finish_job(job.id, "failed", error=error))
             return True
         result = report.model_dump(mode="json")
         result["space"] = job.space
-        self._control.finish_job(job.id, "succeeded", result=result)
+        self._persist(lambda: self._control.finish_job(job.id, "succeeded", result=result))
         return True

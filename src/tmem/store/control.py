@@ -134,7 +134,15 @@ class ControlStore(Protocol):
         ...
 
     # ------------------------------------------------------------------ jobs
-    def create_job(self, tenant: str, space: str, params: dict[str, Any]) -> Job: ...
+    def create_job(self, tenant: str, space: str, params: dict[str, Any]) -> Job:
+        """Queue a build of the space, or return the space's job already queued (one queued job per space is
+        enough: it builds everything stored when it runs). A queued plain build asked again as a rebuild becomes
+        a rebuild (:func:`merged_params`)."""
+        ...
+
+    def oldest_queued(self) -> str | None:
+        """``created_at`` of the oldest queued job of any tenant (for the health check), None when none is."""
+        ...
 
     def get_job(self, job_id: str) -> Job:
         """Raises NotFoundError when absent."""
@@ -174,6 +182,16 @@ class ControlStore(Protocol):
         ...
 
     def has_running(self, tenant: str, space: str) -> bool: ...
+
+
+def merged_params(queued: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
+    """The params of a queued job asked for again: a rebuild wins over a plain build; a request (no ``auto``) wins
+    over the build policy's."""
+    merged = dict(queued)
+    merged["rebuild"] = bool(queued.get("rebuild")) or bool(asked.get("rebuild"))
+    if not asked.get("auto"):
+        merged.pop("auto", None)
+    return merged
 
 
 INTERRUPTED = (

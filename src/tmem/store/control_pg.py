@@ -24,6 +24,7 @@ from tmem.store.control import (
     check_name,
     hash_key,
     key_id_of,
+    merged_params,
     new_key,
     now,
 )
@@ -97,12 +98,38 @@ class PgControl(PgBase):
 
     def create_job(self, tenant: str, space: str, params: dict[str, Any]) -> Job:
         job_id = "job_" + secrets.token_hex(10)
-        self._exec(
-            "INSERT INTO service_jobs(tenant, id, space, kind, params, state, progress, created_at) "
-            "VALUES (%s, %s, %s, 'build', %s, 'queued', %s, %s)",
-            (tenant, job_id, space, json.dumps(params), json.dumps({"stage": "queued", "fraction": 0.0}), now()),
-        )
+        with self.transaction():
+            self._rows("SELECT pg_advisory_xact_lock(%s)", (_CLAIM_LOCK,))  # one queued job per space, also racing
+            queued = self._rows(
+                "SELECT id, params FROM service_jobs WHERE tenant = %s AND space = %s AND state = 'queued' "
+                "ORDER BY seq LIMIT 1",
+                (tenant, space),
+            )
+            if queued:
+                job_id = str(queued[0][0])
+                merged = merged_params(json.loads(queued[0][1]), params)
+                self._exec(
+                    "UPDATE service_jobs SET params = %s WHERE tenant = %s AND id = %s",
+                    (json.dumps(merged), tenant, job_id),
+                )
+            else:
+                self._exec(
+                    "INSERT INTO service_jobs(tenant, id, space, kind, params, state, progress, created_at) "
+                    "VALUES (%s, %s, %s, 'build', %s, 'queued', %s, %s)",
+                    (
+                        tenant,
+                        job_id,
+                        space,
+                        json.dumps(params),
+                        json.dumps({"stage": "queued", "fraction": 0.0}),
+                        now(),
+                    ),
+                )
         return self.get_job(job_id)
+
+    def oldest_queued(self) -> str | None:
+        rows = self._rows("SELECT MIN(created_at) FROM service_jobs WHERE state = 'queued'")
+        return None if rows[0][0] is None else str(rows[0][0])
 
     def get_job(self, job_id: str) -> Job:
         rows = self._rows(f"SELECT {_JOB_COLS} FROM service_jobs WHERE id = %s", (job_id,))

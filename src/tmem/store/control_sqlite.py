@@ -27,6 +27,7 @@ from tmem.store.control import (
     check_name,
     hash_key,
     key_id_of,
+    merged_params,
     new_key,
     now,
 )
@@ -127,19 +128,33 @@ class SQLiteControl:
     def create_job(self, tenant: str, space: str, params: dict[str, Any]) -> Job:
         job_id = "job_" + secrets.token_hex(10)
         with self._tx() as db:
-            db.execute(
-                "INSERT INTO service_jobs(id, tenant, space, kind, params, state, progress, created_at) "
-                "VALUES (?, ?, ?, 'build', ?, 'queued', ?, ?)",
-                (
-                    job_id,
-                    tenant,
-                    space,
-                    json.dumps(params),
-                    json.dumps({"stage": "queued", "fraction": 0.0}),
-                    now(),
-                ),
-            )
+            queued = db.execute(
+                "SELECT id, params FROM service_jobs WHERE tenant = ? AND space = ? AND state = 'queued' "
+                "ORDER BY rowid LIMIT 1",
+                (tenant, space),
+            ).fetchone()
+            if queued is not None:
+                merged = merged_params(json.loads(queued["params"]), params)
+                db.execute("UPDATE service_jobs SET params = ? WHERE id = ?", (json.dumps(merged), queued["id"]))
+                job_id = str(queued["id"])
+            else:
+                db.execute(
+                    "INSERT INTO service_jobs(id, tenant, space, kind, params, state, progress, created_at) "
+                    "VALUES (?, ?, ?, 'build', ?, 'queued', ?, ?)",
+                    (
+                        job_id,
+                        tenant,
+                        space,
+                        json.dumps(params),
+                        json.dumps({"stage": "queued", "fraction": 0.0}),
+                        now(),
+                    ),
+                )
         return self.get_job(job_id)
+
+    def oldest_queued(self) -> str | None:
+        rows = self._rows("SELECT MIN(created_at) FROM service_jobs WHERE state = 'queued'")
+        return None if rows[0][0] is None else str(rows[0][0])
 
     def get_job(self, job_id: str) -> Job:
         rows = self._rows("SELECT * FROM service_jobs WHERE id = ?", (job_id,))

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from tmem.errors import IntegrityError, StoreError
+from tmem.errors import InputError, IntegrityError, StoreError
 from tmem.store.pg_schema import migrate
 from tmem.store.pg_vector import configure_session, ensure_registered
 from tmem.store.rules import not_utf8, tenant_of
@@ -33,13 +33,14 @@ def redact(url: str) -> str:
     return f"{scheme}://{user}@{tail}"
 
 
-def pg_store_error(exc: psycopg.Error, where: str, doing: str) -> StoreError:
-    """The :class:`StoreError` that says what to do about a PostgreSQL failure."""
+def pg_store_error(exc: psycopg.Error, where: str, doing: str) -> StoreError | InputError:
+    """The :class:`StoreError` that says what to do about a PostgreSQL failure (an :class:`InputError` for a NUL
+    character the input checks did not catch: bad input, not an unavailable store; it names no connection)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "NUL" in text or "0x00" in text:
-        return StoreError(
-            f"PostgreSQL cannot store text containing a NUL character (while {doing} in {where}). Nothing of it was "
-            "written; remove it (\\x00) from the input and retry."
+        return InputError(
+            f"Text containing a NUL character (\\x00) cannot be stored (while {doing}). Nothing of it was written; "
+            "remove it from the input and retry."
         )
     if isinstance(exc, pg_errors.IntegrityError):
         return IntegrityError(f"{text} (while {doing} in {where}). Nothing of it was written; fix the records named.")

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from tmem.errors import NotFoundError, StoreError
+from tmem.errors import StoreError
 from tmem.models import LLMCall, PendingRequest, Session, Space, SpaceSummary, Turn
 from tmem.store.base import Vector
 from tmem.store.pg_agent import PgAgentOps
 from tmem.store.pg_base import pg_store_error
-from tmem.store.rules import build_state, check_session_turns, check_space_name
+from tmem.store.rules import build_state, check_session_turns, check_space_name, missing_space
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
 _SCOPE = "tenant = %s AND space = %s"
@@ -51,9 +51,8 @@ class PostgresStore(PgAgentOps):
     def get_space(self, name: str) -> Space:
         rows = self._rows("SELECT name, speakers FROM spaces WHERE tenant = %s AND name = %s", self._key(name))
         if not rows:
-            known = sorted(r[0] for r in self._rows("SELECT name FROM spaces WHERE tenant = %s", (self._key(name)[0],)))
-            hint = f" Known spaces: {', '.join(known)}." if known else " No space exists yet: run `tmem import FILE`."
-            raise NotFoundError(f"No space named {name!r}.{hint}")
+            known = [r[0] for r in self._rows("SELECT name FROM spaces WHERE tenant = %s", (self._key(name)[0],))]
+            raise missing_space(name, known)
         return Space(name=rows[0][0], speakers=json.loads(rows[0][1]))
 
     def has_space(self, name: str) -> bool:

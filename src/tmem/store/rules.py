@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tmem.errors import IntegrityError, StoreError
+from tmem.errors import IntegrityError, SpaceNotFound, StoreError
 from tmem.models import Item, ItemKind, Session, Turn
 from tmem.util.state import STATE_MODE, STATE_SESSIONS
 
@@ -74,3 +74,13 @@ def not_utf8(exc: UnicodeEncodeError) -> StoreError:
         f"Text cannot be stored: {exc.reason} ({exc.object[exc.start : exc.end]!r} is not valid UTF-8, typically a "
         "lone surrogate from a broken \\u escape in the input JSON). Nothing of it was written; fix the input."
     )
+
+
+def missing_space(name: str, existing: Sequence[str]) -> SpaceNotFound:
+    """The error for a space key ``name`` that does not exist, naming only the spaces of the same tenant as
+    ``name`` among the ``existing`` keys (never another tenant's: a store is shared by every tenant)."""
+    tenant = tenant_of(name)
+    prefix = f"{tenant}/" if tenant else ""
+    local = name[len(prefix) :]
+    known = sorted(k[len(prefix) :] for k in existing if tenant_of(k) == tenant and k.startswith(prefix))
+    return SpaceNotFound(tenant, local, known)

@@ -20,7 +20,7 @@ from tmem.models import (
     Turn,
 )
 from tmem.store.base import Vector, iter_batches
-from tmem.store.rules import build_state, check_session_turns, check_space_name
+from tmem.store.rules import build_state, check_session_turns, check_space_name, missing_space
 from tmem.store.sqlite_agent import AgentOps
 from tmem.store.sqlite_base import _CHUNK, _dt, _placeholders, _ts, store_error
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
@@ -44,9 +44,7 @@ class SQLiteStore(AgentOps):
     def get_space(self, name: str) -> Space:
         rows = self._rows("SELECT name, speakers FROM spaces WHERE name = ?", (name,))
         if not rows:
-            known = [r[0] for r in self._rows("SELECT name FROM spaces ORDER BY name")]
-            hint = f" Known spaces: {', '.join(known)}." if known else " No space exists yet: run `tmem import FILE`."
-            raise NotFoundError(f"No space named {name!r}.{hint}")
+            raise missing_space(name, [r[0] for r in self._rows("SELECT name FROM spaces ORDER BY name")])
         return Space(name=rows[0][0], speakers=json.loads(rows[0][1]))
 
     def has_space(self, name: str) -> bool:

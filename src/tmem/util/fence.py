@@ -12,9 +12,16 @@ A fence is only as good as the guarantee that its closing marker cannot occur in
 gives that guarantee by construction: it rewrites every ``<`` and ``>`` (and the Unicode characters a model reads
 as angle brackets: fullwidth, small, mathematical and CJK lookalikes) to ``&lt;`` / ``&gt;``, the escaped form
 models know from HTML. Fenced data therefore contains no tag at all: no ``</conversation>``, no other fence's
-closing marker, no chat-template control tokens such as ``<|im_start|>`` or ``<<SYS>>``. It also removes control
-and bidirectional-override characters (which can hide text from a human reviewing a prompt). The rewrite is one-way
-and prompt-only: stored text is never changed.
+closing marker, no chat-template control tokens such as ``<|im_start|>`` or ``<<SYS>>``. Every other character a
+reader may take for an angle bracket (``« » 《 》 ≪ ≫ ⩹ ⩺ ︿ ﹀``: any character named LESS-THAN, GREATER-THAN, ANGLE
+BRACKET or ANGLE QUOTATION MARK, or whose NFKC form holds ``<`` or ``>``) is written as an HTML numeric reference
+(``&#xAB;``), which keeps its meaning and loses its glyph.
+
+Invisible characters are removed: control characters (newlines and tabs stay), every format character (Unicode
+category Cf: zero-width spaces and joiners, bidirectional overrides and isolates, soft hyphens, and the tag
+characters U+E0000-U+E007F that spell ASCII invisibly), variation selectors and the Hangul filler letters. They can
+hide text from a human reviewing a prompt, or carry an instruction a model decodes. The rewrite is one-way and
+prompt-only: stored text is never changed.
 
 Fence tags are fixed names, not per-request nonces: a request's hash is the response-cache key (a resumed build pays
 nothing twice), so prompts must be a pure function of their inputs. Escaping makes a nonce unnecessary.
@@ -27,15 +34,49 @@ a prompt by accident.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 __all__ = ["Fenced", "Trusted", "check_value", "fence", "fence_inline", "neutralise", "one_line", "shown_id"]
 
 # Characters a reader (or a model) takes for "<" or ">".
 _LT = "<\uff1c\ufe64\u2039\u2329\u27e8\u3008\u276e\u276c\u2770\u29fc\u02c2\u1438"
 _GT = ">\uff1e\ufe65\u203a\u232a\u27e9\u3009\u276f\u276d\u2771\u29fd\u02c3\u1433"
-_TABLE = {ord(c): "&lt;" for c in _LT} | {ord(c): "&gt;" for c in _GT}
-# Bidirectional embeddings/overrides/isolates: they reorder what a reviewer sees.
-_TABLE |= {cp: None for cp in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+_BRACKET_NAMES = ("LESS-THAN", "GREATER-THAN", "ANGLE BRACKET", "ANGLE QUOTATION MARK")
+# Invisible characters that are not format characters: variation selectors (they can carry bytes invisibly), the
+# whole tag block (unassigned code points in it included) and letters that render as nothing.
+_INVISIBLE = (
+    (0xFE00, 0xFE0F),
+    (0xE0000, 0xE0FFF),
+    (0x115F, 0x1160),
+    (0x3164, 0x3164),
+    (0xFFA0, 0xFFA0),
+    (0x180B, 0x180F),  # Mongolian variation selectors and vowel separator
+)
+
+
+def _rewrite(cp: int) -> str | None:
+    """What code point ``cp`` becomes inside a fence: None (removed), a replacement, or itself."""
+    char = chr(cp)
+    if any(lo <= cp <= hi for lo, hi in _INVISIBLE) or unicodedata.category(char) == "Cf":
+        return None
+    if cp in (0x2028, 0x2029):  # line and paragraph separators: a newline, as every reader shows them
+        return "\n"
+    name = unicodedata.name(char, "")
+    nfkc = unicodedata.normalize("NFKC", char)
+    if any(word in name for word in _BRACKET_NAMES) or "<" in nfkc or ">" in nfkc:
+        return f"&#x{cp:X};"
+    return char
+
+
+class _Table(dict[int, str | None]):
+    """The translation table of :func:`neutralise`, filled in as code points are met (one lookup per new one)."""
+
+    def __missing__(self, cp: int) -> str | None:
+        self[cp] = out = _rewrite(cp)
+        return out
+
+
+_TABLE = _Table({ord(c): "&lt;" for c in _LT} | {ord(c): "&gt;" for c in _GT})
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TAG = re.compile(r"^[a-z][a-z_]*$")
@@ -54,7 +95,7 @@ class Trusted(str):
 
 
 def neutralise(text: str) -> str:
-    """``text`` with every angle bracket (and lookalike) escaped and control/bidi-override characters removed.
+    """``text`` with every angle bracket (and lookalike) escaped and control and invisible characters removed.
 
     Newlines and tabs are kept (multi-line data stays readable); lone surrogates are replaced by U+FFFD so a prompt
     can always be encoded.

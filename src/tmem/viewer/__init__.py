@@ -7,12 +7,14 @@
 that maps an API key to its tenant's scope.
 """
 
-from tmem.viewer.app import COOKIE, PREFIX, create_local_app, create_router, request_key
+from tmem.viewer.app import COOKIE, LOCAL_HOSTS, PREFIX, VISIT_COOKIE, create_local_app, create_router, request_key
 from tmem.viewer.scope import JobView, ScopeResolver, ViewerScope
 
 __all__ = [
     "COOKIE",
+    "LOCAL_HOSTS",
     "PREFIX",
+    "VISIT_COOKIE",
     "JobView",
     "ScopeResolver",
     "ViewerScope",

@@ -13,17 +13,18 @@ from collections.abc import Callable, Coroutine
 from datetime import date, datetime
 from importlib import resources
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
+from pydantic import AfterValidator
 from starlette.datastructures import URL
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from tmem.errors import ConfigError, InputError, NotFoundError, TmemError
+from tmem.errors import ConfigError, InputError, NotFoundError, TmemError, public_message
 from tmem.llm.cost import CostReport
 from tmem.memory import Memory
 from tmem.retrieve.config import PRESETS, SWITCHES
@@ -33,6 +34,7 @@ from tmem.viewer.recall import SWITCH_LABELS, SearchForm, recall
 from tmem.viewer.scope import ScopeResolver, ViewerScope
 
 COOKIE = "tmem_viewer_key"
+VISIT_COOKIE = "tmem_viewer_visit"  # a visitor's pre-session cookie (anti-forgery tokens before a key is given)
 PREFIX = "/ui"
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -57,8 +59,17 @@ def _when(value: datetime | None) -> str:
 
 
 def url(request: Request, name: str, /, **params: str) -> URL:
-    """``request.url_for`` with every path parameter percent-encoded (space names and ids may hold any character)."""
-    return request.url_for(name, **{k: quote(str(v), safe="") for k, v in params.items()})
+    """``request.url_for`` with every path parameter percent-encoded (space names and ids may hold any character).
+
+    A space name is encoded twice: the server decodes a path once before routing, so a name holding ``/`` (a local
+    space such as ``team/notes``) arrives as one segment, ``team%2Fnotes``, which :data:`SpaceArg` decodes."""
+    encoded = {k: quote(str(v), safe="") for k, v in params.items()}
+    if "space" in encoded:
+        encoded["space"] = quote(encoded["space"], safe="")
+    return request.url_for(name, **encoded)
+
+
+SpaceArg = Annotated[str, AfterValidator(unquote)]  # a space name in a viewer path (see :func:`url`)
 
 
 @jinja2.pass_context
@@ -101,23 +112,48 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
     edit_lock = threading.Lock()
     static = {file: resources.files("tmem.viewer").joinpath("static", file).read_bytes() for file in STATIC}
 
+    def visitor(request: Request) -> str:
+        """What a form's anti-forgery token is bound to: the request's key, else the visitor's own pre-session cookie
+        (random, set with the first page a visitor without a key gets), so no two visitors share a token."""
+        key = request_key(request)
+        if key:
+            return "key:" + key
+        nonce = request.cookies.get(VISIT_COOKIE) or getattr(request.state, "visit", None)
+        if nonce is None:
+            nonce = request.state.visit = secrets.token_urlsafe(24)
+        return "visit:" + nonce
+
     def csrf_token(request: Request) -> str:
-        key = request_key(request) or ""
-        return hmac.new(signing, key.encode(), hashlib.sha256).hexdigest()[:32]
+        return hmac.new(signing, visitor(request).encode(), hashlib.sha256).hexdigest()[:32]
 
     def check_csrf(request: Request, token: str) -> None:
-        if not hmac.compare_digest(token, csrf_token(request)):
+        keyless_without_cookie = not request_key(request) and not request.cookies.get(VISIT_COOKIE)
+        if keyless_without_cookie or not hmac.compare_digest(token, csrf_token(request)):
             raise InputError("This form is out of date or came from another site; reload the page and submit again.")
 
     def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("space", None)
         context.setdefault("tab", None)
         base = {"key_login": key_login, "csrf": csrf_token(request), "tenant": None, **context}
-        return templates.TemplateResponse(request, name, base, status_code=status_code)
+        response = templates.TemplateResponse(request, name, base, status_code=status_code)
+        visit = getattr(request.state, "visit", None)
+        if visit is not None:  # a new visitor without a key: its pre-session cookie, bound to its forms' tokens
+            response.set_cookie(
+                VISIT_COOKIE,
+                visit,
+                httponly=True,
+                samesite="strict",
+                secure=request.url.scheme == "https",
+                path=request.url_for("viewer.spaces").path,
+            )
+        return response
 
     def error_page(request: Request, exc: BaseException, status: int) -> HTMLResponse:
         scope: ViewerScope | None = getattr(request.state, "viewer_scope", None)
-        message = scope.scrub(str(exc)) if scope is not None else str(exc)
+        message = str(exc)
+        if scope is not None and scope.tenant is not None and isinstance(exc, TmemError):  # a served tenant
+            message = public_message(exc)
+        message = scope.scrub(message) if scope is not None else message
         return render(request, "error.html", status, message=message, status=status)
 
     class ViewerRoute(APIRoute):
@@ -180,7 +216,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
     def login_post(
         request: Request,
         key: Annotated[str, Form()],
-        csrf: Annotated[str, Form()],
+        csrf: Annotated[str, Form()] = "",
         next: Annotated[str, Form()] = "",
     ) -> Response:
         if not key_login:
@@ -201,7 +237,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         return response
 
     @router.post("/logout", name="viewer.logout")
-    def logout(request: Request, csrf: Annotated[str, Form()]) -> Response:
+    def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
         check_csrf(request, csrf)
         response = RedirectResponse(str(request.url_for("viewer.login")), status_code=303)
         response.delete_cookie(COOKIE, path=request.url_for("viewer.spaces").path)
@@ -212,7 +248,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         return render(request, name, space=summary, tab=tab, tenant=scope.tenant, **context)
 
     @router.get("/s/{space}", name="viewer.space")
-    def space_overview(request: Request, scope: Scope, space: str) -> Response:
+    def space_overview(request: Request, scope: Scope, space: SpaceArg) -> Response:
         key = scope.key(space)
         records = pages.Records(scope.memory.export(key))
         cost: CostReport = scope.memory.cost(key)
@@ -233,7 +269,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         )
 
     @router.get("/s/{space}/timeline", name="viewer.timeline")
-    def timeline_page(request: Request, scope: Scope, space: str) -> Response:
+    def timeline_page(request: Request, scope: Scope, space: SpaceArg) -> Response:
         records = pages.Records(scope.memory.export(scope.key(space)))
         return space_page(
             request,
@@ -246,7 +282,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         )
 
     @router.get("/s/{space}/topics", name="viewer.topics")
-    def topics_page(request: Request, scope: Scope, space: str) -> Response:
+    def topics_page(request: Request, scope: Scope, space: SpaceArg) -> Response:
         records = pages.Records(scope.memory.export(scope.key(space)))
         return space_page(request, scope, space, "topics.html", "topics", topics=pages.topics(records))
 
@@ -254,7 +290,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
     def items_page(
         request: Request,
         scope: Scope,
-        space: str,
+        space: SpaceArg,
         q: str = "",
         kind: str = "",
         speaker: str = "",
@@ -287,11 +323,11 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             pager=pager,
             page_links=links,
             speakers=pages.speakers(records),
-            done=done,
+            done=edits.DONE.get(done),
         )
 
     @router.get("/s/{space}/items/{item_id}", name="viewer.item")
-    def item_page(request: Request, scope: Scope, space: str, item_id: str, done: str = "") -> Response:
+    def item_page(request: Request, scope: Scope, space: SpaceArg, item_id: str, done: str = "") -> Response:
         key = scope.key(space)
         records = pages.Records(scope.memory.export(key))
         item = records.item.get(item_id)
@@ -308,34 +344,42 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             edits_available=edits.AVAILABLE,
             edits_note=edits.NOTE,
             max_text=edits.MAX_TEXT,
-            done=done,
+            done=edits.DONE.get(done),
         )
 
     @router.post("/s/{space}/items/{item_id}/{action}", name="viewer.edit")
     def edit_item(
         request: Request,
         scope: Scope,
-        space: str,
+        space: SpaceArg,
         item_id: str,
         action: str,
-        csrf: Annotated[str, Form()],
+        csrf: Annotated[str, Form()] = "",
         text: Annotated[str, Form()] = "",
+        confirm: Annotated[str, Form()] = "",
     ) -> Response:
         check_csrf(request, csrf)
         if action not in edits.ACTIONS:
             raise NotFoundError(f"No edit {action!r}; use one of {', '.join(edits.ACTIONS)}.")
         key = scope.key(space)
+        if action in edits.CONFIRMED and confirm != "yes":  # erasing: show what goes, and ask once
+            records = pages.Records(scope.memory.export(key))
+            item = records.item.get(item_id)
+            if item is None:
+                raise NotFoundError(f"No item {item_id!r} in space {space!r}; it may have been deleted or forgotten.")
+            erased = edits.preview(records, item, action)
+            return space_page(request, scope, space, "confirm.html", "items", action=action, erased=erased)
         with edit_lock:  # one edit at a time: Memory runs update_item on its own event loop
-            message, kept = edits.apply(scope.memory, key, item_id, action, text)
+            done, kept = edits.apply(scope.memory, key, item_id, action, text)
         target = (
             url(request, "viewer.item", space=space, item_id=item_id)
             if kept
             else url(request, "viewer.items", space=space)
         )
-        return RedirectResponse(str(target.include_query_params(done=message)), status_code=303)
+        return RedirectResponse(str(target.include_query_params(done=done)), status_code=303)
 
     @router.get("/s/{space}/persona", name="viewer.persona")
-    def persona_page(request: Request, scope: Scope, space: str) -> Response:
+    def persona_page(request: Request, scope: Scope, space: SpaceArg) -> Response:
         records = pages.Records(scope.memory.export(scope.key(space)))
         return space_page(request, scope, space, "persona.html", "persona", personas=pages.personas(records))
 
@@ -343,7 +387,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
     def search_page(
         request: Request,
         scope: Scope,
-        space: str,
+        space: SpaceArg,
         q: str = "",
         preset: str = "",
         without: Annotated[list[str] | None, Query()] = None,

@@ -8,11 +8,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from tmem.edit import ItemHistory
 from tmem.errors import InputError
 from tmem.memory import Memory
+from tmem.models import Item, Turn
+from tmem.viewer.pages import Records
 
 Action = Literal["correct", "delete", "forget"]
 ACTIONS: tuple[Action, ...] = ("correct", "delete", "forget")
@@ -26,8 +29,43 @@ def history(memory: Memory, key: str, item_id: str) -> ItemHistory:
     return memory.history(key, item_id)
 
 
+# What the page shown after an edit says: ``?done=`` names one of these (any other value shows nothing, so a link
+# cannot make the viewer display text of its choosing).
+DONE = {
+    "corrected": "Corrected; the previous text is kept in its history. Its triggers were regenerated from the new "
+    "text (by the construction LLM when one is configured, else none).",
+    "deleted": "Deleted the item for good; its source turns stay.",
+    "forgotten": "Forgotten: the item, the turns it came from and everything built from them were erased.",
+    "forgotten-pending": "Forgotten: the item, the turns it came from and everything built from them were removed; "
+    "erasure from the database file is pending (finished once another connection's open read ends).",
+}
+CONFIRMED: tuple[Action, ...] = ("delete", "forget")  # edits that erase: the viewer shows what goes and asks once
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What a delete or forget will erase, shown before it is confirmed."""
+
+    item: Item
+    turns: list[Turn]
+    other_items: list[Item]  # further items citing those turns: forgotten with them
+
+
+def preview(records: Records, item: Item, action: Action) -> Erasure:
+    """What ``action`` on ``item`` erases: the item; for forget also its source turns and every other item that
+    cites one of them (scenes holding the turns are rewritten from their other turns)."""
+    if action != "forget":
+        return Erasure(item=item, turns=[], other_items=[])
+    turns = set(item.turn_ids)
+    return Erasure(
+        item=item,
+        turns=[records.turn[t] for t in item.turn_ids if t in records.turn],
+        other_items=[i for i in records.export.items if i.id != item.id and turns.intersection(i.turn_ids)],
+    )
+
+
 def apply(memory: Memory, key: str, item_id: str, action: Action, text: str = "") -> tuple[str, bool]:
-    """Run one edit; returns what to tell the user and whether the item still exists."""
+    """Run one edit; returns its :data:`DONE` code and whether the item still exists."""
     if action == "correct":
         text = text.strip()
         if not text:
@@ -35,19 +73,10 @@ def apply(memory: Memory, key: str, item_id: str, action: Action, text: str = ""
         if len(text) > MAX_TEXT:
             raise InputError(f"The corrected text is {len(text):,} characters; keep it under {MAX_TEXT:,}.")
         memory.update_item(key, item_id, text)
-        return (
-            "Corrected; the previous text is kept in its history. Its triggers were regenerated from the new text "
-            "(by the construction LLM when one is configured, else none).",
-            True,
-        )
+        return "corrected", True
     if action == "delete":
-        report = memory.delete_item(key, item_id)
-        return f"Deleted item {item_id} ({len(report.items_forgotten)} item removed); its source turns stay.", False
+        memory.delete_item(key, item_id)
+        return "deleted", False
     item = memory.get_item(key, item_id)
     report = memory.forget(key, turn_ids=item.turn_ids, item_ids=[item_id])
-    return (
-        f"Forgotten: {len(report.items_forgotten)} items and {len(report.turns_forgotten)} turns erased "
-        f"({len(report.scenes_rewritten)} scenes rewritten, {len(report.scenes_deleted)} deleted)"
-        + ("." if report.erased else "; erasure pending (finished once another connection's open read ends)."),
-        False,
-    )
+    return ("forgotten" if report.erased else "forgotten-pending"), False

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.errors import NotFoundError
+from tmem.errors import NotFoundError, shown_to
 from tmem.memory import Memory
 from tmem.models import SpaceSummary
 
@@ -64,7 +64,7 @@ class ViewerScope:
             if not summary.name.startswith(self.prefix):
                 continue
             shown = summary.name[len(self.prefix) :]
-            if shown and "/" not in shown:
+            if shown and ("/" not in shown or not self.prefix):  # the local tenant's names may hold "/"
                 out.append(summary.model_copy(update={"name": shown}))
         return out
 
@@ -79,7 +79,7 @@ class ViewerScope:
 
     def scrub(self, message: str) -> str:
         """An error message as this scope's user should read it: store keys shown as space names."""
-        return message.replace(self.prefix, "") if self.prefix else message
+        return shown_to(message, self.prefix[:-1] if self.prefix else None)
 
     def build_jobs(self, name: str) -> list[JobView] | None:
         """The space's build jobs, or None when the host keeps none (``tmem ui`` builds from the CLI)."""

@@ -4,8 +4,9 @@ This is the descriptive half of T-Mem only: no Bridge, Horizon or Scene triggers
 unit of work and of checkpointing: each new session is segmented, its scenes join topics online, its substantive
 turns become items with Entity triggers, and everything it produced is written in one transaction together with the
 cursor ``extractive.sessions``. A killed build resumes after the last committed session; a build after more sessions
-were imported processes only those. Session breaks always close scenes in this mode, so old scenes are never
-reopened, and topic centroids are rebuilt from stored memberships in arrival order, so an incremental build takes
+were imported processes only those. Session breaks always close scenes in this mode; only the last built session
+is reopened, when messages were appended to it (:mod:`tmem.construct.extractive.reopen`), and it is built aside:
+its stored scenes stay readable until the rebuilt session replaces them in the same transaction. Topic centroids are rebuilt from stored memberships in arrival order, so an incremental build takes
 the same decisions as a full one.
 """
 
@@ -84,20 +85,26 @@ class _Run:
         self.clusters = OnlineTopics(threshold=threshold)
         self.c = _Counters()
 
-    def restore_topics(self) -> None:
-        """Rebuild the online clustering state from the stored topics and memberships."""
+    def restore_topics(self, reopened: frozenset[str] = frozenset()) -> None:
+        """Rebuild the online clustering state from the stored topics and memberships, as if the ``reopened`` scenes
+        (still stored until the session built again replaces them) and the topics only they belonged to were gone."""
         topics = self.store.topics(self.space)
         if not topics:
             return
         scene_seq = {s.id: s.seq for s in self.scenes}
         members: dict[str, list[str]] = {t.id: [] for t in topics}
+        emptied: set[str] = set()
         for link in self.store.topic_links(self.space):
+            if link.scene_id in reopened:
+                emptied.add(link.topic_id)
+                continue
             if link.topic_id not in members or link.scene_id not in scene_seq:
                 raise BuildError(
                     f"Space {self.space!r} holds a topic link {link.topic_id} -> {link.scene_id} to a missing "
                     f"record; run `tmem check {self.space}` and rebuild the space."
                 )
             members[link.topic_id].append(link.scene_id)
+        topics = [t for t in topics if members[t.id] or t.id not in emptied]
         member_ids = {sid for m in members.values() for sid in m}
         vectors = self.scene_vectors([s for s in self.scenes if s.id in member_ids])
         for topic in sorted(topics, key=lambda t: t.seq):
@@ -110,7 +117,9 @@ class _Run:
         vecs = _embed(self.store, self.space, self.embedder, texts)
         return {scene.id: vecs[row] for row, scene in enumerate(scenes)}
 
-    def build_session(self, session: Session, cursor: int) -> None:
+    def build_session(self, session: Session, cursor: int, reopened: Sequence[Scene] = ()) -> None:
+        """Build ``session`` and write it with the cursor in one transaction; ``reopened`` are the stored scenes of
+        an earlier build of it, removed in that same transaction (readers see them until the new ones commit)."""
         t0 = time.perf_counter()
         turns = self.turns_by_session.get(session.id, [])
         if not turns:  # every turn of the session was forgotten
@@ -149,6 +158,9 @@ class _Run:
             triggers.extend(entity_triggers(item, turn, session_phrases, self.speakers))
         t4 = time.perf_counter()
         with self.store.transaction():
+            if reopened:
+                stored = [*reopened, *(sc for sc in self.scenes if sc not in new_scenes)]
+                reopen_session(self.store, self.space, stored, turns, self.speakers)
             self.store.put_scenes(self.space, new_scenes)
             self.store.put_topics(self.space, topics)
             self.store.link_topics(self.space, links)
@@ -216,22 +228,24 @@ async def build_extractive(
         raise BuildError(
             f"Space {space!r} records {cursor} built sessions but holds {len(sessions)}; delete and rebuild it."
         )
+    reopened: list[Scene] = []
     if cursor:
         last = run.turns_by_session.get(sessions[cursor - 1].id, [])
         in_scenes = {tid for sc in run.scenes for tid in sc.turn_ids}
         if grew_after_build(last, in_scenes):  # messages were appended to the last built session: build it again
-            with store.transaction():
-                run.scenes = reopen_session(store, space, run.scenes, last, run.speakers)
-                cursor -= 1
-                store.set_state(space, STATE_CURSOR, str(cursor))
+            # Built aside: its stored scenes stay readable until the rebuilt session replaces them in one commit.
+            ids = {t.id for t in last}
+            reopened = [sc for sc in run.scenes if set(sc.turn_ids) & ids]
+            run.scenes = [sc for sc in run.scenes if sc not in reopened]
+            cursor -= 1
     run.c.scenes.skipped = cursor  # sessions found already built
     store.set_state(space, STATE_THRESHOLD, repr(threshold))
-    run.restore_topics()
+    run.restore_topics(frozenset(sc.id for sc in reopened))
     todo = sessions[cursor:]
     bar = tqdm(total=len(todo), desc=f"extractive {space}", unit="session", disable=not progress)
     try:
         for offset, session in enumerate(todo):
-            run.build_session(session, cursor + offset + 1)
+            run.build_session(session, cursor + offset + 1, reopened if offset == 0 else ())
             bar.update(1)
     finally:
         bar.close()

@@ -1,11 +1,12 @@
 """Reopening the last built session when messages were appended to it (``Memory.add_messages``).
 
 The extractive build works session by session. A session that grew after it was built (its new turns are in no
-scene, and come after all its built ones) is reopened: its scenes, their items, triggers and topic links are removed,
-topics left without scenes are deleted and the other touched topics relabelled from their remaining scenes, and the
-session cursor steps back by one, all in one transaction. The build then processes the whole session again, so the
-memory ends exactly as if the session had arrived complete: topic clustering is restored from the stored memberships
-in arrival order, which no longer include the reopened scenes.
+scene, and come after all its built ones) is reopened: the build processes the whole session again, with topic
+clustering restored from the stored memberships in arrival order as if its scenes were gone, so the memory ends
+exactly as if the session had arrived complete. Its stored scenes stay in place while that runs - a reader never
+finds the session missing (docs/reliability.md) - and are removed in the transaction that writes the rebuilt
+session: their items, triggers and topic links go, topics left without scenes are deleted and the other touched
+topics relabelled from their remaining scenes (:func:`reopen_session`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def grew_after_build(session_turns: Sequence[Turn], in_scenes: set[str]) -> bool
 def reopen_session(
     store: Store, space: str, scenes: list[Scene], session_turns: Sequence[Turn], speakers: Sequence[str]
 ) -> list[Scene]:
-    """Remove the session's built nodes (the caller holds a transaction); returns the scenes that remain."""
+    """Remove the session's built nodes from the stored ``scenes`` (the caller holds the transaction that writes the
+    rebuilt session); returns the scenes that remain."""
     ids = {t.id for t in session_turns}
     doomed = [s.id for s in scenes if set(s.turn_ids) & ids]
     if not doomed:
