@@ -198,3 +198,22 @@ def test_erasure_ledger_orders_outlives_and_marks(store: Store) -> None:
     assert [e.seq for e in store.erasures(pending=True)] == [second]
     assert store.mark_erased(second) == 1 and store.mark_erased(second) == 0
     assert store.erasures(pending=True) == [] and all(e.erased for e in store.erasures())
+
+
+def test_a_snapshot_sees_one_committed_state(store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Reads inside ``snapshot()`` never see a commit made meanwhile by another connection (``tmem check`` during a
+    build); after the block they do."""
+    if request.node.callspec.params["store"] == "memory":
+        pytest.skip("an in-memory database has one connection")
+    _seed(store)
+    url = request.getfixturevalue("pg_url") if request.node.callspec.params["store"] == "postgres" else None
+    other = open_store(url if url is not None else tmp_path / "tmem.db")
+    try:
+        with store.snapshot():
+            before = [t.id for t in store.turns("a")]
+            other.add_session("a", Session(id="s3", seq=2, started_at=T0, content_hash="h3"), [_turn(3, "s3")])
+            assert [t.id for t in store.turns("a")] == before
+            assert [s.id for s in store.sessions("a")] == ["s1", "s2"]
+        assert [t.id for t in store.turns("a")] == [*before, "t3"]
+    finally:
+        other.close()

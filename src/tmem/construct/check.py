@@ -130,7 +130,13 @@ class MemorySnapshot(BaseModel):
 
 
 def load_snapshot(store: Store, space: str) -> MemorySnapshot:
-    """Read the whole space (raises NotFoundError naming the known spaces when it does not exist)."""
+    """Read the whole space in one snapshot of the store (raises NotFoundError naming the known spaces when it does
+    not exist): a build committing meanwhile is seen whole or not at all."""
+    with store.snapshot():
+        return _read(store, space)
+
+
+def _read(store: Store, space: str) -> MemorySnapshot:
     return MemorySnapshot(
         space=store.get_space(space),
         sessions=store.sessions(space),

@@ -47,6 +47,11 @@ class Store(Protocol):
         """All writes inside commit together or not at all. Nested calls join the outer transaction."""
         ...
 
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Every read of this thread inside the block sees one committed state of the database (reads only): a
+        reader such as ``tmem check`` never sees half of a build's commit. Inside a transaction: that transaction."""
+        ...
+
     # ------------------------------------------------------------------ spaces
     def ensure_space(self, name: str) -> Space: ...
 

@@ -150,6 +150,21 @@ class PgBase:
             raise pg_store_error(exc, self._where, "committing") from exc
 
     @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        if self._pinned() is not None:
+            yield
+            return
+        with self.transaction():
+            conn = self._pinned()
+            assert conn is not None
+            try:
+                conn.commit()  # pinning may have read the type catalogue: the snapshot's transaction starts here
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            except psycopg.Error as exc:
+                raise pg_store_error(exc, self._where, "starting a read") from exc
+            yield
+
+    @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
         pinned = self._pinned()
         if pinned is not None:

@@ -132,6 +132,23 @@ class SQLiteBase:
             if outer:
                 self._commit()
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth > 0 or self._db.in_transaction:
+                yield
+                return
+            with self._errors("starting a read"):
+                self._db.execute("BEGIN")  # deferred: the first read fixes the snapshot (WAL) until COMMIT
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._db.in_transaction:
+                    with self._errors("ending a read"):
+                        self._db.execute("COMMIT")
+
     def _commit(self) -> None:
         try:
             self._db.execute("COMMIT")
