@@ -21,7 +21,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
-from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, recall_context
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, context_config, recall_context
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.policy import BuildPolicy, build_lease
@@ -331,9 +331,10 @@ class MemoryCore:
         llm = self.answer_llm  # a missing model is reported before anything else
         self.store.get_space(space)
         asked = when if isinstance(when, QuestionTime) else self.question_time(space, when)
-        found = self.search(space, question, config)
+        cfg = self.resolve_config(config)  # the search a budgeted context of this recipe needs (Memory.context's)
+        found = self.search(space, question, context_config(cfg, max_tokens))
         return await Answerer(self.retriever, llm, counter=self.counter).answer(
-            space, question, asked, variant=variant, result=found, max_tokens=max_tokens
+            space, question, asked, variant=variant, config=cfg, result=found, max_tokens=max_tokens
         )
 
     # ------------------------------------------------------------------ one memory at a time
