@@ -199,3 +199,17 @@ def test_ask_gives_the_same_answer_embedded_and_served(tmp_path: Path) -> None:
     embedded, served = results
     assert embedded["answer"] == "pottery, in May 2023" and embedded["context"]["turn_ids"]
     assert served == embedded
+
+
+def test_what_the_client_sends_is_what_the_server_accepts() -> None:
+    """A config's reranker is the operator's (the server refuses a request naming one): it is not sent; dates in a
+    message dict are sent as ISO text, as datetimes are."""
+    from datetime import date
+
+    from tmem.client import plans
+
+    sent = plans._config(RetrievalConfig.preset("paper").replace(reranker="/some/model", kS=7))
+    assert sent == {"name": "paper", "kS": 7}
+    message = plans._message({"speaker": "a", "text": "hi", "time": date(2024, 1, 2)})
+    assert message["time"] == "2024-01-02"
+    json.dumps(message)

@@ -45,6 +45,12 @@ def _decoded(response: httpx.Response, request: Request, url: str) -> Any:
 
 
 def _unreachable(url: str, exc: httpx.TransportError) -> StoreError:
+    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+        # The request may have been applied: a resent add_messages is safe only with message ids (docs/agents.md).
+        return StoreError(
+            f"The tmem server at {url} did not answer in time ({type(exc).__name__}); the request may have been "
+            "applied. Retry with a longer timeout (a resent write is exactly-once only with message ids)."
+        )
     return StoreError(
         f"Cannot reach the tmem server at {url} ({type(exc).__name__}: {exc}); start it with `tmem serve` or check "
         "the URL."

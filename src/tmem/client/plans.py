@@ -98,7 +98,8 @@ def _seg(value: str) -> str:
 def _config(config: RetrievalConfig | str | None) -> str | dict[str, Any] | None:
     """A preset name as is; a RetrievalConfig as the fields that differ from the defaults (by their paper names)."""
     if isinstance(config, RetrievalConfig):
-        return config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        # The reranker is the server operator's setting (a request naming one is refused): it is not sent.
+        return config.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude={"reranker"})
     return config
 
 
@@ -106,7 +107,7 @@ def _message(m: MessageInput | dict[str, object]) -> dict[str, Any]:
     """A message as JSON; the server validates it (and names the bad field)."""
     if isinstance(m, MessageInput):
         return m.model_dump(mode="json", exclude_none=True)
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in m.items()}
+    return {k: v.isoformat() if isinstance(v, date | datetime) else v for k, v in m.items()}
 
 
 def spaces() -> Plan[list[SpaceSummary]]:
