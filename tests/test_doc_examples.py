@@ -4,7 +4,9 @@ Every ```python block of a document is executed in order in one namespace (as a 
 other), with ``~`` pointing at a temporary directory and that directory as the working directory. A block that needs
 an LLM is marked by the line ``<!-- example: llm -->`` just before it; it runs against the local OpenAI-compatible stub
 server (tests/support/openai_stub.py), configured through the same environment variables a user sets, and must reach
-it. Nothing is skipped: a block that cannot run fails the test.
+it. A block marked ``<!-- example: served -->`` talks to a live ``tmem serve`` app on a free loopback port (the
+document's ``http://127.0.0.1:8080`` is that server's address, ``KEY`` a key of one of its tenants). Nothing is
+skipped: a block that cannot run fails the test.
 
 The README's first example imports ``locomo10.dev.json``; here that file holds the first two sessions of conv-26 of
 the shared dev file (the same format and conversation, built in seconds rather than minutes).
@@ -20,11 +22,17 @@ from typing import Any
 
 import pytest
 
+from tests.support.live_server import LiveServer
 from tests.support.openai_stub import OpenAIStub
+from tests.test_service import NO_AUTO_BUILD, make_keys
+from tmem.service import create_app
+from tmem.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo10.dev.json"
 LLM_MARK = "<!-- example: llm -->"
+SERVED_MARK = "<!-- example: served -->"
+DOCUMENTED_URL = "http://127.0.0.1:8080"
 DOCUMENTS = ["README.md", "docs/agents.md"]
 
 
@@ -33,6 +41,7 @@ class Block:
     line: int  # 1-based line of the opening fence
     code: str
     llm: bool
+    served: bool = False
 
 
 def python_blocks(text: str) -> list[Block]:
@@ -52,7 +61,7 @@ def python_blocks(text: str) -> list[Block]:
             if n == len(lines):
                 raise ValueError(f"the python block at line {start + 1} is never closed")
             before = next((lines[k].strip() for k in range(start - 1, -1, -1) if lines[k].strip()), "")
-            out.append(Block(start + 1, "\n".join(body) + "\n", before == LLM_MARK))
+            out.append(Block(start + 1, "\n".join(body) + "\n", before == LLM_MARK, before == SERVED_MARK))
         n += 1
     return out
 
@@ -101,8 +110,26 @@ def test_document_examples_run(document: str, tmp_path: Path, monkeypatch: pytes
                     env.setenv("OPENAI_BASE_URL", stub.base_url)
                     env.setenv("OPENAI_API_KEY", "stub-key")
                 asked = len(stub.chat_requests)
-                exec(compile(block.code, f"{document}:{block.line}", "exec"), namespace)
+                if block.served:
+                    _run_served(block, document, namespace, tmp_path)
+                else:
+                    exec(compile(block.code, f"{document}:{block.line}", "exec"), namespace)
                 if block.llm:
                     assert len(stub.chat_requests) > asked, f"{document}:{block.line} is marked llm but asked none"
                     prompt = json.dumps(stub.chat_requests[-1].body["messages"])
                     assert "Caroline" in prompt, "the answer request carries the recalled context"
+
+
+def _run_served(block: Block, document: str, namespace: dict[str, Any], tmp_path: Path) -> None:
+    """Run a block against a live server of its own, with ``KEY`` one of its tenants' keys."""
+    assert DOCUMENTED_URL in block.code, f"{document}:{block.line} is marked served but names no server"
+    served = Settings(home=tmp_path / "served", llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
+    namespace["KEY"] = make_keys(served, "acme")["acme"]
+    with LiveServer(create_app(served)) as server:
+        code = block.code.replace(DOCUMENTED_URL, server.url)
+        exec(compile(code, f"{document}:{block.line}", "exec"), namespace)
+        client = namespace["mem"]
+        try:
+            assert client.search("alice", "where does alice live?").space == "alice"
+        finally:
+            client.close()

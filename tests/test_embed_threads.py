@@ -22,7 +22,7 @@ def test_torch_threads_switches_and_restores() -> None:
 
 def test_query_threads_apply_to_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
-    emb = SentenceTransformerEmbedder(query_threads=1)
+    emb = SentenceTransformerEmbedder(query_threads=1, numpy_queries=False)  # queries through torch, as before
     model = emb._model()
     real = model.encode
 

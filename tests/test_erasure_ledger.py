@@ -257,3 +257,28 @@ def test_postgres_erasure_waits_only_for_snapshots_older_than_the_deletion(pg_ur
         assert core.upkeep() is True and store.erasures(pending=True) == []
         new.rollback()
     store.close()
+
+
+def test_cli_delete_during_an_open_read_says_pending_and_the_next_command_finishes_it(
+    tmp_path: Path, reader: Reader
+) -> None:
+    from click.testing import CliRunner
+
+    from tmem.cli.main import cli
+
+    home = tmp_path / "home"
+    store = open_store(f"sqlite:///{home / 'tmem.db'}")
+    _import(store, tmp_path, "secret")
+    store.close()
+    env = {"TMEM_HOME": str(home), "TMEM_EMBED_BACKEND": "hash"}
+    runner = CliRunner()
+    reader.open(home / "tmem.db")
+    held = runner.invoke(cli, ["delete", "secret", "--yes"], env=env)
+    assert held.exit_code == 0, held.output
+    assert "Deleted space 'secret', erasure pending (erasure 1)." in held.output
+    assert _files_with(home)
+    reader.end()
+    listed = runner.invoke(cli, ["erasures"], env=env)  # any command finishes it at its start
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.output) == [{"seq": 1, "space": "secret", "kind": "delete", "erased": True}]
+    assert _files_with(home) == []

@@ -124,45 +124,61 @@ def test_pgvector_keeps_spaces_apart_and_goes_with_its_space(pg_url: str) -> Non
     store.close()
 
 
+def _plan(store: Store, sql: str, param: object) -> str:
+    with store.transaction():  # a small table is cheaper to scan: ask whether the index CAN serve the query
+        store._exec("SET LOCAL enable_seqscan = off")  # type: ignore[attr-defined]
+        return "\n".join(r[0] for r in store._rows("EXPLAIN " + sql, (param,)))  # type: ignore[attr-defined]
+
+
 @pytest.mark.postgres
-@pytest.mark.parametrize("halfvec", [False, True])
-def test_pgvector_hnsw_recall_against_exact(pg_url: str, halfvec: bool) -> None:
-    """The approximate path (HNSW, forced by exact_below=0) finds what the exact path finds, with float4 and with
-    float2 (halfvec) graphs; the planner uses the kind's own indices."""
+@pytest.mark.parametrize(("halfvec", "grouped"), [(False, False), (True, False), (True, True)])
+def test_pgvector_hnsw_recall_against_exact(pg_url: str, halfvec: bool, grouped: bool) -> None:
+    """The approximate path (HNSW, forced by exact_below=0) finds what the exact path finds, with float4 and float2
+    (halfvec) graphs, one graph per part or one joint graph of Entity and Bridge views; the planner uses the kind's
+    and layout's own indices; a switch of kind or layout builds the new graphs at the next sync and drops the old."""
     from tmem.index.pgvector import PgVectorIndex
     from tmem.store.postgres import PostgresStore
 
     store = PostgresStore.open(pg_url)
     store.ensure_space("a")
     entries, vectors = _corpus(4, n_items=600)
-    # rows written under the other kind's graphs first: switching the kind builds its graphs at the next sync and
-    # drops the other kind's
-    PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=not halfvec).sync(entries, vectors)
-    approx = PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=halfvec)
+    PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=not halfvec, grouped=not grouped).sync(entries, vectors)
+    approx = PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=halfvec, grouped=grouped)
     approx.sync(entries, vectors)
-    names = {r[0] for r in store._rows("SELECT indexname FROM pg_indexes WHERE tablename = 'vector_index'")}
-    assert (f"vector_index_hnsw_h{DIM}_item" in names) is halfvec
-    assert (f"vector_index_hnsw_{DIM}_item" in names) is not halfvec
-    with store.transaction():  # a 600-row table is cheaper to scan: ask whether the index CAN serve the query
-        store._exec("SET LOCAL enable_seqscan = off")
-        rows = store._rows(
-            f"EXPLAIN SELECT id FROM vector_index WHERE part = 'item' AND dim = {DIM} "
-            f"ORDER BY {approx._approx_dist()} LIMIT 10",
-            (vectors[0],),
-        )
-    plan = "\n".join(r[0] for r in rows)
-    assert f"vector_index_hnsw_{'h' if halfvec else ''}{DIM}_item" in plan
+    h = "h" if halfvec else ""
+    names = {r[0] for r in store._rows("SELECT indexname FROM pg_indexes WHERE tablename LIKE 'vector_index'")}
+    views = (
+        {f"vector_index_hnsw_{h}{DIM}_views_bridge_views_entity"}
+        if grouped
+        else {f"vector_index_hnsw_{h}{DIM}_views_bridge", f"vector_index_hnsw_{h}{DIM}_views_entity"}
+    )
+    assert {n for n in names if n.startswith("vector_index_hnsw")} == {f"vector_index_hnsw_{h}{DIM}_item", *views}
+    dist = approx._approx_dist()
+    item_sql = f"SELECT id FROM vector_index WHERE part = 'item' AND dim = {DIM} ORDER BY {dist} LIMIT 10"
+    assert f"vector_index_hnsw_{h}{DIM}_item" in _plan(store, item_sql, vectors[0])
+    views_sql = (
+        f"SELECT host FROM vector_index WHERE part IN ('views.bridge', 'views.entity') AND dim = {DIM} "
+        f"ORDER BY {dist} LIMIT 10"
+    )
+    if grouped:
+        assert f"vector_index_hnsw_{h}{DIM}_views_bridge_views_entity" in _plan(store, views_sql, vectors[0])
+        one_sql = f"SELECT host FROM vector_index WHERE part = 'views.entity' AND dim = {DIM} ORDER BY {dist} LIMIT 10"
+        assert f"vector_index_hnsw_{h}{DIM}_views_bridge_views_entity" in _plan(store, one_sql, vectors[0])
     exact = MemoryVectorIndex(DIM)
     exact.sync(entries, vectors)
     rng = np.random.default_rng(9)
     found = total = 0
     for _ in range(20):
         q = rng.normal(size=DIM).astype(np.float32)
-        want = {h.host for h in exact.top_hosts([ENTITY, BRIDGE], q, 10)}
-        found += len(want & {h.host for h in approx.top_hosts([ENTITY, BRIDGE], q, 10)})
+        for parts in ([ENTITY, BRIDGE], [ENTITY], [BRIDGE]):  # one family alone (split_item_triggers) too
+            want = {h.host for h in exact.top_hosts(parts, q, 10)}
+            got = approx.top_hosts(parts, q, 10)
+            found += len(want & {h.host for h in got})
+            total += len(want)
+            assert {h.part for h in got} <= set(parts)
         want_items = {h.id for h in exact.top_k("item", q, 10)}
         found += len(want_items & {h.id for h in approx.top_k("item", q, 10)})
-        total += len(want) + len(want_items)
+        total += len(want_items)
     assert found / total >= 0.95
     store.close()
 

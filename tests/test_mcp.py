@@ -64,6 +64,7 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
         turn = messages[3]["id"]
         gone = _structured(await client.call_tool("forget", {"turn_ids": [turn]}))
         assert gone["turns_forgotten"] == [turn]
+        assert gone["erased"] is True and gone["status"] == "forgotten"  # nothing held the erasure up
         refused = await client.call_tool("ask", {"question": "Who went to the support group?"})
         assert refused.is_error and "LLM" in json.dumps([c.model_dump() for c in refused.content])
         bad = await client.call_tool("remember", {"messages": [{"speaker": "A", "text": ""}]})

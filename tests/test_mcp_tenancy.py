@@ -26,6 +26,7 @@ TENANTS = ("acme", "beta")
 SERVED = "notes"
 OPS = (
     "remember",
+    "remember_retried",
     "remember_empty_text",
     "remember_no_messages",
     "recall",
@@ -70,6 +71,15 @@ async def _step(
         if result.structured_content["added"]:
             written[tenant].append(text)
             turn_ids[tenant].append(f"m{n}")
+    elif op == "remember_retried":  # no message id: the call is named by request_id, and its retry stores nothing
+        text = f"marker{tenant} plain note {n}"
+        args = {"messages": [{"speaker": tenant.title(), "text": text}], "build": "no", "request_id": f"r{n}"}
+        first = await _call(client, tenant, "remember", args)
+        again = await _call(client, tenant, "remember", args)
+        assert not first.is_error and not again.is_error, _text_of(first) + _text_of(again)
+        assert first.structured_content["added"] == 1 and again.structured_content["added"] == 0
+        written[tenant].append(text)
+        turn_ids[tenant].append(f"r{n}:0")
     elif op == "remember_empty_text":
         assert (await _call(client, tenant, "remember", {"messages": [{"speaker": "A", "text": ""}]})).is_error
     elif op == "remember_no_messages":

@@ -3,14 +3,23 @@ and which routes order an anchorless query on an LLM-built space."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from datetime import datetime
+from pathlib import Path
 
+import pytest
+
+from tests.support.openai_stub import OpenAIStub
+from tmem import Memory, Settings
 from tmem.answer.budget import context_config, pack_context, route_filter
+from tmem.embed import HashEmbedder
 from tmem.models import BuildMode, Scene, Turn
 from tmem.retrieve.config import ASSOCIATIVE_ROUTES, RetrievalConfig
 from tmem.retrieve.types import Route, SceneHit, SearchResult, TurnHit
 
 DAY = datetime(2023, 5, 8, 13, 0)
+LLM_BUILT = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built" / "d26-plus.db"
 
 
 def test_a_plain_search_is_not_deepened() -> None:
@@ -74,3 +83,24 @@ def test_an_anchorless_query_is_ordered_by_the_associative_routes_only() -> None
     free = pack_context(anchorless, budget, k0=3, counts=counts, neighbours=False, titles=False)
     assert "D1:1" in kept.turn_ids
     assert free.anchorless and set(free.turn_ids) == {"D1:5", "D1:3"}
+
+
+def test_ask_hands_the_model_the_context_memory_context_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ask` packs its context with the space's recipe (anchor rule, one-turn excerpts, session dates), the same text
+    `Memory.context` returns for the question and budget."""
+    if not LLM_BUILT.exists():
+        pytest.skip(f"{LLM_BUILT} is not here")
+    shutil.copy(LLM_BUILT, tmp_path / "tmem.db")
+    question = "My feet and calves are killing me by every evening lately. Weird, right?"
+    with OpenAIStub(reply=lambda body: json.dumps({"answer": "no idea"})) as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "stub-key")
+        settings = Settings(llm="openai", llm_model="stub-model")
+        with Memory.open(tmp_path, settings, embedder=HashEmbedder()) as mem:
+            expected = mem.context("d26-plus", question, max_tokens=500)
+            mem.ask("d26-plus", question, max_tokens=500)
+        prompt = json.dumps(stub.chat_requests[-1].body["messages"])
+    assert expected.anchorless and "Scene (" not in expected.text
+    lines = [line for line in expected.text.splitlines() if ": " in line and not line.startswith("- ")]
+    assert lines and all(json.dumps(line)[1:-1] in prompt for line in lines[:5])
+    assert "Scene (" not in prompt

@@ -224,5 +224,31 @@ def test_repeated_messages_are_kept_and_idempotency_keys_dedupe(client: httpx.Cl
     assert first["added"] == ["req-7:0"] and again["added"] == [] and again["skipped"] == ["req-7:0"]
     bad = client.post("/v1/spaces/s/messages", json=ok, headers={"Idempotency-Key": "a/b"})
     assert bad.status_code == 422 and "idempotency" in bad.text.lower()
+    early = {"messages": [{"speaker": "user", "text": "ok", "time": "0001-01-01T00:00:00+01:00"}]}
+    r = client.post("/v1/spaces/s/messages", json=early, headers={"Idempotency-Key": "req-8"})
+    assert r.status_code == 422 and "messages[0]" in r.json()["detail"], r.text  # bad input, with a key too
     turns = client.get("/v1/spaces/s/export").json()["turns"]
     assert [t["text"] for t in turns] == ["ok"] * 4
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (
+            '{"messages": [{"speaker": "Ann", "text": "a", "text": "b", "time": "2024-05-02T10:00:00"}]}',
+            "messages[0].text",
+        ),
+        ('{"q": "cat", "q": "dog"}', "q"),
+        ('{"q": "cat", "config": {"kS": 3, "kS": 4}}', "config.kS"),
+        ('{"q": "cat", "config": {"kS": 1' + "0" * 120 + "}}", "config.kS"),
+    ],
+)
+def test_duplicate_keys_in_a_body_are_refused(client: httpx.Client, body: str, where: str) -> None:
+    """Low: a key twice in one JSON object was accepted with the last one winning; the importer refuses it, and so
+    does the service (422 naming where), before anything is stored."""
+    _built(client)
+    path = "/v1/spaces/s/messages" if "messages" in body else "/v1/spaces/s/search"
+    r = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.headers["content-type"] == PROBLEM, r.text
+    assert f"body.{where}" in r.json()["detail"]
+    assert len(client.get("/v1/spaces/s/export").json()["turns"]) == 1

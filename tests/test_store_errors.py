@@ -64,3 +64,13 @@ def test_turns_of_another_session_are_refused_before_anything_is_written() -> No
     with pytest.raises(IntegrityError, match="expected 's1'"):
         store.add_session("a", session, [turn])
     assert store.sessions("a") == []
+
+
+def test_shown_to_removes_only_the_tenants_own_store_keys() -> None:
+    """Issue 20 High 1: a tenant reads its store keys T/S as S; other text (and other words ending in its name)
+    stays as it was."""
+    from tmem.errors import shown_to
+
+    text = "No item 'x' in space 'a/notes'; see `tmem show a/notes`. Files in data/a/: none (ba/c)."
+    assert shown_to(text, "a") == "No item 'x' in space 'notes'; see `tmem show notes`. Files in data/a/: none (ba/c)."
+    assert shown_to(text, None) == text and shown_to(text, "") == text

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tmem.errors import IntegrityError
+from tmem.errors import IntegrityError, StoreError
 from tmem.models import (
     Item,
     ItemEdit,
@@ -220,3 +220,10 @@ def test_a_snapshot_sees_one_committed_state(store: Store, request: pytest.Fixtu
         assert [t.id for t in store.turns("a")] == [*before, "t3"]
     finally:
         other.close()
+
+
+def test_a_write_inside_a_snapshot_is_refused_and_nothing_is_kept(store: Store) -> None:
+    _seed(store)
+    with pytest.raises(StoreError, match=r"snapshot|read-only"), store.snapshot():
+        store.add_session("a", Session(id="s9", seq=9, started_at=T0, content_hash="h9"), [_turn(9, "s9")])
+    assert "s9" not in [s.id for s in store.sessions("a")]

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
-from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, recall_context
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, context_config, recall_context
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.policy import BuildPolicy, build_lease
@@ -29,6 +29,7 @@ from tmem.construct.report import BuildReport
 from tmem.edit import ForgetReport, ItemHistory, forget, get_item, item_history, update_item
 from tmem.edit.erasure import ErasureState, LocalSweep, Upkeep, finish_erasures, state_of
 from tmem.edit.items import reapply_edits
+from tmem.edit.listing import ItemFilters, ItemPage, list_items
 from tmem.embed import make_embedder
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
@@ -332,14 +333,18 @@ class MemoryCore:
         llm = self.answer_llm  # a missing model is reported before anything else
         self.store.get_space(space)
         asked = when if isinstance(when, QuestionTime) else self.question_time(space, when)
-        found = self.search(space, question, config)
+        cfg = self.resolve_config(config)  # the search a budgeted context of this recipe needs (Memory.context's)
+        found = self.search(space, question, context_config(cfg, max_tokens))
         return await Answerer(self.retriever, llm, counter=self.counter).answer(
-            space, question, asked, variant=variant, result=found, max_tokens=max_tokens
+            space, question, asked, variant=variant, config=cfg, result=found, max_tokens=max_tokens
         )
 
     # ------------------------------------------------------------------ one memory at a time
     def get_item(self, space: str, item_id: str) -> Item:
         return get_item(self.store, space, item_id)
+
+    def list_items(self, space: str, filters: ItemFilters, offset: int = 0, limit: int = 50) -> ItemPage:
+        return list_items(self.store, space, filters, offset=offset, limit=limit)
 
     async def aupdate_item(self, space: str, item_id: str, text: str) -> Item:
         updated = await update_item(self.store, space, item_id, text, llm=self.llm)

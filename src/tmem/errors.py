@@ -21,6 +21,7 @@ Every error a user can meet derives from :class:`TmemError`, and every message s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 
@@ -72,7 +73,8 @@ def shown_to(message: str, tenant: str | None) -> str:
     """
     if not tenant:
         return message
-    return message.replace(f"'{tenant}/", "'").replace(f"{tenant}/", "")
+    # Only a whole name before the '/': tenant "a" leaves "data/x" and "data/a/" alone (names: letters, digits, . _ -).
+    return re.sub(rf"(?<![A-Za-z0-9._/-]){re.escape(tenant)}/", "", message)
 
 
 class StoreError(TmemError):

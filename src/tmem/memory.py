@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Coroutine, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tmem.answer import Answer, QuestionTime, Variant
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
@@ -40,8 +40,9 @@ from tmem.construct.report import BuildReport
 from tmem.core import MemoryCore, Staleness
 from tmem.edit import ForgetReport, ItemHistory
 from tmem.edit.erasure import ErasureState
+from tmem.edit.listing import ItemFilters, ItemPage
 from tmem.embed.base import Embedder
-from tmem.errors import ConfigError
+from tmem.errors import ConfigError, InputError
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
 from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.llm.base import LLM
@@ -50,6 +51,7 @@ from tmem.models import (
     Erasure,
     Item,
     ItemEdit,
+    ItemKind,
     Persona,
     Scene,
     Session,
@@ -107,6 +109,16 @@ def _export(store: Store, space: str) -> SpaceExport:
     )
 
 
+def item_filters(**fields: object) -> ItemFilters:
+    """``ItemFilters`` from keyword arguments; a malformed one is an InputError naming the argument."""
+    try:
+        return ItemFilters.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "filters"
+        raise InputError(f"Invalid item filter {where}: {first['msg']}.") from None
+
+
 def _settings_for(home: str | Path | None, settings: Settings | None) -> Settings:
     settings = settings or Settings()
     if home is not None:
@@ -161,11 +173,14 @@ class Memory:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            if self._loop is None or self._loop.is_closed():
-                self._loop = asyncio.new_event_loop()
-            return self._loop.run_until_complete(coro)
-        coro.close()
-        raise ConfigError("Memory was called inside a running event loop: use tmem.AsyncMemory there instead.")
+            pass  # no loop runs here, as it should be: run on the private one (outside this handler, so that an
+            # error of the call is not chained to this expected RuntimeError)
+        else:
+            coro.close()
+            raise ConfigError("Memory was called inside a running event loop: use tmem.AsyncMemory there instead.")
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
 
     def close(self) -> None:
         """Close the LLM clients this memory created, the store, and its private event loop."""
@@ -310,6 +325,25 @@ class Memory:
     def get_item(self, space: str, item_id: str) -> Item:
         return self.core.get_item(space, item_id)
 
+    def list_items(
+        self,
+        space: str,
+        *,
+        kind: ItemKind | str | None = None,
+        speaker: str | None = None,
+        since: date | str | None = None,
+        until: date | str | None = None,
+        text: str | None = None,
+        live: bool = False,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> ItemPage:
+        """One page of the items of ``space`` in arrival order, filtered (all filters must hold; see
+        :mod:`tmem.edit.listing`): ``kind``, ``speaker``, a date range ``since``..``until`` over each item's own
+        date, ``text`` (substring or id), ``live`` (no superseded items)."""
+        filters = item_filters(kind=kind, speaker=speaker, since=since, until=until, text=text, live=live)
+        return self.core.list_items(space, filters, offset, limit)
+
     def update_item(self, space: str, item_id: str, text: str) -> Item:
         """New text for one item: its triggers are regenerated, the old text is kept in its history."""
         return self._run(self.core.aupdate_item(space, item_id, text))
@@ -429,6 +463,22 @@ class AsyncMemory:
 
     async def get_item(self, space: str, item_id: str) -> Item:
         return await asyncio.to_thread(self.core.get_item, space, item_id)
+
+    async def list_items(
+        self,
+        space: str,
+        *,
+        kind: ItemKind | str | None = None,
+        speaker: str | None = None,
+        since: date | str | None = None,
+        until: date | str | None = None,
+        text: str | None = None,
+        live: bool = False,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> ItemPage:
+        filters = item_filters(kind=kind, speaker=speaker, since=since, until=until, text=text, live=live)
+        return await asyncio.to_thread(self.core.list_items, space, filters, offset, limit)
 
     async def update_item(self, space: str, item_id: str, text: str) -> Item:
         return await self.core.aupdate_item(space, item_id, text)

@@ -65,6 +65,12 @@ class Settings(BaseSettings):
         description="Torch threads for encoding a query with the local model (TMEM_EMBED_THREADS; 0: torch's default, "
         "every core). 1 is measured fastest under load (bench/results/latency.md); builds use torch's default.",
     )
+    embed_numpy_queries: bool = Field(
+        default=True,
+        description="Encode queries with the torch-free numpy encoder when the local model allows it (the same vectors; "
+        "a fresh process answers in a fraction of the time: bench/results/cli_cold.md). TMEM_EMBED_NUMPY_QUERIES=0: "
+        "always torch.",
+    )
 
     # ---------------------------------------------------------------- retrieval
     reranker_model: str | None = Field(default=None, description="CrossEncoder model name or path; off when unset.")

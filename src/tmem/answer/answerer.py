@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.answer.budget import context_config, pack_context
+from tmem.answer.budget import context_config, pack_for
 from tmem.answer.context import AnswerContext, assemble_context, format_date
 from tmem.answer.prompting import PromptTemplate, load_template
 from tmem.answer.schemas import CotAnswer, MemoryReply, ShortAnswer
@@ -153,8 +153,7 @@ class Answerer:
         if result is None:
             cfg = config or RetrievalConfig.preset("auto")
             result = self.search(space, question, context_config(cfg, max_tokens))
-        k0 = (config or RetrievalConfig.preset("auto")).context_k0
-        return result, pack_context(result, max_tokens, k0=k0, counter=self._counter).as_answer_context()
+        return result, pack_for(result, max_tokens, config, counter=self._counter).as_answer_context()
 
     async def answer(
         self,

@@ -1,9 +1,10 @@
 """Blocks of raw turns in a budgeted context, counted as they grow.
 
 A block is a header line and its turns in conversation order, one line each, with two kinds of marker line between
-consecutive turns: ``…`` where turns are left out between them, and ``-- date --`` where the day changes. On an
-LLM-built space a block is one scene (``Scene (date): title``); on an extractive space, whose keyphrase titles a
-reader does not need, a block is every turn of one session under its date (``[8 May 2023]``).
+consecutive turns: ``…`` where turns are left out between them, and ``-- date --`` where the day changes. A titled
+block is one scene (``Scene (date): title``); an untitled block is every turn of one session under its date
+(``[8 May 2023]``): an extractive space's keyphrase titles are not worth their tokens, and the ``associative`` recipe
+lays LLM-built spaces out this way too (``RetrievalConfig.scene_titles``).
 
 A block is counted line by line, each line with the newline that ends it: the count of ``render() + "\n"`` is the
 sum of its lines' counts for either tokenizer (:mod:`tmem.util.tokens`: no cl100k piece runs across a line end). A

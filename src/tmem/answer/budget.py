@@ -35,6 +35,7 @@ from tmem.util.tokens import TokenCounter, default_counter
 
 UnitKind = Literal["item", "scene", "turn"]
 RouteFilter = Callable[[str], bool]
+MAX_CONTEXT_DEPTH = 100_000  # RetrievalConfig.context_depth's bound: a larger budget searches as deep as this
 DEFAULT_CONTEXT_TOKENS = 2000  # what `tmem ask` and Memory.context hand a reader unless told otherwise
 
 
@@ -434,7 +435,7 @@ def context_config(config: RetrievalConfig, max_tokens: int | None) -> Retrieval
     is not left empty by the cascade's small kS / kI."""
     if max_tokens is None:
         return config
-    return config.replace(context_depth=max(1, max_tokens // 20))
+    return config.replace(context_depth=min(max(1, max_tokens // 20), MAX_CONTEXT_DEPTH))
 
 
 def recall(
@@ -451,19 +452,30 @@ def recall(
     ``counter`` (default cl100k)."""
     cfg = config or RetrievalConfig.preset("auto")
     result = searcher.search(space, query, context_config(cfg, max_tokens))
-    resolved = cfg.for_space(result.descriptive_only)
-    counts = route_filter(result, resolved)
-    context = pack_context(
+    return result, pack_for(result, max_tokens, cfg, include_persona=include_persona, counter=counter)
+
+
+def pack_for(
+    result: SearchResult,
+    max_tokens: int | None,
+    config: RetrievalConfig | None,
+    *,
+    include_persona: bool = True,
+    counter: TokenCounter | None = None,
+) -> Context:
+    """Pack ``result`` the way its recipe says (``config`` resolved for the result's space: its k0, the routes that
+    order an anchorless query, excerpts and block titles): what every budgeted reader gets, ``ask`` included."""
+    resolved = (config or RetrievalConfig.preset("auto")).for_space(result.descriptive_only)
+    return pack_context(
         result,
         max_tokens,
         include_persona=include_persona,
         k0=resolved.context_k0,
-        counts=counts,
+        counts=route_filter(result, resolved),
         counter=counter,
         neighbours=resolved.excerpt_neighbours,
         titles=resolved.scene_titles,
     )
-    return result, context
 
 
 def recall_context(

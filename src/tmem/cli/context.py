@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -17,6 +19,7 @@ from tmem.settings import Settings
 from tmem.store.base import Store
 
 log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -43,6 +46,24 @@ class AppContext:
 
 
 pass_app = click.make_pass_decorator(AppContext)
+
+
+def dir_option(purpose: str) -> Callable[[F], F]:
+    """``--dir DIR`` on a subcommand (as ``tmem ui --dir DIR``), overriding the global ``--dir``; see :func:`use_home`."""
+    return click.option(
+        "--dir",
+        "home",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help=f"{purpose} (overrides the global --dir).",
+    )
+
+
+def use_home(app: AppContext, home: Path | None) -> None:
+    """Point ``app`` at the memory directory ``home`` (its own tmem.db) when a subcommand's ``--dir`` gave one."""
+    if home is not None:
+        app.close()
+        app.settings = app.settings.model_copy(update={"home": home, "database_url": None})
 
 
 def echo_json(payload: Any) -> None:

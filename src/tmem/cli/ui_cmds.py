@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from tmem.cli.context import AppContext, pass_app
+from tmem.cli.context import AppContext, dir_option, pass_app, use_home
 from tmem.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -34,9 +35,11 @@ def _is_loopback(host: str) -> bool:
 @click.option(
     "--port", type=click.IntRange(min=0, max=65535), default=DEFAULT_PORT, show_default=True, help="Port (0: any)."
 )
+@dir_option("Memory directory to show")
 @pass_app
-def ui_cmd(app: AppContext, host: str, port: int) -> None:
+def ui_cmd(app: AppContext, host: str, port: int, home: Path | None) -> None:
     """Open the memory viewer at http://HOST:PORT/ui/ (no key: it answers on this machine only)."""
+    use_home(app, home)
     if not _is_loopback(host):
         raise ConfigError(
             f"tmem ui serves the memory without a key, so it listens on a loopback address only, not {host!r}. "

@@ -25,7 +25,10 @@ def make_embedder(settings: Settings, *, store: Store | None = None, space: str 
     inner: Embedder
     if settings.embed_backend == "sentence-transformers":
         inner = SentenceTransformerEmbedder(
-            settings.embed_model, batch_size=settings.embed_batch_size, query_threads=settings.embed_threads
+            settings.embed_model,
+            batch_size=settings.embed_batch_size,
+            query_threads=settings.embed_threads,
+            numpy_queries=settings.embed_numpy_queries,
         )
     elif settings.embed_backend == "openai":
         base_url = settings.embed_base_url or settings.llm_base_url

@@ -16,11 +16,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from tmem.embed.base import EmbeddingResult, Matrix, clip_texts
+from tmem.embed.numpy_encoder import NumpyBertEncoder, numpy_encoder
 from tmem.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -103,15 +104,24 @@ class SentenceTransformerEmbedder:
     """Embeds with a local sentence-transformers model; loads it on first use."""
 
     def __init__(
-        self, model: str = DEFAULT_MODEL, batch_size: int = 64, query_threads: int | None = DEFAULT_QUERY_THREADS
+        self,
+        model: str = DEFAULT_MODEL,
+        batch_size: int = 64,
+        query_threads: int | None = DEFAULT_QUERY_THREADS,
+        *,
+        numpy_queries: bool = True,
     ) -> None:
         """``query_threads``: torch threads for query-sized calls (at most :data:`QUERY_BATCH` texts); None or 0
-        leaves torch's own default (every core). Large batches (builds) always use torch's default."""
+        leaves torch's own default (every core). Large batches (builds) always use torch's default.
+        ``numpy_queries``: encode query-sized calls without torch when the model allows (tmem.embed.numpy_encoder):
+        the same vectors, without the seconds of loading torch in a fresh process."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if query_threads is not None and query_threads < 0:
             raise ValueError("query_threads must be >= 0 (0 or None: torch's default)")
         self.query_threads = query_threads or None
+        self.numpy_queries = numpy_queries
+        self._numpy: NumpyBertEncoder | Literal[False] | None = None  # None: not looked at yet; False: not possible
         self._target, name = resolve_model(model)
         self._model_id = f"st:{name}"
         self._batch_size = batch_size
@@ -123,8 +133,18 @@ class SentenceTransformerEmbedder:
     def _model(self) -> SentenceTransformer:
         return load_sentence_transformer(self._target)
 
+    def _query_encoder(self) -> NumpyBertEncoder | None:
+        """The torch-free encoder for query-sized calls (tmem.embed.numpy_encoder), None when the model folder is not
+        one it computes exactly (or it is turned off)."""
+        if self._numpy is None:
+            self._numpy = (numpy_encoder(self._target) if self.numpy_queries else None) or False
+        return self._numpy or None
+
     @property
     def dim(self) -> int:
+        fast = self._query_encoder()
+        if fast is not None:
+            return fast.dim
         dim = self._model().get_embedding_dimension()
         if dim is None:
             raise EmbeddingError(f"The model {self._target!r} does not report its embedding size; use another model.")
@@ -133,6 +153,10 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> EmbeddingResult:
         if not texts:
             return EmbeddingResult(vectors=np.zeros((0, self.dim), dtype=np.float32), model_id=self._model_id)
+        fast = self._query_encoder() if len(texts) <= QUERY_BATCH else None
+        if fast is not None:
+            clipped = clip_texts(texts, max(2_000, 8 * fast.max_seq_length), self._model_id)
+            return EmbeddingResult(vectors=fast.encode(clipped), model_id=self._model_id)
         model = self._model()
         # The model reads max_seq_length tokens; 8 characters per token is more than any tokenizer's average.
         limit = max(2_000, 8 * int(getattr(model, "max_seq_length", None) or 512))

@@ -68,9 +68,32 @@ def _part_sql(part: str) -> str:
     return f"'{part}'"
 
 
-def _index_name(dim: int, part: str, kind: str = "vector") -> str:
+# Parts searched together share one HNSW graph: the item trigger route asks for the best hosts over Entity and Bridge
+# views at once, so one scan of their joint graph replaces one scan per family (bench/results/scale.md). A search of
+# one of them alone goes through the same graph with the part as a filter (iterative scan).
+GROUPS: tuple[tuple[str, ...], ...] = (("views.bridge", "views.entity"),)
+
+
+def graph_of(part: str, grouped: bool = True) -> tuple[str, ...]:
+    """The parts whose entries share ``part``'s HNSW graph (sorted)."""
+    for group in GROUPS if grouped else ():
+        if part in group:
+            return group
+    return (part,)
+
+
+def _index_name(dim: int, parts: str | tuple[str, ...], kind: str = "vector") -> str:
     half = "h" if kind == "halfvec" else ""
-    return f"vector_index_hnsw_{half}{dim}_{part.replace('.', '_')}"
+    names = (parts,) if isinstance(parts, str) else parts
+    return f"vector_index_hnsw_{half}{dim}_{'_'.join(p.replace('.', '_') for p in names)}"
+
+
+def _parts_sql(parts: Sequence[str]) -> str:
+    """``part = 'p'`` or ``part IN ('p', 'q')`` (sorted: the form of the graphs' index predicates)."""
+    ordered = sorted(set(parts))
+    if len(ordered) == 1:
+        return f"part = {_part_sql(ordered[0])}"
+    return f"part IN ({', '.join(_part_sql(p) for p in ordered)})"
 
 
 class PgVectorIndex:
@@ -87,6 +110,7 @@ class PgVectorIndex:
         ef_search: int = DEFAULT_EF_SEARCH,
         halfvec: bool = True,
         keep_other_kind: bool = False,
+        grouped: bool = True,
     ) -> None:
         if not 0 < dim <= 2000:
             raise StoreError(f"pgvector's HNSW index takes 1..2000 dimensions; this embedder has {dim}.")
@@ -102,6 +126,7 @@ class PgVectorIndex:
         # pay for both graphs) unless ``keep_other_kind`` (the bench compares them on one table).
         self._kind = "halfvec" if halfvec else "vector"
         self._keep_other = keep_other_kind
+        self._grouped = grouped  # False: one graph per part, as before the joint view graphs (the bench compares)
         self._key: tuple[str, ...] = (*store._key(space), model_id)
         self._counts: dict[str, int] = {}
         self.ensure_schema(store, dim)
@@ -121,9 +146,10 @@ class PgVectorIndex:
                 store._exec(statement)
             store._exec("ALTER TABLE vector_index ADD COLUMN IF NOT EXISTS ord INTEGER NOT NULL DEFAULT 0")
 
-    def _ensure_part_index(self, part: str) -> None:
-        """The HNSW index of (dim, part), built once for the whole table (every space shares it)."""
-        name = _index_name(self._dim, part, self._kind)
+    def _ensure_graph(self, parts: tuple[str, ...]) -> None:
+        """The HNSW index of (dim, parts), built once for the whole table (every space shares it). Building it drops
+        the graphs it replaces: the other kind's, and the per-part graphs of a group (unless ``keep_other_kind``)."""
+        name = _index_name(self._dim, parts, self._kind)
         store = self._store
         if store._rows("SELECT 1 FROM pg_indexes WHERE indexname = %s", (name,)):
             return
@@ -131,11 +157,19 @@ class PgVectorIndex:
             store._exec("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             store._exec(
                 f"CREATE INDEX IF NOT EXISTS {name} ON vector_index USING hnsw ((vec::{self._kind}({self._dim})) "
-                f"{self._kind}_cosine_ops) WHERE dim = {self._dim} AND part = {_part_sql(part)}"
+                f"{self._kind}_cosine_ops) WHERE dim = {self._dim} AND {_parts_sql(parts)}"
             )
             if not self._keep_other:
                 other = "vector" if self._kind == "halfvec" else "halfvec"
-                store._exec(f"DROP INDEX IF EXISTS {_index_name(self._dim, part, other)}")
+                stale = {_index_name(self._dim, parts, other)}
+                if len(parts) > 1:  # a joint graph replaces its parts' own graphs
+                    replaced: list[tuple[str, ...]] = [(part,) for part in parts]
+                else:  # a part's own graph replaces the joint graph it was in
+                    replaced = [group for group in GROUPS if parts[0] in group]
+                for graph in replaced:
+                    stale |= {_index_name(self._dim, graph, kind) for kind in ("vector", "halfvec")}
+                for old in sorted(stale):
+                    store._exec(f"DROP INDEX IF EXISTS {old}")
 
     @property
     def dim(self) -> int:
@@ -222,8 +256,8 @@ class PgVectorIndex:
                                 unit[row],
                             )
                         )
-        for part in sorted({e.part for e in entries}):  # also a part written before under the other kind
-            self._ensure_part_index(part)
+        for graph in sorted({graph_of(e.part, self._grouped) for e in entries}):  # also one written under another
+            self._ensure_graph(graph)  # kind or layout before
         self._refresh_counts()
         return SyncReport(written=len(write), removed=len(remove), kept=kept)
 
@@ -287,36 +321,39 @@ class PgVectorIndex:
                 k,
             )
             return [HostHit(str(h), float(s), str(p), str(v)) for h, p, v, s in rows]
-        # Approximate, one part at a time (each has its own HNSW graph): a host in the overall top k is in the top k
-        # of the part that gave its max, so merging the per-part top k by host is exact up to the index's recall.
-        best: dict[str, HostHit] = {}
+        # Approximate, one scan per HNSW graph (parts of a group share one, GROUPS): a host in the overall top k is in
+        # the top k of the graph that gave its max, so merging the graphs' top k by host is exact up to recall.
+        by_graph: dict[tuple[str, ...], list[str]] = {}
         for part in parts:
-            for hit in self._part_hosts(part, q, k):
+            by_graph.setdefault(graph_of(part, self._grouped), []).append(part)
+        best: dict[str, HostHit] = {}
+        for members in by_graph.values():
+            for hit in self._graph_hosts(members, q, k):
                 if hit.host not in best or hit.score > best[hit.host].score:
                     best[hit.host] = hit
         return sorted(best.values(), key=lambda x: (-x.score, x.host))[:k]
 
-    def _part_hosts(self, part: str, q: npt.NDArray[np.float32], k: int) -> list[HostHit]:
-        """The k best hosts of one part through its HNSW index: nearest views, grouped by host, widened until k
-        distinct hosts are found."""
-        size = self.count(part)
+    def _graph_hosts(self, parts: Sequence[str], q: npt.NDArray[np.float32], k: int) -> list[HostHit]:
+        """The k best hosts over ``parts`` (of one HNSW graph) through that graph: nearest views, grouped by host,
+        widened until k distinct hosts are found."""
+        size = sum(self.count(p) for p in parts)
         if size == 0:
             return []
         dist = self._approx_dist()
-        where = f"{_SCOPE} AND part = {_part_sql(part)} AND dim = {self._dim}"
+        where = f"{_SCOPE} AND {_parts_sql(parts)} AND dim = {self._dim}"
         limit = max(2 * k, 32)
         while True:
             rows = self._search(
-                f"SELECT host, view, 1 - ({dist}) AS score FROM vector_index WHERE {where} "
+                f"SELECT host, part, view, 1 - ({dist}) AS score FROM vector_index WHERE {where} "
                 f"ORDER BY {dist} LIMIT {limit}",
                 [q, *self._key, q],
                 True,
                 limit,
             )
             best: dict[str, HostHit] = {}
-            for h, v, s in rows:
+            for h, p, v, s in rows:
                 if str(h) not in best or float(s) > best[str(h)].score:
-                    best[str(h)] = HostHit(str(h), float(s), part, str(v))
+                    best[str(h)] = HostHit(str(h), float(s), str(p), str(v))
             if len(best) >= k or len(rows) < limit or limit >= size:
                 return sorted(best.values(), key=lambda x: (-x.score, x.host))[:k]
             limit *= 2

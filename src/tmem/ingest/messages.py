@@ -89,15 +89,22 @@ def message_key(message: MessageInput, seq: int) -> str:
 MAX_REQUEST_KEY = 100
 
 
-def with_request_ids(messages: Sequence[MessageInput], request_key: str) -> list[MessageInput]:
+def with_request_ids(
+    messages: Sequence[MessageInput | dict[str, object]], request_key: str
+) -> list[MessageInput | dict[str, object]]:
     """``messages`` with every missing id set to ``REQUEST_KEY:N`` (N: its position in the request), so that a
     client that resends a request under the same key stores its messages once."""
     problem = check_name(request_key, "an idempotency key", MAX_REQUEST_KEY)
     if problem:
         raise InputError(f"The idempotency key {problem}")
-    return [
-        m if m.id is not None else m.model_copy(update={"id": f"{request_key}:{n}"}) for n, m in enumerate(messages)
-    ]
+    out: list[MessageInput | dict[str, object]] = []
+    for n, m in enumerate(messages):
+        named = f"{request_key}:{n}"
+        if isinstance(m, MessageInput):
+            out.append(m if m.id is not None else m.model_copy(update={"id": named}))
+        else:
+            out.append(m if m.get("id") is not None else {**m, "id": named})
+    return out
 
 
 def _check(messages: Sequence[MessageInput]) -> None:

@@ -102,10 +102,10 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
         key = resolve(ctx)
         received = datetime.now(UTC).replace(tzinfo=None)
         try:
-            parsed = [MessageInput.model_validate(m.model_dump(exclude_none=True)) for m in messages]
+            given: list[MessageInput | dict[str, object]] = [m.model_dump(exclude_none=True) for m in messages]
             if request_id is not None:
-                parsed = with_request_ids(parsed, request_id)
-            report = await memory.add_messages(key, parsed, received_at=received)
+                given = with_request_ids(given, request_id)
+            report = await memory.add_messages(key, given, received_at=received)
             built = False
             if build == "now":
                 built = await _build(memory, key)

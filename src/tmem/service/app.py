@@ -17,17 +17,28 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Path
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 
-from tmem.errors import NotFoundError, TmemError
-from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, with_request_ids
-from tmem.memory import AsyncMemory, Memory
+from tmem.errors import NotFoundError, TmemError, shown_to
+from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, MessagesReport, with_request_ids
+from tmem.memory import AsyncMemory, Memory, SpaceExport
 from tmem.models import Erasure
-from tmem.service import problems
+from tmem.service import openapi, problems
 from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
-from tmem.service.limits import BodyLimit
+from tmem.service.limits import BodyLimit, StrictJSONRoute
 from tmem.service.problems import ServiceProblem
 from tmem.service.routes import register as register_routes
-from tmem.service.schemas import ID_PATTERN, BuildIn, Deleted, ErasureOut, JobRef, MessagesIn, Problem, SpacesOut
+from tmem.service.schemas import (
+    ID_PATTERN,
+    BuildIn,
+    Deleted,
+    ErasureOut,
+    JobOut,
+    JobRef,
+    MessagesIn,
+    Problem,
+    SpacesOut,
+)
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
 from tmem.store.control import Job, open_control, store_space
@@ -60,7 +71,7 @@ def _age(stamp: str) -> float:
 def _job_view(job: Job) -> dict[str, Any]:
     data: dict[str, Any] = shown(job.model_dump(mode="json"), store_space(job.tenant, job.space), job.space)
     if data.get("error"):
-        data["error"] = str(data["error"]).replace(f"{job.tenant}/", "")
+        data["error"] = shown_to(str(data["error"]), job.tenant)
     return data
 
 
@@ -107,6 +118,12 @@ def _viewer_scope(app: FastAPI, key: str | None) -> ViewerScope | None:
     return ViewerScope(memory, prefix=f"{tenant}/", tenant=tenant, jobs=jobs)
 
 
+def _operation_id(route: APIRoute) -> str:
+    """Operation ids are the route functions' names (``add_messages``, ``search``, ``get_context``, ...): stable and
+    readable for generated clients."""
+    return route.name
+
+
 def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
     """The ASGI app serving the memory directory (or database) of ``settings``."""
 
@@ -133,9 +150,14 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         summary="Long-term conversational memory for LLM agents (T-Mem), per tenant and space.",
         lifespan=lifespan,
         responses=_ERRORS,
+        generate_unique_id_function=_operation_id,
+        docs_url=None,  # Swagger UI and ReDoc load their assets from a CDN: blank offline, so they are off
+        redoc_url=None,  # (docs/service.md); /openapi.json is the contract
     )
+    app.router.route_class = StrictJSONRoute  # every /v1 route below reads JSON bodies by the importer's rules
     app.add_middleware(BodyLimit, max_bytes=max_body)
     problems.install(app)
+    openapi.install(app)
 
     @app.get("/v1/spaces", response_model=SpacesOut, tags=["spaces"])
     async def list_spaces(tenant: Tenant, state: State) -> SpacesOut:
@@ -143,7 +165,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         mine = [s for s in await state.memory.spaces() if s.name.startswith(prefix)]
         return SpacesOut(spaces=[s.model_copy(update={"name": s.name[len(prefix) :]}) for s in mine])
 
-    @app.post("/v1/spaces/{space}/messages", tags=["conversation"])
+    @app.post("/v1/spaces/{space}/messages", response_model=MessagesReport, tags=["conversation"])
     async def add_messages(
         space: SpaceName,
         body: MessagesIn,
@@ -166,29 +188,28 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         TMEM_BUILD_IDLE_SECONDS)."""
         key = store_space(tenant, space)
         received = datetime.now(UTC).replace(tzinfo=None)
-        parsed = [MessageInput.model_validate(m.model_dump(exclude_none=True)) for m in body.messages]
+        messages: list[MessageInput | dict[str, object]] = [m.model_dump(exclude_none=True) for m in body.messages]
         if idempotency_key is not None:
-            parsed = with_request_ids(parsed, idempotency_key)
-        messages = parsed
+            messages = with_request_ids(messages, idempotency_key)
         report = await state.memory.add_messages(key, messages, received_at=received)
         if report.added:
             state.workers.note_arrival(tenant, space)
         return dict(shown(report.model_dump(mode="json"), key, space))
 
     @app.post("/v1/spaces/{space}/build", response_model=JobRef, status_code=202, tags=["jobs"])
-    async def build(space: SpaceName, tenant: Tenant, state: State, body: BuildIn | None = None) -> JobRef:
+    async def build_space(space: SpaceName, tenant: Tenant, state: State, body: BuildIn | None = None) -> JobRef:
         await require_space(state, tenant, space)
         job = state.control.create_job(tenant, space, {"rebuild": bool(body and body.rebuild)})
         state.workers.wake()
         return JobRef(job=job.id)
 
-    @app.get("/v1/spaces/{space}/jobs", tags=["jobs"])
-    async def space_jobs(space: SpaceName, tenant: Tenant, state: State) -> list[dict[str, Any]]:
+    @app.get("/v1/spaces/{space}/jobs", response_model=list[JobOut], response_model_exclude_unset=True, tags=["jobs"])
+    async def list_jobs(space: SpaceName, tenant: Tenant, state: State) -> list[dict[str, Any]]:
         """The space's build jobs, oldest first (those the build policy started too)."""
         await require_space(state, tenant, space)
         return [_job_view(j) for j in state.control.jobs(tenant, space)]
 
-    @app.get("/v1/jobs/{job_id}", tags=["jobs"])
+    @app.get("/v1/jobs/{job_id}", response_model=JobOut, response_model_exclude_unset=True, tags=["jobs"])
     async def get_job(
         job_id: Annotated[str, Path(max_length=64, pattern=r"^[A-Za-z0-9_]+$")], tenant: Tenant, state: State
     ) -> dict[str, Any]:
@@ -201,8 +222,8 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
             raise ServiceProblem(404, "not-found", f"No job {job_id!r} for this key.")
         return _job_view(job)
 
-    @app.get("/v1/spaces/{space}/export", tags=["spaces"])
-    async def export(space: SpaceName, tenant: Tenant, state: State) -> dict[str, Any]:
+    @app.get("/v1/spaces/{space}/export", response_model=SpaceExport, tags=["spaces"])
+    async def export_space(space: SpaceName, tenant: Tenant, state: State) -> dict[str, Any]:
         """Every record of the space (format tmem-space-export/1), a complete backup."""
         key = await require_space(state, tenant, space)
         data = await state.memory.export(key)
@@ -229,12 +250,12 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         )
 
     @app.get("/v1/erasures", response_model=list[ErasureOut], tags=["spaces"])
-    async def erasures(tenant: Tenant, state: State, pending: bool = False) -> list[ErasureOut]:
+    async def list_erasures(tenant: Tenant, state: State, pending: bool = False) -> list[ErasureOut]:
         """This key's erasures (forgets and space deletions), oldest first; ``pending=true``: only unfinished ones."""
         return [_erasure_out(e, tenant) for e in await state.memory.erasures(tenant=tenant, pending=pending)]
 
     @app.get("/v1/erasures/{erasure}", response_model=ErasureOut, tags=["spaces"])
-    async def erasure(erasure: Annotated[int, Path(ge=1)], tenant: Tenant, state: State) -> ErasureOut:
+    async def get_erasure(erasure: Annotated[int, Path(ge=1)], tenant: Tenant, state: State) -> ErasureOut:
         """One erasure's state: erased, or pending (finished by the server once no open read holds its bytes)."""
         found = [e for e in await state.memory.erasures(tenant=tenant) if e.seq == erasure]
         if not found:

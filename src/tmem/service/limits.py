@@ -1,11 +1,20 @@
-"""Request size limit: a body over ``max_bytes`` answers 413 (problem+json) before any handler reads it."""
+"""Request limits: a body over ``max_bytes`` answers 413 (problem+json) before any handler reads it, and a JSON body
+is read by the importer's rules (:mod:`tmem.ingest.limits`): a key twice in one object, NaN or Infinity, an integer
+of more than 100 digits, nesting deeper than 64 levels or a lone surrogate is a 422 naming where it is, never a
+silently chosen value."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from fastapi import HTTPException
+from fastapi import HTTPException, Request, Response
+from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tmem.errors import InputError
+from tmem.ingest.limits import object_pairs, parse_constant, parse_int, scan
 
 
 class _BodyTooLarge(HTTPException):
@@ -68,3 +77,34 @@ class BodyLimit:
             if started:
                 raise
             await self._reject(scope, send)
+
+
+class StrictJSONRequest(Request):
+    """A request whose JSON body is parsed by the importer's rules (duplicate keys refused, not last-one-wins)."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            try:
+                value = json.loads(
+                    await self.body(),
+                    object_pairs_hook=object_pairs,
+                    parse_constant=parse_constant,
+                    parse_int=parse_int,
+                )
+                scan(value, lambda path: "The request body at " + path.replace("$", "body", 1))
+            except InputError as exc:
+                raise HTTPException(status_code=422, detail=str(exc)) from exc
+            self._json = value
+        return self._json
+
+
+class StrictJSONRoute(APIRoute):
+    """The service's routes: request bodies read as :class:`StrictJSONRequest`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(StrictJSONRequest(request.scope, request.receive))
+
+        return strict

@@ -1,18 +1,43 @@
-"""Recall and one-memory-at-a-time routes: search, ask, items (get, edit, delete, history) and forget."""
+"""Recall and one-memory-at-a-time routes: search, ask, items (list, get, edit, delete, history) and forget.
+
+Every success response is a pydantic model (the library's own return types), so /openapi.json types every body."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query
 
+from tmem.answer import Answer
+from tmem.answer.budget import Context
+from tmem.edit import ForgetReport, ItemHistory
+from tmem.edit.listing import MAX_PAGE, ItemPage
+from tmem.errors import NotFoundError, SpaceNotFound
+from tmem.models import Item, ItemKind
+from tmem.retrieve.types import SearchResult
 from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config, shown
 from tmem.service.problems import ServiceProblem
 from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn, Text
 
 
+@contextmanager
+def _item_hint(space: str, item_id: str) -> Iterator[None]:
+    """A missing item answers a 404 that names the HTTP endpoint listing the space's items."""
+    try:
+        yield
+    except SpaceNotFound:
+        raise
+    except NotFoundError as exc:
+        raise ServiceProblem(
+            404, "not-found", f"Space {space!r} has no item {item_id!r}; GET /v1/spaces/{space}/items lists its items."
+        ) from exc
+
+
 def register(app: FastAPI) -> None:
-    @app.post("/v1/spaces/{space}/search", tags=["recall"])
+    @app.post("/v1/spaces/{space}/search", response_model=SearchResult, tags=["recall"])
     async def search(space: SpaceName, body: SearchIn, tenant: Tenant, state: State) -> dict[str, Any]:
         """Typed scene, item and turn hits, personas, and whether the memory is stale (turns no build holds yet, which
         are searched as raw turns). With ``explain``, every hit keeps its routes: which lists reached it, its rank and
@@ -26,8 +51,8 @@ def register(app: FastAPI) -> None:
                 hit["routes"] = []
         return data
 
-    @app.get("/v1/spaces/{space}/context", tags=["recall"])
-    async def context(
+    @app.get("/v1/spaces/{space}/context", response_model=Context, tags=["recall"])
+    async def get_context(
         space: SpaceName,
         tenant: Tenant,
         state: State,
@@ -41,7 +66,7 @@ def register(app: FastAPI) -> None:
         result = await state.memory.context(key, q, max_tokens=max_tokens, config=preset)
         return dict(shown(result.model_dump(mode="json"), key, space))
 
-    @app.post("/v1/spaces/{space}/ask", tags=["recall"])
+    @app.post("/v1/spaces/{space}/ask", response_model=Answer, tags=["recall"])
     async def ask(space: SpaceName, body: AskIn, tenant: Tenant, state: State) -> dict[str, Any]:
         """An answer from memory by the server's answer model (409 when the server runs without an LLM)."""
         key = await require_space(state, tenant, space)
@@ -53,39 +78,64 @@ def register(app: FastAPI) -> None:
                 "This server runs without an LLM (extractive mode), and answering needs one: start it with "
                 "TMEM_LLM=openai, TMEM_LLM_MODEL and OPENAI_BASE_URL, or use /search instead.",
             )
-        answer = await state.memory.ask(key, body.question, body.at, variant=body.variant, config=cfg)
+        answer = await state.memory.ask(
+            key, body.question, body.at, variant=body.variant, config=cfg, max_tokens=body.max_tokens
+        )
         return dict(shown(answer.model_dump(mode="json"), key, space))
 
-    @app.get("/v1/spaces/{space}/items/{item_id}", tags=["items"])
-    async def get_item(space: SpaceName, item_id: ItemId, tenant: Tenant, state: State) -> dict[str, Any]:
-        key = await require_space(state, tenant, space)
-        item = await state.memory.get_item(key, item_id)
-        return dict(item.model_dump(mode="json"))
-
-    @app.patch("/v1/spaces/{space}/items/{item_id}", tags=["items"])
-    async def update_item(
-        space: SpaceName, item_id: ItemId, body: ItemPatch, tenant: Tenant, state: State
+    @app.get("/v1/spaces/{space}/items", response_model=ItemPage, tags=["items"])
+    async def list_items(
+        space: SpaceName,
+        tenant: Tenant,
+        state: State,
+        kind: Annotated[ItemKind | None, Query(description="atomic or connected.")] = None,
+        speaker: Annotated[str | None, Query(max_length=200, description="The item's speaker, exactly.")] = None,
+        since: Annotated[date | None, Query(description="Items whose period ends on or after this day.")] = None,
+        until: Annotated[date | None, Query(description="Items whose period starts on or before this day.")] = None,
+        text: Annotated[
+            str | None, Query(max_length=MAX_QUERY, description="Substring of the text (any case), or an item id.")
+        ] = None,
+        live: Annotated[bool, Query(description="Leave out items a newer item superseded.")] = False,
+        offset: Annotated[int, Query(ge=0, le=10_000_000, description="How many matches to skip.")] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size.")] = 50,
     ) -> dict[str, Any]:
+        """One page of the space's items in arrival order; every filter given must hold. ``total`` counts every
+        match and ``next_offset`` is the next page's offset (null on the last page)."""
+        key = await require_space(state, tenant, space)
+        page = await state.memory.list_items(
+            key, kind=kind, speaker=speaker, since=since, until=until, text=text, live=live, offset=offset, limit=limit
+        )
+        return dict(shown(page.model_dump(mode="json"), key, space))
+
+    @app.get("/v1/spaces/{space}/items/{item_id}", response_model=Item, tags=["items"])
+    async def get_item(space: SpaceName, item_id: ItemId, tenant: Tenant, state: State) -> Item:
+        key = await require_space(state, tenant, space)
+        with _item_hint(space, item_id):
+            return await state.memory.get_item(key, item_id)
+
+    @app.patch("/v1/spaces/{space}/items/{item_id}", response_model=Item, tags=["items"])
+    async def update_item(space: SpaceName, item_id: ItemId, body: ItemPatch, tenant: Tenant, state: State) -> Item:
         """New text for one item: its triggers are regenerated; the old text stays in its history."""
         key = await require_space(state, tenant, space)
-        item = await state.memory.update_item(key, item_id, body.text)
-        return dict(item.model_dump(mode="json"))
+        with _item_hint(space, item_id):
+            return await state.memory.update_item(key, item_id, body.text)
 
-    @app.delete("/v1/spaces/{space}/items/{item_id}", tags=["items"])
+    @app.delete("/v1/spaces/{space}/items/{item_id}", response_model=ForgetReport, tags=["items"])
     async def delete_item(space: SpaceName, item_id: ItemId, tenant: Tenant, state: State) -> dict[str, Any]:
         """Delete one item for good (tombstoned: no rebuild brings it back; its text is erased)."""
         key = await require_space(state, tenant, space)
-        report = await state.memory.delete_item(key, item_id)
+        with _item_hint(space, item_id):
+            report = await state.memory.delete_item(key, item_id)
         return dict(shown(report.model_dump(mode="json"), key, space))
 
-    @app.get("/v1/spaces/{space}/items/{item_id}/history", tags=["items"])
-    async def item_history(space: SpaceName, item_id: ItemId, tenant: Tenant, state: State) -> dict[str, Any]:
+    @app.get("/v1/spaces/{space}/items/{item_id}/history", response_model=ItemHistory, tags=["items"])
+    async def item_history(space: SpaceName, item_id: ItemId, tenant: Tenant, state: State) -> ItemHistory:
         """The item's versions (extracted, then each edit, with times) and its supersession chain."""
         key = await require_space(state, tenant, space)
-        history = await state.memory.history(key, item_id)
-        return dict(history.model_dump(mode="json"))
+        with _item_hint(space, item_id):
+            return await state.memory.history(key, item_id)
 
-    @app.post("/v1/spaces/{space}/forget", tags=["items"])
+    @app.post("/v1/spaces/{space}/forget", response_model=ForgetReport, tags=["items"])
     async def forget(space: SpaceName, body: ForgetIn, tenant: Tenant, state: State) -> dict[str, Any]:
         """Forget turns and items: tombstoned, removed from every derived record, erased from the database files."""
         key = await require_space(state, tenant, space)

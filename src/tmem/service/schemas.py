@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from tmem.construct.report import BuildReport
 from tmem.models import SpaceSummary
+from tmem.store.control import JobState
 
 MAX_MESSAGES = 500
 MAX_TEXT = 20_000
@@ -86,6 +88,7 @@ class AskIn(BaseModel):
     at: datetime | None = Field(default=None, description="When the question is asked (default: after the last one).")
     variant: Literal["short", "cot"] = "short"
     config: str | dict[str, Any] | None = None
+    max_tokens: int = Field(default=2000, ge=0, le=MAX_TOKENS, description="Token budget of the answer's context.")
 
 
 class ItemPatch(BaseModel):
@@ -129,3 +132,32 @@ class ErasureOut(BaseModel):
     kind: str = Field(description="'forget' or 'delete'.")
     erased: bool
     status: str = Field(description="'erased' or 'erasure pending'.")
+
+
+class JobParams(BaseModel):
+    rebuild: bool = Field(default=False, description="The build drops the memory first (POST .../build with rebuild).")
+    auto: bool = Field(default=False, description="The build policy started the job (no request did).")
+
+
+class JobProgress(BaseModel):
+    stage: str | None = Field(default=None, description="queued, building, done or failed.")
+    fraction: float | None = Field(default=None, ge=0.0, le=1.0)
+    note: str | None = Field(default=None, description="Why a job waits again (e.g. requeued after a restart).")
+
+
+class JobOut(BaseModel):
+    """A build job of one space, as its tenant sees it (fields the job does not record are left out, e.g.
+    ``params.auto`` of a requested build)."""
+
+    id: str
+    space: str = Field(description="The tenant's space name.")
+    kind: Literal["build"] = "build"
+    params: JobParams
+    state: JobState
+    progress: JobProgress
+    error: str | None = Field(default=None, description="Why the job failed, and what to do.")
+    result: BuildReport | None = Field(default=None, description="The build report of a succeeded job.")
+    attempts: int = Field(default=0, description="How many times a worker started the job.")
+    created_at: str
+    started_at: str | None = None
+    finished_at: str | None = None

@@ -48,8 +48,10 @@ class Store(Protocol):
         ...
 
     def snapshot(self) -> AbstractContextManager[None]:
-        """Every read of this thread inside the block sees one committed state of the database (reads only): a
-        reader such as ``tmem check`` never sees half of a build's commit. Inside a transaction: that transaction."""
+        """Every read of this thread inside the block sees one committed state of the database: a reader such as
+        ``tmem check`` never sees half of a build's commit. Reads only: a write inside is refused. Called inside
+        ``transaction()`` it joins that transaction, which on SQLite is one state and on PostgreSQL (read committed)
+        is not: take the snapshot first."""
         ...
 
     # ------------------------------------------------------------------ spaces

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tmem.errors import InputError, IntegrityError, StoreError
@@ -69,6 +70,40 @@ def pg_store_error(exc: psycopg.Error, where: str, doing: str) -> StoreError | I
     )
 
 
+PROBE_SECONDS = 3.0  # an unreachable database fails within this (libpq's connect_timeout; 2 s at the least)
+
+
+def probe(conninfo: str, timeout_s: float) -> None:
+    """Connect once before a pool is opened: an unreachable database is one StoreError naming its host and port at
+    once, instead of a pool that logs every retry until its own timeout (30 s)."""
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.Error:  # its text quotes the URL, password included: not shown
+        raise StoreError(
+            "The database URL cannot be parsed; write it as postgresql://USER:PASSWORD@HOST:PORT/DB (percent-encode "
+            "special characters of the password)."
+        ) from None
+    password = str(params.get("password") or "")
+    host = params.get("host") or "localhost"
+    port = params.get("port") or "5432"
+    database = params.get("dbname") or params.get("user") or "(default)"
+    try:
+        with psycopg.connect(conninfo, connect_timeout=max(2, round(timeout_s))):
+            pass
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"Cannot connect to PostgreSQL at {host}:{port} (database {database}): {_first_line(exc, password)}. "
+            "Check that the server runs there and that TMEM_DATABASE_URL / --database-url names the right host, "
+            "port, database, user and password."
+        ) from None
+
+
+def _first_line(exc: Exception, secret: str) -> str:
+    """The first line of a driver error, without the password (libpq does not print it; this makes sure)."""
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return text.replace(secret, "***") if secret else text
+
+
 class PgBase:
     """Pool, pinned transactions and statement helpers shared by the PostgreSQL store's parts."""
 
@@ -83,6 +118,7 @@ class PgBase:
         """Open a pool on ``url`` and migrate the schema (StoreError naming the fix when that fails)."""
         conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
         where = redact(url)
+        probe(conninfo, min(timeout_s, PROBE_SECONDS))
         try:
             pool: ConnectionPool[Any] = ConnectionPool(
                 conninfo,

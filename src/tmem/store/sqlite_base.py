@@ -71,6 +71,7 @@ class SQLiteBase:
         self._path = path
         self._lock = threading.RLock()
         self._depth = 0
+        self._reading = False  # inside snapshot(): writes are refused
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -114,6 +115,10 @@ class SQLiteBase:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         with self._lock:
+            if self._reading:
+                raise StoreError(
+                    "A write inside Store.snapshot() (a read of one committed state): write after the block."
+                )
             outer = self._depth == 0
             if outer:
                 try:
@@ -139,15 +144,17 @@ class SQLiteBase:
                 yield
                 return
             with self._errors("starting a read"):
-                self._db.execute("BEGIN")  # deferred: the first read fixes the snapshot (WAL) until COMMIT
+                self._db.execute("BEGIN")  # deferred: the first read fixes the snapshot (WAL) until it ends
             self._depth += 1
+            self._reading = True
             try:
                 yield
             finally:
                 self._depth -= 1
+                self._reading = False
                 if self._db.in_transaction:
                     with self._errors("ending a read"):
-                        self._db.execute("COMMIT")
+                        self._db.execute("ROLLBACK")  # a read: nothing to keep, and nothing written inside is kept
 
     def _commit(self) -> None:
         try:

@@ -7,6 +7,7 @@ Content-Security-Policy that allows nothing from elsewhere.
 
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 from collections.abc import Callable, Coroutine
@@ -32,6 +33,8 @@ from tmem.util.dates import format_day
 from tmem.viewer import edits, pages
 from tmem.viewer.recall import SWITCH_LABELS, SearchForm, recall
 from tmem.viewer.scope import ScopeResolver, ViewerScope
+
+log = logging.getLogger("tmem.viewer")
 
 COOKIE = "tmem_viewer_key"
 VISIT_COOKIE = "tmem_viewer_visit"  # a visitor's pre-session cookie (anti-forgery tokens before a key is given)
@@ -153,6 +156,8 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         message = str(exc)
         if scope is not None and scope.tenant is not None and isinstance(exc, TmemError):  # a served tenant
             message = public_message(exc)
+            if message != str(exc):
+                log.error("%s on %s: %s", type(exc).__name__, request.url.path, exc)
         message = scope.scrub(message) if scope is not None else message
         return render(request, "error.html", status, message=message, status=status)
 

@@ -1,0 +1,118 @@
+"""Cold CLI calls: the wall time of one fresh ``tmem`` process per call, on a built conversation.
+
+Each round runs, each in a new process and in this order: ``tmem spaces``; ``tmem search SPACE QUERY`` and
+``tmem search SPACE QUERY --max-tokens 500`` with the torch-free query encoder (the default,
+TMEM_EMBED_NUMPY_QUERIES=1); the same two with TMEM_EMBED_NUMPY_QUERIES=0 (queries encoded by sentence-transformers,
+which loads torch: the code path before issue 19 part 5). Alternating keeps the variants under the same machine load;
+the ratio of each to ``tmem spaces`` (a process that imports tmem and reads the store, nothing more) is the figure that
+survives a loaded machine. The queries are LoCoMo-Plus cue probes of the space (queries.json), one per round.
+
+The memory is a copy of an LLM-built dev memory (default d41-plus from /work/shared/data/llm-built), so nothing is
+built here; its vectors are in the store's embedding cache, as after any build.
+
+Run (from the repository root):
+    python bench/cli_cold.py --rounds 10 --out bench/results/cli_cold.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+BUILT = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _queries(space: str, rounds: int) -> list[str]:
+    probes = json.loads((BUILT / "queries.json").read_text())[space]
+    found = [p["query"] for p in probes if p.get("query")]
+    return [found[n % len(found)] for n in range(rounds)]
+
+
+def _time(args: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--space", default="d41-plus")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=None, help="Append the result table to this markdown file.")
+    args = parser.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="tmem-cli-cold-"))
+    try:
+        shutil.copy(BUILT / f"{args.space}.db", home / "tmem.db")
+        (home / "tmem.db").chmod(0o644)
+        env = {**os.environ, "PYTHONPATH": SRC, "TMEM_HOME": str(home), "TMEM_LLM": "none"}
+        tmem = [sys.executable, "-c", "from tmem.cli.main import main; main()"]
+        variants: dict[str, tuple[list[str], dict[str, str]]] = {}
+        samples: dict[str, list[float]] = {}
+        queries = _queries(args.space, args.rounds + 1)
+        for n in range(args.rounds + 1):  # round 0 warms the page cache and is not counted
+            q = queries[n]
+            variants = {
+                "tmem spaces": (["spaces"], {}),
+                "tmem search (numpy query encoder)": (["search", args.space, q], {"TMEM_EMBED_NUMPY_QUERIES": "1"}),
+                "tmem search --max-tokens 500 (numpy)": (
+                    ["search", args.space, q, "--max-tokens", "500"],
+                    {"TMEM_EMBED_NUMPY_QUERIES": "1"},
+                ),
+                "tmem search (torch query encoder, before)": (
+                    ["search", args.space, q],
+                    {"TMEM_EMBED_NUMPY_QUERIES": "0"},
+                ),
+                "tmem search --max-tokens 500 (torch, before)": (
+                    ["search", args.space, q, "--max-tokens", "500"],
+                    {"TMEM_EMBED_NUMPY_QUERIES": "0"},
+                ),
+            }
+            for name, (argv, extra) in variants.items():
+                took = _time([*tmem, *argv], {**env, **extra})
+                if n:
+                    samples.setdefault(name, []).append(took)
+            print(
+                f"round {n}: " + ", ".join(f"{k.split(' (')[0]} {v[-1]:.2f}s" for k, v in samples.items()), flush=True
+            )
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+    base = statistics.median(samples["tmem spaces"])
+    load = os.getloadavg()
+    lines = [
+        "",
+        f"## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, space {args.space}, {args.rounds} rounds",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / "
+        f"{load[2]:.1f} at the end. Command: `python bench/cli_cold.py --space {args.space} --rounds {args.rounds}`.",
+        "",
+        "| call | median s | min s | max s | ratio to `tmem spaces` (medians) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, values in samples.items():
+        med = statistics.median(values)
+        lines.append(f"| {name} | {med:.2f} | {min(values):.2f} | {max(values):.2f} | {med / base:.2f} |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.out is not None:
+        with args.out.open("a") as fh:
+            fh.write(table)
+
+
+if __name__ == "__main__":
+    main()
