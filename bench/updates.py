@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.support (the scripted replies)
 
 from tests.support.stage_replies import reply_for  # noqa: E402
+
 from tmem.answer.budget import recall_context  # noqa: E402
 from tmem.answer.context import format_turn  # noqa: E402
 from tmem.construct import slots  # noqa: E402
@@ -175,11 +176,15 @@ def evaluate(store: SQLiteStore, embedder: SentenceTransformerEmbedder, probes: 
                     counts[system, budget][0] += current
                     counts[system, budget][1] += stale_first
                     if system == "tmem" and (stale_first or not current):
-                        misses.append(f"{budget} {space}: {probe.question} (current {current}, stale first {stale_first})")
+                        misses.append(
+                            f"{budget} {space}: {probe.question} (current {current}, stale first {stale_first})"
+                        )
     return {"counts": counts, "misses": misses}
 
 
-async def build(mode: str, match: str, embedder: SentenceTransformerEmbedder, labels: dict[str, Any], tmp: Path) -> SQLiteStore:
+async def build(
+    mode: str, match: str, embedder: SentenceTransformerEmbedder, labels: dict[str, Any], tmp: Path
+) -> SQLiteStore:
     store = SQLiteStore.open(tmp / f"{mode}-{match}.db")
     import_file(store, DATA)
     for space in json.loads(DATA.read_text(encoding="utf-8")):
@@ -188,7 +193,9 @@ async def build(mode: str, match: str, embedder: SentenceTransformerEmbedder, la
             await build_extractive(store, name, embedder=embedder)
         else:
             with slot_rule(match):
-                await build_space(store, name, llm=scripted_llm(store, fn=scripted(labels.get(name, {}))), embedder=embedder)
+                await build_space(
+                    store, name, llm=scripted_llm(store, fn=scripted(labels.get(name, {}))), embedder=embedder
+                )
     return store
 
 
