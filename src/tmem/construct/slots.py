@@ -27,7 +27,7 @@ import itertools
 import re
 from collections.abc import Callable, Sequence
 
-from tmem.construct.extractive.keyphrases import content_words
+from tmem.construct.extractive.keyphrases import FIRST_PERSON, content_words
 from tmem.models import Item
 
 __all__ = ["SYNONYMS", "attributes_of", "link_slots", "normalise_slot", "slot_key", "subject_of"]
@@ -157,16 +157,13 @@ _CUES: dict[str, str] = {
 _CUE_RES = {name: re.compile(rf"\b(?:{cues})\b", re.IGNORECASE) for name, cues in _CUES.items()}
 
 
-_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|we'd|us|our|ours)\b", re.IGNORECASE)
-
-
 def attributes_of(text: str, names: Sequence[str] = ()) -> set[str]:
     """The attributes a first-person statement names: the families its cue words name, and each content word it
     holds (``word:canon``), so that two statements of one speaker naming the same thing ("my Canon camera", "I sold
     the Canon") share a slot. ``names`` (the speakers) are no attribute. Empty for a statement not in the first
     person: a speaker's own facts are said as "I", "my", "we"."""
     text = text.replace("\u2019", "'")
-    if not _FIRST_PERSON.search(text):
+    if not FIRST_PERSON.search(text):
         return set()
     found = {name for name, cue in _CUE_RES.items() if cue.search(text)}
     skip = {w for n in names for w in _words(n)}
