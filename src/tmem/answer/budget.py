@@ -293,6 +293,8 @@ def pack_context(
     left_out = 0
     for unit in order:
         if unit.fact is not None:  # an item, or a turn that states a changed fact (tmem.answer.updates)
+            if unit.kind == "turn" and unit.id in covered:
+                continue  # its fact (an item of the turn) is already there
             if unit.fact_turns and all(t in in_context for t in unit.fact_turns):
                 continue  # its source turns are already there word for word
             draft.add_fact(unit.fact)

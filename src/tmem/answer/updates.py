@@ -3,15 +3,19 @@
 Among the hits of one context, statements *on one slot* (tmem.construct.slots) made on different days form a group:
 
 * an item with a stored slot (an LLM build) is on that slot;
-* an item of an extractive build, and any raw turn, is on each attribute family its cue words name
-  (:func:`tmem.construct.slots.attributes_of`), for its speaker.
+* an item of an extractive build, and a raw turn hit, when it is a first-person statement, is on each attribute
+  family its cue words name (:func:`tmem.construct.slots.attributes_of`), for its speaker.
 
-In a group the newest statement (latest date, then latest turn) takes the place of the group's best-ranked member,
-and every member enters the context as a fact line (a raw turn as ``- [date] Speaker: text``), so the current value
-is read first. The older members follow it, each marked ``(earlier, until DATE)`` with the date of the newest one;
-they enter only while the budget allows, like any hit, and never instead of the current one. A statement that is the
-newest of one group is never marked earlier (``I ride my new bike to the office`` is current for the vehicle even
-when the office is older news). docs/retrieval.md gives the rule, bench/results/updates.md what it measured.
+Measured and left out (bench/results/updates.md): also grouping by shared content words ("my Canon camera", "I sold
+the Canon") and splitting scene excerpts into their turns halved stale-first contexts on the update dev set, but
+cost 7-10 points of LoCoMo evidence coverage at 500 and 1000 tokens on conv-26 (every shared word made a group).
+
+In a group the members trade places, newest first: the newest statement (latest date, then latest turn) takes the
+place of the group's best-ranked member, the next newest the second place, and so on, so that the context spends its
+budget where it would have; every member enters the context as a fact line (a raw turn as ``- [date] Speaker:
+text``), so the current value is read first. The older members follow it, each marked ``(earlier, until DATE)``
+with the day of the newest one; they enter only while the budget allows, like any hit, and never instead of the
+current one. A statement on several slots is placed by its best-ranked group only. docs/retrieval.md gives the rule, bench/results/updates.md what it measured.
 """
 
 from __future__ import annotations
@@ -73,26 +77,14 @@ def _as_fact(unit: _Unit, until: date | None) -> _Unit:
     return dataclasses.replace(unit, fact=f"- {format_turn(turn, dated=True)}{mark}", fact_turns=[turn.id])
 
 
-def _expanded(order: Sequence[_Unit]) -> list[tuple[_Unit, bool]]:
-    """The units, each scene excerpt preceded by its turns as turn units (flagged: they stay only if they state a
-    changed fact; the excerpt then no longer repeats them)."""
-    out: list[tuple[_Unit, bool]] = []
-    for unit in order:
-        if unit.kind == "scene":
-            out.extend((dataclasses.replace(unit, kind="turn", id=t.id, turns=[t]), True) for t in unit.turns)
-        out.append((unit, False))
-    return out
-
-
 def current_first(order: Sequence[_Unit]) -> list[_Unit]:
     """``order`` with each slot group's newest statement at the group's best place and its members as fact lines,
     the older ones marked earlier (see the module docstring)."""
-    units = _expanded(order)
+    units = list(order)
     names = sorted(
-        {t.speaker for unit, _ in units for t in unit.turns}
-        | {u.item.speaker for u, _ in units if u.item and u.item.speaker}
+        {t.speaker for unit in units for t in unit.turns} | {u.item.speaker for u in units if u.item and u.item.speaker}
     )
-    facts = {n: s for n, (unit, _) in enumerate(units) if (s := _statement(unit, names)) is not None}
+    facts = {n: s for n, unit in enumerate(units) if (s := _statement(unit, names)) is not None}
     groups: dict[Slot, list[int]] = {}
     for n, (slots, _, _) in facts.items():
         for slot in slots:
@@ -101,23 +93,25 @@ def current_first(order: Sequence[_Unit]) -> list[_Unit]:
     newest: set[int] = set()
     until: dict[int, date] = {}
     members: set[int] = set()
-    for group in groups.values():
+    for group in sorted(groups.values(), key=min):
+        group = [n for n in group if n not in members]  # a statement is placed by its best-ranked group only
         if len({facts[n][1] for n in group}) < 2:
             continue  # one day's statements: nothing changed in between
-        top = max(group, key=lambda n: (facts[n][1], facts[n][2], -n))
+        by_age = sorted(group, key=lambda n: (facts[n][1], facts[n][2], -n), reverse=True)
+        top = by_age[0]
         newest.add(top)
-        place[top] = min(place[top], min(group))
         latest = facts[top][1]
-        for n in group:
+        # the members trade places: the newest takes the best-ranked member's place, and so on down by age, so the
+        # context spends its budget where it would have, only in a newest-first order
+        for n, at in zip(by_age, sorted(group), strict=True):
+            place[n] = at
             members.add(n)
             if facts[n][1] < latest:
-                until[n] = max(until.get(n, latest), latest)
+                until[n] = latest
     out = []
-    for n, (unit, derived) in enumerate(units):
+    for n, unit in enumerate(units):
         if n in members:
             unit = _as_fact(unit, None if n in newest else until.get(n))
-        elif derived:
-            continue  # a scene's turn that states no changed fact stays in its excerpt
         out.append((place[n], 0 if n in newest else 1, n, unit))
     out.sort(key=lambda entry: entry[:3])
     return [entry[3] for entry in out]

@@ -157,7 +157,7 @@ _CUES: dict[str, str] = {
 _CUE_RES = {name: re.compile(rf"\b(?:{cues})\b", re.IGNORECASE) for name, cues in _CUES.items()}
 
 
-def attributes_of(text: str, names: Sequence[str] = ()) -> set[str]:
+def attributes_of(text: str, names: Sequence[str] = (), *, words: bool = False) -> set[str]:
     """The attributes a first-person statement names: the families its cue words name, and each content word it
     holds (``word:canon``), so that two statements of one speaker naming the same thing ("my Canon camera", "I sold
     the Canon") share a slot. ``names`` (the speakers) are no attribute. Empty for a statement not in the first
@@ -166,8 +166,9 @@ def attributes_of(text: str, names: Sequence[str] = ()) -> set[str]:
     if not FIRST_PERSON.search(text):
         return set()
     found = {name for name, cue in _CUE_RES.items() if cue.search(text)}
-    skip = {w for n in names for w in _words(n)}
-    found |= {f"word:{_singular(w)}" for w in content_words(text) if w not in skip}
+    if words:
+        skip = {w for n in names for w in _words(n)}
+        found |= {f"word:{_singular(w)}" for w in content_words(text) if w not in skip}
     return found
 
 
