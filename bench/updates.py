@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import re
 import sys
@@ -142,7 +143,8 @@ def slot_rule(match: str) -> Iterator[None]:
     if match == "no-synonyms":
         slots.slot_key = lambda slot: (slot, "")  # type: ignore[assignment]
     elif match == "none":
-        slots.slot_key = lambda slot: (slot, str(id(object())))  # type: ignore[assignment]
+        fresh = itertools.count()  # every item its own slot: nothing is linked
+        slots.slot_key = lambda slot: (slot, str(next(fresh)))  # type: ignore[assignment]
     try:
         yield
     finally:
