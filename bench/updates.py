@@ -23,7 +23,8 @@ tests/support/stage_replies.py, whose items reply is replaced here by one that e
 the new scenes (six words or more) and labels the turns the probe file names with the slot written there (labels
 vary on purpose: "Dana / employer" then "Dana / job"). It measures the pipeline around the model (slot matching in
 code, supersession, packing) given a model that labels slots, not a model's quality. ``--match`` chooses how slots
-are compared in that build (``normalised``: tmem's rule; ``exact``: the labels as written; ``none``: no slot links).
+are compared in that build (``normalised``: tmem's rule, normalised labels and the synonym table; ``no-synonyms``:
+normalised labels only; ``none``: no slot links, as before issue 21).
 
 Run (from the repository root):
     python bench/updates.py --out bench/results/updates.md
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import re
 import sys
@@ -46,7 +48,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.support (the scripted replies)
 
-from tests.support.stage_replies import reply_for  # noqa: E402
+from tests.support.stage_replies import iso, reply_for  # noqa: E402
+
 from tmem.answer.budget import recall_context  # noqa: E402
 from tmem.answer.context import format_turn  # noqa: E402
 from tmem.construct import slots  # noqa: E402
@@ -113,7 +116,7 @@ def items_reply(user: str, labels: dict[str, str]) -> dict[str, Any]:
                 {
                     "text": f'On {m["date"]}, {m["speaker"]} said: "{text}"',
                     "speaker": m["speaker"],
-                    "date": None,
+                    "date": iso(m["date"]),
                     "scene": head[1],
                     "turns": [m["id"]],
                     "updates": None,
@@ -135,12 +138,13 @@ def scripted(labels: dict[str, str]) -> Callable[[ChatRequest], str]:
 
 @contextmanager
 def slot_rule(match: str) -> Iterator[None]:
-    """The slot comparison of a build: tmem's (normalised), the labels as written (exact), or none."""
+    """The slot comparison of a build: tmem's (normalised), normalised labels without synonyms, or none."""
     saved_norm, saved_key = slots.normalise_slot, slots.slot_key
-    if match == "exact":
+    if match == "no-synonyms":
         slots.slot_key = lambda slot: (slot, "")  # type: ignore[assignment]
     elif match == "none":
-        slots.slot_key = lambda slot: (slot, str(id(object())))  # type: ignore[assignment]
+        fresh = itertools.count()  # every item its own slot: nothing is linked
+        slots.slot_key = lambda slot: (slot, str(next(fresh)))  # type: ignore[assignment]
     try:
         yield
     finally:
@@ -175,11 +179,15 @@ def evaluate(store: SQLiteStore, embedder: SentenceTransformerEmbedder, probes: 
                     counts[system, budget][0] += current
                     counts[system, budget][1] += stale_first
                     if system == "tmem" and (stale_first or not current):
-                        misses.append(f"{budget} {space}: {probe.question} (current {current}, stale first {stale_first})")
+                        misses.append(
+                            f"{budget} {space}: {probe.question} (current {current}, stale first {stale_first})"
+                        )
     return {"counts": counts, "misses": misses}
 
 
-async def build(mode: str, match: str, embedder: SentenceTransformerEmbedder, labels: dict[str, Any], tmp: Path) -> SQLiteStore:
+async def build(
+    mode: str, match: str, embedder: SentenceTransformerEmbedder, labels: dict[str, Any], tmp: Path
+) -> SQLiteStore:
     store = SQLiteStore.open(tmp / f"{mode}-{match}.db")
     import_file(store, DATA)
     for space in json.loads(DATA.read_text(encoding="utf-8")):
@@ -188,7 +196,9 @@ async def build(mode: str, match: str, embedder: SentenceTransformerEmbedder, la
             await build_extractive(store, name, embedder=embedder)
         else:
             with slot_rule(match):
-                await build_space(store, name, llm=scripted_llm(store, fn=scripted(labels.get(name, {}))), embedder=embedder)
+                await build_space(
+                    store, name, llm=scripted_llm(store, fn=scripted(labels.get(name, {}))), embedder=embedder
+                )
     return store
 
 
@@ -210,7 +220,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="write the Markdown tables here (default: print them)")
     parser.add_argument("--modes", default="extractive,llm", help="builds to run: extractive, llm (comma-separated)")
-    parser.add_argument("--match", default="normalised,exact,none", help="slot rules for the llm build")
+    parser.add_argument("--match", default="normalised,no-synonyms,none", help="slot rules for the llm build")
     parser.add_argument("--misses", action="store_true", help="list tmem's misses under each table")
     args = parser.parse_args()
     raw = json.loads(PROBES.read_text(encoding="utf-8"))

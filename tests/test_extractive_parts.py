@@ -150,6 +150,30 @@ def test_greetings_and_fillers_are_not_substantive() -> None:
     assert is_substantive(turn("Look!", caption="a photo of a dog walking past a mural"))
 
 
+@pytest.mark.parametrize(
+    ("text", "fact"),
+    [
+        ("Hey Caroline! Good to see you!", False),  # a greeting, whoever it names
+        ("Hey Caroline! Good to see you! How have you been? Any plans for the summer?", False),  # questions
+        ("Free company!", False),  # a remark: two words, not a first-person statement
+        ("I moved to Lyon", True),  # a short first-person statement is a fact
+        ("I quit coffee.", True),
+        ("Hey Caroline! Good to see you! I'm swamped with the kids and work.", True),
+    ],
+)
+def test_an_item_is_a_fact_not_a_greeting(text: str, fact: bool) -> None:
+    assert is_substantive(turn(text, speaker="Melanie"), ["Caroline", "Melanie"]) is fact
+
+
+def test_an_item_leaves_out_the_greeting_that_opens_its_turn() -> None:
+    t = turn("Hey Caroline! Good to see you! I'm swamped with the kids and work.", speaker="Melanie")
+    item = item_from_turn(t, "xs-1", ["Caroline", "Melanie"])
+    assert item.text == 'On 8 May 2023, Melanie said: "I\'m swamped with the kids and work."'
+    assert item_from_turn(turn("Hey Caroline!", speaker="Melanie"), "xs-1", ["Caroline"]).text.endswith(
+        '"Hey Caroline!"'
+    )
+
+
 def test_item_text_is_self_contained_with_resolved_dates_and_caption() -> None:
     item = item_from_turn(
         turn("I went to a LGBTQ support group yesterday and it was so powerful.", caption="a photo of a flag."),

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tmem.answer.budget import pack_context
 from tmem.construct.check import check_space
-from tmem.construct.slots import link_slots, normalise_slot, slot_key
-from tmem.models import Item, ItemKind
+from tmem.construct.slots import attributes_of, link_slots, normalise_slot, slot_key
+from tmem.models import Item, ItemKind, Turn
+from tmem.retrieve.types import Route, SearchResult, TurnHit
 from tmem.store.sqlite import SQLiteStore
+from tmem.util.text import count_tokens
 
 SHIPPED = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
 
@@ -85,3 +89,46 @@ def test_the_shipped_llm_built_memories_open_and_upgrade(name: str, tmp_path: Pa
     reopened = SQLiteStore.open(copy)  # the migration is recorded once: a second open applies nothing
     assert reopened.items(name, [items[0].id])[0].slot == "x / y"
     reopened.close()
+
+
+# ------------------------------------------------------------------------------------------ the current value first
+
+
+def _turn_hit(n: int, text: str, day: int, rank: int) -> TurnHit:
+    turn = Turn(id=f"t{n}", session_id=f"s{day}", seq=n, speaker="Dana", text=text, time=datetime(2023, 5, day, 9))
+    return TurnHit(turn=turn, score=1.0 / rank, routes=[Route(name="turn.dense", rank=rank, score=1.0 / rank)])
+
+
+def test_the_newer_statement_on_a_slot_comes_first_and_the_older_is_marked_earlier() -> None:
+    """The older job statement ranks first for the query; the context reads the newer one first, as a fact, and
+    the older one after it, marked earlier until the newer one's day. An unrelated turn stays a raw turn."""
+    hits = [
+        _turn_hit(0, "I have been working at Acme Logistics as a dispatcher for years.", 2, 1),
+        _turn_hit(1, "We watched a film about whales last night.", 3, 2),
+        _turn_hit(2, "Big news: I joined Globex Energy as a planner this week.", 20, 3),
+    ]
+    result = SearchResult(space="s", query="Where does Dana work?", preset="p", scenes=[], items=[], turns=hits)
+    ctx = pack_context(result, 1000, include_persona=False)
+    lines = ctx.text.splitlines()
+    assert lines[:3] == [
+        "Facts:",
+        "- [20 May 2023] Dana: Big news: I joined Globex Energy as a planner this week.",
+        "- [2 May 2023] Dana: I have been working at Acme Logistics as a dispatcher for years. "
+        "(earlier, until 20 May 2023)",
+    ]
+    assert "Dana: We watched a film about whales last night." in lines  # in its block, not a fact
+    assert ctx.text.count("Globex") == 1 and ctx.text.count("Acme") == 1  # each statement once
+    assert ctx.tokens <= 1000
+    small = pack_context(result, count_tokens("Facts:\n" + lines[1]) + 2, include_persona=False)
+    assert "Globex" in small.text and "Acme" not in small.text  # the older one only when it fits, never instead
+
+
+def test_statements_of_one_day_or_of_other_speakers_are_left_as_they_are() -> None:
+    same_day = [
+        _turn_hit(0, "I have been working at Acme Logistics as a dispatcher for years.", 2, 1),
+        _turn_hit(2, "I joined Globex Energy as a planner.", 2, 2),
+    ]
+    result = SearchResult(space="s", query="q", preset="p", scenes=[], items=[], turns=same_day)
+    assert "Facts:" not in pack_context(result, 1000, include_persona=False).text
+    assert attributes_of("Free company!") == set()  # not a first-person statement
+    assert "employer" in attributes_of("I was hired by a bakery")

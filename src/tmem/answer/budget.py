@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tmem.answer.blocks import TurnBlock, line_ends
 from tmem.answer.context import AnswerContext, format_persona
-from tmem.models import Scene, Turn
+from tmem.answer.updates import current_first
+from tmem.models import Item, Scene, Turn
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.util.tokens import TokenCounter, default_counter
@@ -120,6 +121,7 @@ class _Unit:
     fact_turns: list[str] = field(default_factory=list)  # item: its source turns
     turns: list[Turn] = field(default_factory=list)  # scene / turn: candidate turns, best first
     scene: Scene | None = None
+    item: Item | None = None  # item: the item (tmem.answer.updates reads its slot and date)
 
     def rrf(self, k0: int, counts: RouteFilter | None = None) -> float:
         return math.fsum(
@@ -170,6 +172,7 @@ def _item_units(items: Sequence[ItemHit]) -> list[_Unit]:
             h.routes,
             fact=_fact_line(h),
             fact_turns=list(h.source_turn_ids),
+            item=h.item,
         )
         for h in items
     ]
@@ -345,7 +348,7 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     scenes = {sh.scene.id: sh.scene for sh in result.scenes}
     scenes.update({s.id: s for ih in result.items for s in ih.source_scenes})
     units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result, how.neighbours)]
-    order = unit_order(units, how.k0, counts)
+    order = current_first(unit_order(units, how.k0, counts))  # a changed fact's newest statement first
     draft = _Draft(counter, titled=how.titles and not result.descriptive_only)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
@@ -356,8 +359,9 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     hits: list[ContextHit] = []
     left_out = 0
     for unit in order:
-        if unit.kind == "item":
-            assert unit.fact is not None
+        if unit.fact is not None:  # an item, or a turn that states a changed fact (tmem.answer.updates)
+            if unit.kind == "turn" and unit.id in covered:
+                continue  # its fact (an item of the turn) is already there
             if unit.fact_turns and all(t in in_context for t in unit.fact_turns):
                 continue  # its source turns are already there word for word
             draft.add_fact(unit.fact)
@@ -368,6 +372,8 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
                 continue
             added_turns = list(unit.fact_turns)
             quoted.update(t for t in added_turns if texts.get(t) and texts[t] in unit.fact)
+            if unit.kind == "turn":
+                in_context.update(added_turns)  # its text is there word for word: no block repeats it
         else:
             added_turns = []
             # a turn already there word for word (its raw text, or a fact quoting it) never enters twice

@@ -150,7 +150,9 @@ class _Run:
                 [t.text + (f"\n{t.caption}" if t.caption else "") for t in turns], exclude=self.speakers
             )
         }
-        items = [item_from_turn(t, scene_of_turn[t.id]) for t in turns if is_substantive(t)]
+        items = [
+            item_from_turn(t, scene_of_turn[t.id], self.speakers) for t in turns if is_substantive(t, self.speakers)
+        ]
         t3 = time.perf_counter()
         triggers: list[Trigger] = []
         for item in items:

@@ -1,9 +1,10 @@
 """Atomic items and Entity triggers from single turns, without a model.
 
-Substantive rule: a turn yields an item when its text and image caption together hold at least
-``MIN_CONTENT_WORDS`` distinct content words (words that are neither stopwords nor conversational fillers, see
-:data:`tmem.construct.extractive.keyphrases.STOPWORDS`). "Hey Mel! Good to see you!" has none and is skipped; "I went to
-a LGBTQ support group yesterday" has five and is kept.
+Substantive rule: an item is a fact, so a turn yields one when its statements (its sentences that are not questions)
+and image caption together hold at least ``MIN_CONTENT_WORDS`` distinct content words (words that are neither
+stopwords nor conversational fillers, see :data:`tmem.construct.extractive.keyphrases.STOPWORDS`), the speakers'
+names not counted. "Hey Caroline! Good to see you!" has none and is skipped, as is a question ("Any plans for the
+weekend?"); "I moved to Lyon" has two and is kept.
 
 Item text format (self-contained, so that it reads correctly out of context)::
 
@@ -11,7 +12,8 @@ Item text format (self-contained, so that it reads correctly out of context)::
     powerful." Caroline shared an image: a photo of a dog walking past a wall with a painting of a woman.
 
 - the prefix names the date the turn was said (the turn time from the conversation) and the speaker;
-- the turn text is quoted verbatim, with each relative date expression followed by its absolute resolution in
+- the turn text is quoted verbatim from its first sentence that holds a content word (a greeting that opens the turn,
+  "Hey Caroline! Good to see you!", is left out), with each relative date expression followed by its absolute resolution in
   square brackets;
 - an image caption, when present, follows as its own sentence.
 
@@ -22,10 +24,11 @@ its Monday to Sunday; "last weekend": a Saturday-Sunday range; "next month": mon
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from tmem.construct.extractive.dates import Granularity, ResolvedDate, format_day, resolve_relative_dates
-from tmem.construct.extractive.keyphrases import Keyphrase, content_words, extract_keyphrases
+from tmem.construct.extractive.keyphrases import FIRST_PERSON, Keyphrase, content_words, extract_keyphrases
 from tmem.models import BuildMode, Item, ItemKind, Trigger, TriggerFamily, TriggerView, Turn
 from tmem.util.text import text_hash
 
@@ -39,7 +42,8 @@ __all__ = [
     "render_item_text",
 ]
 
-MIN_CONTENT_WORDS = 3
+MIN_CONTENT_WORDS = 2
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*[\"')\]]*\s*")
 MAX_ENTITY_TRIGGERS = 4
 
 
@@ -51,11 +55,31 @@ def trigger_id(host_id: str, group: int) -> str:
     return "xe-" + text_hash(f"{host_id}|{group}")[:16]
 
 
-def is_substantive(turn: Turn) -> bool:
-    words = set(content_words(turn.text))
+def _names(turn: Turn, names: Sequence[str]) -> set[str]:
+    return {w for n in (*names, turn.speaker) for w in content_words(n)}
+
+
+def is_substantive(turn: Turn, names: Sequence[str] = ()) -> bool:
+    """The turn states a fact (module docstring); ``names``: the conversation's speakers (not counted)."""
+    skip = _names(turn, names)
+    statements = [s for s in _SENTENCE.findall(turn.text) if not s.rstrip().endswith("?")]
+    words = {w for s in statements for w in content_words(s) if w not in skip}
     if turn.caption:
-        words |= set(content_words(turn.caption))
-    return len(words) >= MIN_CONTENT_WORDS
+        words |= set(content_words(turn.caption)) - skip
+        return len(words) >= MIN_CONTENT_WORDS
+    # two words make a fact when said in the first person ("I moved to Lyon"), not in a remark ("Free company!")
+    first_person = any(FIRST_PERSON.search(s) for s in statements)
+    return len(words) >= (MIN_CONTENT_WORDS if first_person else MIN_CONTENT_WORDS + 1)
+
+
+def _without_greeting(text: str, skip: set[str]) -> str:
+    """``text`` from its first sentence that holds a content word other than a name (all of it when none does)."""
+    pos = 0
+    for sentence in _SENTENCE.findall(text):
+        if set(content_words(sentence)) - skip:
+            return text[pos:]
+        pos += len(sentence)
+    return text
 
 
 def _annotate(text: str, resolved: Sequence[ResolvedDate]) -> str:
@@ -69,10 +93,10 @@ def _annotate(text: str, resolved: Sequence[ResolvedDate]) -> str:
     return "".join(out)
 
 
-def render_item_text(turn: Turn) -> tuple[str, list[ResolvedDate]]:
-    """The self-contained item text of a turn and the date expressions it resolved."""
+def render_item_text(turn: Turn, names: Sequence[str] = ()) -> tuple[str, list[ResolvedDate]]:
+    """The self-contained item text of a turn and the date expressions it resolved (``names``: the speakers)."""
     said = turn.time.date()
-    body = " ".join(turn.text.split())
+    body = _without_greeting(" ".join(turn.text.split()), _names(turn, names))
     resolved = resolve_relative_dates(body, said)
     text = f'On {format_day(said)}, {turn.speaker} said: "{_annotate(body, resolved)}"'
     if turn.caption:
@@ -91,8 +115,8 @@ _PRECISION = {
 }
 
 
-def item_from_turn(turn: Turn, scene_id: str) -> Item:
-    text, resolved = render_item_text(turn)
+def item_from_turn(turn: Turn, scene_id: str, names: Sequence[str] = ()) -> Item:
+    text, resolved = render_item_text(turn, names)
     fact_date = resolved[0].start if resolved else turn.time.date()
     precision = _PRECISION[resolved[0].granularity] if resolved else "day"
     return Item(

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["STOPWORDS", "Keyphrase", "content_words", "extract_keyphrases"]
+__all__ = ["FIRST_PERSON", "STOPWORDS", "Keyphrase", "content_words", "extract_keyphrases"]
 
 _STOP_TEXT = """
 a about above after again against all almost also although always am among an and another any anybody anyone
@@ -56,6 +56,8 @@ two three four five six seven eight nine ten eleven twelve twenty hundred thousa
 """
 STOPWORDS: frozenset[str] = frozenset(_STOP_TEXT.split())
 
+# A speaker's own facts are said in the first person ("I moved", "my car", "we sold").
+FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|we'd|us|our|ours)\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 _SENTENCE_END = re.compile(r"[.!?]+|\n")
 _TOKEN = re.compile(r"(?P<w>[A-Za-z0-9][A-Za-z0-9'’\-]*)|(?P<b>[&,;:()\"“”\[\]{}/—–…!?\n]|\.(?=\s|$)|\s-\s)")
