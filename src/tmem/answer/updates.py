@@ -87,7 +87,7 @@ def current_first(order: Sequence[_Unit]) -> list[_Unit]:
     facts = {n: s for n, unit in enumerate(units) if (s := _statement(unit, names)) is not None}
     groups: dict[Slot, list[int]] = {}
     for n, (slots, _, _) in facts.items():
-        for slot in slots:
+        for slot in sorted(slots):  # a fixed order: groups that tie on their best member keep it (no hash order)
             groups.setdefault(slot, []).append(n)
     place = list(range(len(units)))  # where each unit goes
     newest: set[int] = set()
