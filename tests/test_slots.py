@@ -16,7 +16,7 @@ from tmem.construct.slots import attributes_of, link_slots, normalise_slot, slot
 from tmem.models import Item, ItemKind, Turn
 from tmem.retrieve.types import Route, SearchResult, TurnHit
 from tmem.store.sqlite import SQLiteStore
-from tmem.util.text import count_tokens
+from tmem.util.tokens import default_counter
 
 SHIPPED = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
 
@@ -119,7 +119,7 @@ def test_the_newer_statement_on_a_slot_comes_first_and_the_older_is_marked_earli
     assert "Dana: We watched a film about whales last night." in lines  # in its block, not a fact
     assert ctx.text.count("Globex") == 1 and ctx.text.count("Acme") == 1  # each statement once
     assert ctx.tokens <= 1000
-    small = pack_context(result, count_tokens("Facts:\n" + lines[1]) + 2, include_persona=False)
+    small = pack_context(result, default_counter().count("Facts:\n" + lines[1]) + 2, include_persona=False)
     assert "Globex" in small.text and "Acme" not in small.text  # the older one only when it fits, never instead
 
 
