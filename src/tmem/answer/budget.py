@@ -348,7 +348,8 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     scenes = {sh.scene.id: sh.scene for sh in result.scenes}
     scenes.update({s.id: s for ih in result.items for s in ih.source_scenes})
     units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result, how.neighbours)]
-    order = current_first(unit_order(units, how.k0, counts))  # a changed fact's newest statement first
+    order = unit_order(units, how.k0, counts)  # LLM-built: a changed fact's newest statement first (retrieval.md)
+    order = order if result.descriptive_only else current_first(order)
     draft = _Draft(counter, titled=how.titles and not result.descriptive_only)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
