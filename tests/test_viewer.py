@@ -361,3 +361,15 @@ def test_item_date_label() -> None:
     assert date_label(item.model_copy(update={"date": None})) == "undated"
     month = item.model_copy(update={"date": "2023-05-01", "date_end": "2023-05-31", "date_precision": "month"})
     assert date_label(month) == "2023-05-01 – 2023-05-31 (month)"
+
+
+def test_why_recalled_tables_hold_every_hit_of_its_context(llm_memory: Memory) -> None:
+    """The route tables come from the search the budgeted context was packed from (as deep as the budget), so every
+    scene and item in the context has its row with its routes."""
+    from tmem.viewer.recall import recall
+
+    form = SearchForm.parse("It feels strange to finally call this place mine.", "auto", [], "1000", "auto")
+    found = recall(llm_memory, "d26-plus", form)
+    rows = {h.scene.id for h in found.result.scenes} | {h.item.id for h in found.result.items}
+    packed = {h.id for h in found.context.hits if h.kind != "turn"}
+    assert packed and packed <= rows

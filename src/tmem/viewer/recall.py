@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, context_config
 from tmem.errors import InputError
 from tmem.memory import Memory
 from tmem.retrieve.config import PRESETS, SWITCHES, RetrievalConfig
@@ -69,9 +69,10 @@ class Recall:
 
 
 def recall(memory: Memory, key: str, form: SearchForm) -> Recall:
-    """Run the search of ``form`` in the space stored under ``key``: the cascade (``Memory.search``) and the packed
-    context (``Memory.context``), both with the form's configuration."""
+    """Run the search of ``form`` in the space stored under ``key``: the cascade (``Memory.search``) as deep as the
+    budgeted context searches (``context_config``: the route tables show what the context was packed from) and the
+    packed context (``Memory.context``), both with the form's configuration."""
     config = form.config()
-    result = memory.search(key, form.query, config)
+    result = memory.search(key, form.query, context_config(config, form.budget))
     context = memory.context(key, form.query, max_tokens=form.budget, config=config)
     return Recall(form=form, result=result, context=context)
