@@ -95,18 +95,22 @@ def _score(probe: Probe, ids: set[str]) -> float:
     return float(inside > 0) if probe.kind == "cue" else inside / len(probe.gold)
 
 
-def _pack(probe: Probe, budget: int, choice: dict[str, Any], counter: TokenCounter) -> Context:
-    result = probe.results[(choice["neighbours"], budget)]
+def _recipe(choice: dict[str, Any]) -> RetrievalConfig:
+    """The associative preset with the choice's anchorless routes (none: no anchor rule, every route counts)."""
     routes = ROUTE_SETS[choice["routes"]]
-    cfg = RetrievalConfig.preset("associative").replace(
+    return RetrievalConfig.preset("associative").replace(
         lexical_floor=None if routes is None else 0.25, anchorless_routes=routes or frozenset()
     )
+
+
+def _pack(probe: Probe, budget: int, choice: dict[str, Any], counter: TokenCounter) -> Context:
+    result = probe.results[(choice["neighbours"], budget)]
     return pack_context(
         result,
         budget,
         include_persona=False,
         k0=choice["k0"],
-        counts=route_filter(result, cfg),
+        counts=route_filter(result, _recipe(choice)),
         counter=counter,
         neighbours=choice["neighbours"],
         titles=choice["titles"],
@@ -172,16 +176,12 @@ def _family_ranks(retriever: Retriever, index: Any, p: Probe) -> dict[str, int |
 
 def _why(probe: Probe, budget: int, choice: dict[str, Any], ctx: Context) -> tuple[str, str]:
     result = probe.results[(choice["neighbours"], budget)]
-    routes = ROUTE_SETS[choice["routes"]]
-    cfg = RetrievalConfig.preset("associative").replace(
-        lexical_floor=None if routes is None else 0.25, anchorless_routes=routes or frozenset()
-    )
     units: list[_Unit] = [
         *_item_units(result.items),
         *_turn_units(result.turns, {}),
         *_scene_units(result, choice["neighbours"]),
     ]
-    order = unit_order(units, choice["k0"], route_filter(result, cfg))
+    order = unit_order(units, choice["k0"], route_filter(result, _recipe(choice)))
     packed = {h.id for h in ctx.hits}
     last = max((n for n, u in enumerate(order) if u.id in packed), default=-1)
     holders = []
