@@ -34,6 +34,7 @@ from pathlib import Path
 from tmem.answer.answerer import Answerer, QuestionTime
 from tmem.memory import Memory
 from tmem.settings import Settings
+from tmem.util.aio import blocking
 
 REDTEAM = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "redteam" / "redteam.json"
 
@@ -56,7 +57,7 @@ async def run(out: Path | None) -> int:
         src.write_text(json.dumps(data["space"], ensure_ascii=False), encoding="utf-8")
         memory = Memory.open(home, settings)
         memory.import_file(src)
-        await memory.abuild(space)
+        await blocking(memory.build, space)
         store = memory.store
         triggers = [json.dumps(t.model_dump(mode="json"), ensure_ascii=False) for t in store.triggers(space)]
         personas = [json.dumps(p.model_dump(mode="json"), ensure_ascii=False) for p in store.personas(space)]

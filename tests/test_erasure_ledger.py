@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import time
@@ -188,7 +187,7 @@ def test_an_erasure_on_one_node_leaves_no_copy_on_another_nodes_disk(store_url: 
     store_a, store_b = open_store(store_url), open_store(store_url)
     a, b = _node(store_a, tmp_path, "a"), _node(store_b, tmp_path, "b")
     _import(store_a, tmp_path, "secret")
-    asyncio.run(a.abuild("secret"))
+    a.build("secret")
     b.search("secret", "locker code")
     assert _files_with(tmp_path / "b")  # node B saved the space's BM25 indices (their vocabulary holds the canary)
 

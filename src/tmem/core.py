@@ -1,9 +1,12 @@
 """The one core under :class:`tmem.Memory` (sync) and :class:`tmem.AsyncMemory` (async).
 
-Every operation is written here once; the two facades only choose how to call it (a private event loop, or the
-caller's). The core owns what it opens - the store, the construction LLM, the answer LLM (created once, on first
-use), the embedder and the retriever - and closes them in :meth:`MemoryCore.aclose`. Rules that must agree across
-front ends live here and nowhere else:
+Every operation is written here once, with its signature and docstring, and is synchronous at its surface: its LLM
+work (a build's calls, an answer, an item edit's triggers) runs on the core's private event loop in a thread of its
+own (:class:`tmem.util.aio.LoopThread`). The facades are made from these methods: :class:`tmem.Memory` calls them,
+:class:`tmem.AsyncMemory` awaits them through :func:`tmem.util.aio.blocking`, the one async boundary
+(docs/architecture.md). The core owns what it opens - the store, the construction LLM, the answer LLM (created once,
+on first use), the embedder, the retriever and its loop - and closes them in :meth:`MemoryCore.close`. Rules that
+must agree across front ends live here and nowhere else:
 
 * retrieval configuration: :meth:`MemoryCore.resolve_config` (a preset name, or ``Settings.search_preset``, plus
   ``Settings.reranker_model``);
@@ -13,8 +16,10 @@ front ends live here and nowhere else:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -28,23 +33,27 @@ from tmem.construct.policy import BuildPolicy, build_lease
 from tmem.construct.report import BuildReport
 from tmem.edit import ForgetReport, ItemHistory, forget, get_item, item_history, update_item
 from tmem.edit.erasure import ErasureState, LocalSweep, Upkeep, finish_erasures, state_of
+from tmem.edit.export import SpaceExport, export_space, item_filters
 from tmem.edit.items import reapply_edits
-from tmem.edit.listing import ItemFilters, ItemPage, list_items
+from tmem.edit.listing import ItemPage, list_items
 from tmem.embed import make_embedder
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.errors import BuildBusy, ConfigError, InputError
 from tmem.index.factory import persistent_vectors, refresh_space
 from tmem.index.lexical import LexicalStore
+from tmem.ingest import Format, ImportReport, import_file, import_sessions
 from tmem.ingest.messages import MessageInput, MessagesReport, add_messages
 from tmem.llm.base import LLM, ClosableBackend
+from tmem.llm.cost import CostReport, cost_report
 from tmem.llm.service import StructuredLLM, make_llm
-from tmem.models import Erasure, Item
+from tmem.models import Erasure, Item, ItemKind, SessionInput, SpaceSummary
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import SearchResult
 from tmem.settings import Settings
 from tmem.store.base import Store
+from tmem.util.aio import LoopThread
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 from tmem.util.tokens import TokenCounter, token_counter
 
@@ -89,6 +98,7 @@ class MemoryCore:
         self.sweep = LocalSweep(store, self._lexical, self._invalidate)  # local copies of erased spaces go
         self._upkeep: Upkeep | None = None
         self._owned: list[LLM] = []  # LLMs this core created (and so closes); passed-in ones belong to the caller
+        self._loop = LoopThread("tmem-llm")  # where LLM work runs (started on first use)
 
     # ------------------------------------------------------------------ components
     @property
@@ -154,18 +164,24 @@ class MemoryCore:
         """LLM clients this core created and has not closed yet."""
         return len(self._owned)
 
-    async def aclose(self) -> None:
-        """Stop the upkeep thread, close the LLM clients this core created, then the store."""
+    def close(self) -> None:
+        """Stop the upkeep thread, close the LLM clients this core created (on its loop), stop the loop, then close
+        the store."""
         if self._upkeep is not None:
             self._upkeep.stop()
             self._upkeep = None
         try:
-            for llm in self._owned:
-                if isinstance(llm, ClosableBackend):
-                    await llm.aclose()
-            self._owned.clear()
+            if self._owned:
+                self._loop.run(self._close_llms())
         finally:
+            self._loop.close()
             self.store.close()
+
+    async def _close_llms(self) -> None:
+        for llm in self._owned:
+            if isinstance(llm, ClosableBackend):
+                await llm.aclose()
+        self._owned.clear()
 
     def _invalidate(self, space: str) -> None:
         if self._retriever is not None:
@@ -213,9 +229,27 @@ class MemoryCore:
         return Staleness(space=space, built=built, stale_turns=stale)
 
     # ------------------------------------------------------------------ conversations
+    def spaces(self) -> list[SpaceSummary]:
+        return self.store.list_spaces()
+
+    def import_file(self, path: str | Path, fmt: Format = "auto", space: str | None = None) -> ImportReport:
+        """Import a LoCoMo or native file; re-importing the same content changes nothing."""
+        return import_file(self.store, path, fmt, space)
+
+    def add_sessions(self, space: str, sessions: Sequence[SessionInput]) -> ImportReport:
+        """Append sessions to ``space`` (created if new); known sessions are skipped by content hash."""
+        return import_sessions(self.store, space, list(sessions))
+
     def add_messages(
-        self, space: str, messages: Sequence[MessageInput | dict[str, object]], received_at: datetime | None = None
+        self,
+        space: str,
+        messages: Sequence[MessageInput | dict[str, object]],
+        *,
+        received_at: datetime | None = None,
     ) -> MessagesReport:
+        """Append messages as they arrive (open session or a new one after the idle gap); idempotent by id (a message
+        without one is stored on every call).
+        ``received_at`` dates messages that carry no time (a live agent's arrival time); see docs/agents.md."""
         parsed: list[MessageInput] = []
         for n, m in enumerate(messages):
             try:
@@ -230,7 +264,10 @@ class MemoryCore:
         return add_messages(self.store, space, parsed, gap=gap, received_at=received_at)
 
     def delete_space(self, space: str) -> ErasureState:
-        """Delete and erase (the erasure pending when another connection's open read keeps it from completing)."""
+        """Delete the space and every trace of it (conversation, memory, embeddings, LLM log), erased from disk.
+        ``erased`` is False when another process's open read kept the erasure from completing: it stays pending in
+        the erasure ledger and is finished by :meth:`upkeep` (run every few seconds by ``tmem serve``, ``mcp`` and
+        ``ui``)."""
         with self.store.transaction():
             self.store.delete_space(space)
             seq = self.store.add_erasure(space, "delete")
@@ -242,28 +279,35 @@ class MemoryCore:
 
     # ------------------------------------------------------------------ erasure upkeep
     def erasures(self, *, space: str | None = None, tenant: str | None = None, pending: bool = False) -> list[Erasure]:
-        """The store's erasure ledger (of ``space`` or ``tenant`` when given; only pending entries with ``pending``)."""
+        """The store's erasure ledger (of ``space`` or ``tenant`` when given; only pending entries with ``pending``):
+        one entry per forget or deletion, pending until its bytes are erased."""
         return self.store.erasures(space=space, tenant=tenant, pending=pending)
 
     def upkeep(self) -> bool:
-        """One round of erasure upkeep: finish pending erasures, drop local copies of erased spaces. True when no
-        erasure is pending afterwards."""
+        """One round of erasure upkeep: finish pending erasures, drop this process's local copies of erased spaces.
+        True when no erasure is pending afterwards."""
         done = finish_erasures(self.store)
         self.sweep.run()
         return done
 
     def start_upkeep(self, interval: float) -> None:
-        """Run :meth:`upkeep` every ``interval`` seconds in a daemon thread until :meth:`aclose` (long-running front
+        """Run :meth:`upkeep` every ``interval`` seconds in a daemon thread until :meth:`close` (long-running front
         ends: an erasure a reader blocked finishes without another request)."""
         if self._upkeep is None:
             self._upkeep = Upkeep(self.upkeep, interval)
             self._upkeep.start()
 
     # ------------------------------------------------------------------ construction
-    async def abuild(
+    def build(
         self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
     ) -> BuildReport:
-        """Build or extend the memory of ``space`` under its build lease (BuildBusy when another build holds it)."""
+        """Build or extend the memory of ``space`` (only what is new); BuildBusy if another build of it runs."""
+        return self._loop.run(self._abuild(space, options, rebuild=rebuild, progress=progress))
+
+    async def _abuild(
+        self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
+    ) -> BuildReport:
+        """The build, on the core's loop, under the space's build lease (BuildBusy when another build holds it)."""
         self.store.get_space(space)
         llm = self.llm
         with build_lease(self.store, space, self.settings.build_lease_seconds):
@@ -288,17 +332,20 @@ class MemoryCore:
     def build_policy(self) -> BuildPolicy:
         return BuildPolicy(after_turns=self.settings.build_after_turns, idle_seconds=self.settings.build_idle_seconds)
 
-    async def abuild_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
-        """Build when the policy says so and no other build of the space runs; None otherwise."""
+    def build_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
+        """Build when the build policy says so (``TMEM_BUILD_AFTER_TURNS`` / ``TMEM_BUILD_IDLE_SECONDS``) and no other
+        build of the space runs; ``idle_seconds``: time since the space's last message arrived. None otherwise."""
         if not self.build_policy().due(self.staleness(space).stale_turns, idle_seconds):
             return None
         try:
-            return await self.abuild(space)
+            return self.build(space)
         except BuildBusy:
             return None
 
     # ------------------------------------------------------------------ recall
     def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
+        """Recall for ``query``: typed scene and item hits with the routes that reached them, plus personas, and
+        whether the memory is stale."""
         self.store.get_space(space)
         result = self.retriever.search(space, query, self.resolve_config(config))
         stale = self.staleness(space)
@@ -311,8 +358,8 @@ class MemoryCore:
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
         config: RetrievalConfig | str | None = None,
     ) -> Context:
-        """The text to hand a reader for ``query``, packed into at most ``max_tokens`` tokens (None: the whole search
-        result), with its hits and routes and how many turns are not built yet."""
+        """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
+        (None: the whole search result), and how many turns are not built yet."""
         self.store.get_space(space)
         ctx = recall_context(
             self.retriever, space, query, max_tokens, self.resolve_config(config), counter=self.counter
@@ -320,7 +367,7 @@ class MemoryCore:
         stale = self.staleness(space)
         return ctx.model_copy(update={"unbuilt_turns": max(ctx.unbuilt_turns, stale.stale_turns)})
 
-    async def aask(
+    def ask(
         self,
         space: str,
         question: str,
@@ -330,28 +377,53 @@ class MemoryCore:
         config: RetrievalConfig | str | None = None,
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
     ) -> Answer:
+        """Answer ``question`` from the memory of ``space`` (needs an LLM) with a context of at most ``max_tokens``;
+        dated after the latest session unless ``when`` says otherwise."""
         llm = self.answer_llm  # a missing model is reported before anything else
         self.store.get_space(space)
         asked = when if isinstance(when, QuestionTime) else self.question_time(space, when)
         cfg = self.resolve_config(config)  # the search a budgeted context of this recipe needs (Memory.context's)
         found = self.search(space, question, context_config(cfg, max_tokens))
-        return await Answerer(self.retriever, llm, counter=self.counter).answer(
-            space, question, asked, variant=variant, config=cfg, result=found, max_tokens=max_tokens
+        answerer = Answerer(self.retriever, llm, counter=self.counter)
+        return self._loop.run(
+            answerer.answer(space, question, asked, variant=variant, config=cfg, result=found, max_tokens=max_tokens)
         )
 
     # ------------------------------------------------------------------ one memory at a time
     def get_item(self, space: str, item_id: str) -> Item:
         return get_item(self.store, space, item_id)
 
-    def list_items(self, space: str, filters: ItemFilters, offset: int = 0, limit: int = 50) -> ItemPage:
+    def list_items(
+        self,
+        space: str,
+        *,
+        kind: ItemKind | str | None = None,
+        speaker: str | None = None,
+        since: date | str | None = None,
+        until: date | str | None = None,
+        text: str | None = None,
+        live: bool = False,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> ItemPage:
+        """One page of the items of ``space`` in arrival order, filtered (all filters must hold; see
+        :mod:`tmem.edit.listing`): ``kind``, ``speaker``, a date range ``since``..``until`` over each item's own
+        date, ``text`` (substring or id), ``live`` (no superseded items)."""
+        filters = item_filters(kind=kind, speaker=speaker, since=since, until=until, text=text, live=live)
         return list_items(self.store, space, filters, offset=offset, limit=limit)
 
-    async def aupdate_item(self, space: str, item_id: str, text: str) -> Item:
-        updated = await update_item(self.store, space, item_id, text, llm=self.llm)
+    def update_item(self, space: str, item_id: str, text: str) -> Item:
+        """New text for one item: its triggers are regenerated, the old text is kept in its history."""
+        updated = self._loop.run(update_item(self.store, space, item_id, text, llm=self.llm))
         self._refresh_index(space)
         return updated
 
+    def delete_item(self, space: str, item_id: str) -> ForgetReport:
+        """Delete one item for good: the same as ``forget(space, item_ids=[item_id])``."""
+        return self.forget(space, item_ids=[item_id])
+
     def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
+        """Forget turns and items: tombstoned, removed from every derived record and cache, erased from disk."""
         if not turn_ids and not item_ids:
             raise InputError("Name what to forget: turn_ids and/or item_ids.")
         cached = CachedEmbedder(self.embedder, self.store, space)
@@ -368,4 +440,22 @@ class MemoryCore:
         return report
 
     def history(self, space: str, item_id: str) -> ItemHistory:
+        """The item's versions (extracted, then each edit, with times) and its supersession chain."""
         return item_history(self.store, space, item_id)
+
+    # ------------------------------------------------------------------ inspection and export
+    def export(self, space: str) -> SpaceExport:
+        """Every record of ``space``; ``export(...).model_dump_json()`` is a complete, readable backup."""
+        return export_space(self.store, space)
+
+    def export_file(self, space: str, path: str | Path) -> Path:
+        """Write :meth:`export` of ``space`` as JSON to ``path``; returns the path."""
+        target = Path(path)
+        target.write_text(json.dumps(self.export(space).model_dump(mode="json"), indent=1, ensure_ascii=False))
+        return target
+
+    def cost(self, space: str | None = None) -> CostReport:
+        """LLM calls and tokens per construction stage, from the call log (of ``space``, or of every space)."""
+        if space is not None:
+            self.store.get_space(space)
+        return cost_report(self.store, space)

@@ -15,108 +15,88 @@ Agents write messages as they arrive and edit single memories (docs/agents.md)::
     mem.build("alice")
     mem.forget("alice", turn_ids=[...])
 
-Every operation is written once, in :class:`tmem.core.MemoryCore`. :class:`Memory` calls it synchronously (the
-operations that talk to an LLM run on the memory's own private event loop); :class:`AsyncMemory` is its async twin
-for services and agents that already run an event loop (blocking store and embedding work goes to a worker thread).
-Both take the space as one string and own - and close - the store, the LLMs, the embedder and the retriever.
+Every operation is written once, with its signature and docstring, in :class:`tmem.core.MemoryCore`; both facades are
+made from those methods and nothing else, so they cannot drift (``tests/test_facade_parity.py``). :class:`Memory`
+calls them synchronously (the LLM work runs on the core's private event loop thread); :class:`AsyncMemory` is its
+async twin for services and agents that already run an event loop: every call goes through
+:func:`tmem.util.aio.blocking`, so no store, embedding, index or LLM work ever runs on the caller's loop
+(docs/architecture.md). Both take the space as one string and own - and close - the store, the LLMs, the embedder, the
+retriever and the loop thread.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import Coroutine, Sequence
-from datetime import date, datetime
+import functools
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from tmem.answer import Answer, QuestionTime, Variant
-from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
-from tmem.construct.options import BuildOptions
-from tmem.construct.report import BuildReport
-from tmem.core import MemoryCore, Staleness
-from tmem.edit import ForgetReport, ItemHistory
-from tmem.edit.erasure import ErasureState
-from tmem.edit.listing import ItemFilters, ItemPage
+from tmem.core import MemoryCore
+from tmem.edit.export import SpaceExport, item_filters
 from tmem.embed.base import Embedder
-from tmem.errors import ConfigError, InputError
-from tmem.ingest import Format, ImportReport, import_file, import_sessions
-from tmem.ingest.messages import MessageInput, MessagesReport
+from tmem.ingest.messages import MessageInput
 from tmem.llm.base import LLM
-from tmem.llm.cost import CostReport, cost_report
-from tmem.models import (
-    Erasure,
-    Item,
-    ItemEdit,
-    ItemKind,
-    Persona,
-    Scene,
-    Session,
-    SessionInput,
-    Space,
-    SpaceSummary,
-    Topic,
-    TopicSceneLink,
-    Trigger,
-    Turn,
-)
 from tmem.retrieve.cascade import Retriever
-from tmem.retrieve.config import RetrievalConfig
-from tmem.retrieve.types import SearchResult
 from tmem.settings import Settings
 from tmem.store import open_store
 from tmem.store.base import Store
+from tmem.util.aio import blocking
 
+__all__ = ["OPERATIONS", "AsyncMemory", "Memory", "SpaceExport", "item_filters"]
+
+P = ParamSpec("P")
 R = TypeVar("R")
 Messages = Sequence[MessageInput | dict[str, object]]
 
-
-class SpaceExport(BaseModel):
-    """Everything one space holds, as plain records (``Memory.export``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    format: str = "tmem-space-export/1"
-    space: Space
-    sessions: list[Session]
-    turns: list[Turn]
-    scenes: list[Scene]
-    topics: list[Topic]
-    topic_links: list[TopicSceneLink]
-    items: list[Item]
-    triggers: list[Trigger]
-    personas: list[Persona]
-    build_state: dict[str, str]
-    item_edits: list[ItemEdit] = Field(default_factory=list)
-
-
-def _export(store: Store, space: str) -> SpaceExport:
-    return SpaceExport(
-        space=store.get_space(space),
-        sessions=store.sessions(space),
-        turns=store.turns(space),
-        scenes=store.scenes(space),
-        topics=store.topics(space),
-        topic_links=store.topic_links(space),
-        items=store.items(space),
-        triggers=store.triggers(space),
-        personas=store.personas(space),
-        build_state=store.state_keys(space),
-        item_edits=store.item_edits(space),
-    )
+# The operations both facades expose, each defined once as the MemoryCore method of that name.
+OPERATIONS = (
+    "spaces",
+    "import_file",
+    "add_sessions",
+    "add_messages",
+    "delete_space",
+    "erasures",
+    "upkeep",
+    "build",
+    "staleness",
+    "build_if_due",
+    "search",
+    "question_time",
+    "context",
+    "ask",
+    "get_item",
+    "list_items",
+    "update_item",
+    "delete_item",
+    "forget",
+    "history",
+    "export",
+    "export_file",
+    "cost",
+)
 
 
-def item_filters(**fields: object) -> ItemFilters:
-    """``ItemFilters`` from keyword arguments; a malformed one is an InputError naming the argument."""
-    try:
-        return ItemFilters.model_validate(fields)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "filters"
-        raise InputError(f"Invalid item filter {where}: {first['msg']}.") from None
+def _sync(method: Callable[Concatenate[MemoryCore, P], R]) -> Callable[Concatenate[Memory, P], R]:
+    """``Memory.NAME``: the core's method, called in the caller's thread."""
+
+    @functools.wraps(method)
+    def call(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(self.core, *args, **kwargs)
+
+    return call
+
+
+def _async(
+    method: Callable[Concatenate[MemoryCore, P], R],
+) -> Callable[Concatenate[AsyncMemory, P], Coroutine[Any, Any, R]]:
+    """``AsyncMemory.NAME``: the core's method, awaited through the one async boundary (a worker thread)."""
+
+    @functools.wraps(method)
+    async def call(self: AsyncMemory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await blocking(method, self.core, *args, **kwargs)
+
+    return call
 
 
 def _settings_for(home: str | Path | None, settings: Settings | None) -> Settings:
@@ -145,7 +125,6 @@ class Memory:
         embedder: Embedder | None = None,
     ) -> None:
         self.core = MemoryCore(store, settings or Settings(), llm=llm, embedder=embedder)
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def over(cls, core: MemoryCore) -> Memory:
@@ -153,7 +132,6 @@ class Memory:
         the viewer mounted in the service reads through it. Closing the core stays with its owner."""
         memory = cls.__new__(cls)
         memory.core = core
-        memory._loop = None
         return memory
 
     @classmethod
@@ -166,33 +144,11 @@ class Memory:
         embedder: Embedder | None = None,
     ) -> Memory:
         """Open (or create) the memory directory ``home`` (default: ``settings.home``)."""
-        settings = _settings_for(home, settings)
-        return cls(open_store(settings.store_url), settings, llm=llm, embedder=embedder)
-
-    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass  # no loop runs here, as it should be: run on the private one (outside this handler, so that an
-            # error of the call is not chained to this expected RuntimeError)
-        else:
-            coro.close()
-            raise ConfigError("Memory was called inside a running event loop: use tmem.AsyncMemory there instead.")
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(coro)
+        return cls.over(_open_core(home, settings, llm, embedder))
 
     def close(self) -> None:
-        """Close the LLM clients this memory created, the store, and its private event loop."""
-        try:
-            if self.core.open_clients:
-                self._run(self.core.aclose())
-            else:  # nothing asynchronous to close: also fine inside a running event loop
-                self.core.store.close()
-        finally:
-            if self._loop is not None:
-                self._loop.close()
-                self._loop = None
+        """Close the LLM clients this memory created, its loop thread and the store."""
+        self.core.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -223,163 +179,35 @@ class Memory:
     def retriever(self) -> Retriever:
         return self.core.retriever
 
-    # ------------------------------------------------------------------ conversations
-    def spaces(self) -> list[SpaceSummary]:
-        return self.core.store.list_spaces()
-
-    def import_file(self, path: str | Path, fmt: Format = "auto", space: str | None = None) -> ImportReport:
-        """Import a LoCoMo or native file; re-importing the same content changes nothing."""
-        return import_file(self.core.store, path, fmt, space)
-
-    def add_sessions(self, space: str, sessions: Sequence[SessionInput]) -> ImportReport:
-        """Append sessions to ``space`` (created if new); known sessions are skipped by content hash."""
-        return import_sessions(self.core.store, space, list(sessions))
-
-    def add_messages(self, space: str, messages: Messages, *, received_at: datetime | None = None) -> MessagesReport:
-        """Append messages as they arrive (open session or a new one after the idle gap); idempotent by id (a message
-        without one is stored on every call).
-        ``received_at`` dates messages that carry no time (a live agent's arrival time); see docs/agents.md."""
-        return self.core.add_messages(space, messages, received_at)
-
-    def delete_space(self, space: str) -> ErasureState:
-        """Delete the space and every trace of it (conversation, memory, embeddings, LLM log), erased from disk.
-        ``erased`` is False when another process's open read kept the erasure from completing: it stays pending in
-        the erasure ledger and is finished by :meth:`upkeep` (run every few seconds by ``tmem serve``, ``mcp`` and
-        ``ui``)."""
-        return self.core.delete_space(space)
-
-    def erasures(self, *, space: str | None = None, pending: bool = False) -> list[Erasure]:
-        """The store's erasure ledger: one entry per forget or deletion, pending until its bytes are erased."""
-        return self.core.erasures(space=space, pending=pending)
-
-    def upkeep(self) -> bool:
-        """Finish pending erasures and drop this process's local copies of erased spaces; True when none is pending."""
-        return self.core.upkeep()
-
-    # ------------------------------------------------------------------ construction
-    async def abuild(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
-        return await self.core.abuild(space, options, rebuild=rebuild)
-
-    def build(
-        self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
-    ) -> BuildReport:
-        """Build or extend the memory of ``space`` (only what is new); BuildBusy if another build of it runs."""
-        return self._run(self.core.abuild(space, options, rebuild=rebuild, progress=progress))
-
-    def staleness(self, space: str) -> Staleness:
-        """How many turns were added since the last build (searched as raw turns, in no scene or item yet)."""
-        return self.core.staleness(space)
-
-    def build_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
-        """Build when the build policy says so (``TMEM_BUILD_AFTER_TURNS`` / ``TMEM_BUILD_IDLE_SECONDS``) and no other
-        build of the space runs; ``idle_seconds``: time since the space's last message arrived."""
-        return self._run(self.core.abuild_if_due(space, idle_seconds))
-
-    # ------------------------------------------------------------------ recall
-    def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
-        """Recall for ``query``: typed scene and item hits with the routes that reached them, plus personas, and
-        whether the memory is stale."""
-        return self.core.search(space, query, config)
-
-    def question_time(self, space: str, asked: datetime | None = None) -> QuestionTime:
-        return self.core.question_time(space, asked)
-
-    def context(
-        self,
-        space: str,
-        query: str,
-        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-        config: RetrievalConfig | str | None = None,
-    ) -> Context:
-        """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
-        (None: the whole search result), and how many turns are not built yet."""
-        return self.core.context(space, query, max_tokens, config)
-
-    async def aask(
-        self,
-        space: str,
-        question: str,
-        when: QuestionTime | datetime | None = None,
-        *,
-        variant: Variant = "short",
-        config: RetrievalConfig | str | None = None,
-        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-    ) -> Answer:
-        return await self.core.aask(space, question, when, variant=variant, config=config, max_tokens=max_tokens)
-
-    def ask(
-        self,
-        space: str,
-        question: str,
-        when: QuestionTime | datetime | None = None,
-        *,
-        variant: Variant = "short",
-        config: RetrievalConfig | str | None = None,
-        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-    ) -> Answer:
-        """Answer ``question`` from the memory of ``space`` (needs an LLM) with a context of at most ``max_tokens``;
-        dated after the latest session unless ``when`` says otherwise."""
-        return self._run(self.core.aask(space, question, when, variant=variant, config=config, max_tokens=max_tokens))
-
-    # ------------------------------------------------------------------ one memory at a time
-    def get_item(self, space: str, item_id: str) -> Item:
-        return self.core.get_item(space, item_id)
-
-    def list_items(
-        self,
-        space: str,
-        *,
-        kind: ItemKind | str | None = None,
-        speaker: str | None = None,
-        since: date | str | None = None,
-        until: date | str | None = None,
-        text: str | None = None,
-        live: bool = False,
-        offset: int = 0,
-        limit: int = 50,
-    ) -> ItemPage:
-        """One page of the items of ``space`` in arrival order, filtered (all filters must hold; see
-        :mod:`tmem.edit.listing`): ``kind``, ``speaker``, a date range ``since``..``until`` over each item's own
-        date, ``text`` (substring or id), ``live`` (no superseded items)."""
-        filters = item_filters(kind=kind, speaker=speaker, since=since, until=until, text=text, live=live)
-        return self.core.list_items(space, filters, offset, limit)
-
-    def update_item(self, space: str, item_id: str, text: str) -> Item:
-        """New text for one item: its triggers are regenerated, the old text is kept in its history."""
-        return self._run(self.core.aupdate_item(space, item_id, text))
-
-    def delete_item(self, space: str, item_id: str) -> ForgetReport:
-        """Delete one item for good: the same as ``forget(space, item_ids=[item_id])``."""
-        return self.core.forget(space, item_ids=[item_id])
-
-    def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
-        """Forget turns and items: tombstoned, removed from every derived record and cache, erased from disk."""
-        return self.core.forget(space, turn_ids=turn_ids, item_ids=item_ids)
-
-    def history(self, space: str, item_id: str) -> ItemHistory:
-        """The item's versions (extracted, then each edit, with times) and its supersession chain."""
-        return self.core.history(space, item_id)
-
-    # ------------------------------------------------------------------ inspection and export
-    def export(self, space: str) -> SpaceExport:
-        """Every record of ``space``; ``export(...).model_dump_json()`` is a complete, readable backup."""
-        return _export(self.core.store, space)
-
-    def cost(self, space: str | None = None) -> CostReport:
-        """LLM calls and tokens per construction stage, from the call log (of ``space``, or of every space)."""
-        if space is not None:
-            self.store.get_space(space)
-        return cost_report(self.store, space)
-
-    def export_file(self, space: str, path: str | Path) -> Path:
-        target = Path(path)
-        target.write_text(json.dumps(self.export(space).model_dump(mode="json"), indent=1, ensure_ascii=False))
-        return target
+    # ------------------------------------------------------------------ operations (docs: the MemoryCore methods)
+    spaces = _sync(MemoryCore.spaces)
+    import_file = _sync(MemoryCore.import_file)
+    add_sessions = _sync(MemoryCore.add_sessions)
+    add_messages = _sync(MemoryCore.add_messages)
+    delete_space = _sync(MemoryCore.delete_space)
+    erasures = _sync(MemoryCore.erasures)
+    upkeep = _sync(MemoryCore.upkeep)
+    build = _sync(MemoryCore.build)
+    staleness = _sync(MemoryCore.staleness)
+    build_if_due = _sync(MemoryCore.build_if_due)
+    search = _sync(MemoryCore.search)
+    question_time = _sync(MemoryCore.question_time)
+    context = _sync(MemoryCore.context)
+    ask = _sync(MemoryCore.ask)
+    get_item = _sync(MemoryCore.get_item)
+    list_items = _sync(MemoryCore.list_items)
+    update_item = _sync(MemoryCore.update_item)
+    delete_item = _sync(MemoryCore.delete_item)
+    forget = _sync(MemoryCore.forget)
+    history = _sync(MemoryCore.history)
+    export = _sync(MemoryCore.export)
+    export_file = _sync(MemoryCore.export_file)
+    cost = _sync(MemoryCore.cost)
 
 
 class AsyncMemory:
-    """The async twin of :class:`Memory` over the same core: every method is a coroutine. Store and embedding work
-    runs in a worker thread so the caller's event loop keeps serving."""
+    """The async twin of :class:`Memory` over the same core: every operation is a coroutine that runs the core's
+    method in a worker thread (:func:`tmem.util.aio.blocking`), so the caller's event loop keeps serving."""
 
     def __init__(self, core: MemoryCore) -> None:
         self.core = core
@@ -393,10 +221,12 @@ class AsyncMemory:
         llm: LLM | None = None,
         embedder: Embedder | None = None,
     ) -> AsyncMemory:
+        """Open (or create) the memory directory ``home`` (default: ``settings.home``)."""
         return cls(_open_core(home, settings, llm, embedder))
 
     async def aclose(self) -> None:
-        await self.core.aclose()
+        """Close the LLM clients this memory created, its loop thread and the store."""
+        await blocking(self.core.close)
 
     async def __aenter__(self) -> AsyncMemory:
         return self
@@ -406,91 +236,27 @@ class AsyncMemory:
     ) -> None:
         await self.aclose()
 
-    async def spaces(self) -> list[SpaceSummary]:
-        return await asyncio.to_thread(self.core.store.list_spaces)
-
-    async def import_file(self, path: str | Path, fmt: Format = "auto", space: str | None = None) -> ImportReport:
-        return await asyncio.to_thread(import_file, self.core.store, path, fmt, space)
-
-    async def add_messages(
-        self, space: str, messages: Messages, *, received_at: datetime | None = None
-    ) -> MessagesReport:
-        return await asyncio.to_thread(self.core.add_messages, space, messages, received_at)
-
-    async def delete_space(self, space: str) -> ErasureState:
-        return await asyncio.to_thread(self.core.delete_space, space)
-
-    async def erasures(
-        self, *, space: str | None = None, tenant: str | None = None, pending: bool = False
-    ) -> list[Erasure]:
-        return await asyncio.to_thread(lambda: self.core.erasures(space=space, tenant=tenant, pending=pending))
-
-    async def upkeep(self) -> bool:
-        return await asyncio.to_thread(self.core.upkeep)
-
-    async def build(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
-        return await self.core.abuild(space, options, rebuild=rebuild)
-
-    async def staleness(self, space: str) -> Staleness:
-        return await asyncio.to_thread(self.core.staleness, space)
-
-    async def build_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
-        return await self.core.abuild_if_due(space, idle_seconds)
-
-    async def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
-        return await asyncio.to_thread(self.core.search, space, query, config)
-
-    async def context(
-        self,
-        space: str,
-        query: str,
-        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-        config: RetrievalConfig | str | None = None,
-    ) -> Context:
-        return await asyncio.to_thread(self.core.context, space, query, max_tokens, config)
-
-    async def ask(
-        self,
-        space: str,
-        question: str,
-        when: QuestionTime | datetime | None = None,
-        *,
-        variant: Variant = "short",
-        config: RetrievalConfig | str | None = None,
-        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-    ) -> Answer:
-        return await self.core.aask(space, question, when, variant=variant, config=config, max_tokens=max_tokens)
-
-    async def get_item(self, space: str, item_id: str) -> Item:
-        return await asyncio.to_thread(self.core.get_item, space, item_id)
-
-    async def list_items(
-        self,
-        space: str,
-        *,
-        kind: ItemKind | str | None = None,
-        speaker: str | None = None,
-        since: date | str | None = None,
-        until: date | str | None = None,
-        text: str | None = None,
-        live: bool = False,
-        offset: int = 0,
-        limit: int = 50,
-    ) -> ItemPage:
-        filters = item_filters(kind=kind, speaker=speaker, since=since, until=until, text=text, live=live)
-        return await asyncio.to_thread(self.core.list_items, space, filters, offset, limit)
-
-    async def update_item(self, space: str, item_id: str, text: str) -> Item:
-        return await self.core.aupdate_item(space, item_id, text)
-
-    async def delete_item(self, space: str, item_id: str) -> ForgetReport:
-        return await asyncio.to_thread(lambda: self.core.forget(space, item_ids=[item_id]))
-
-    async def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
-        return await asyncio.to_thread(lambda: self.core.forget(space, turn_ids=turn_ids, item_ids=item_ids))
-
-    async def history(self, space: str, item_id: str) -> ItemHistory:
-        return await asyncio.to_thread(self.core.history, space, item_id)
-
-    async def export(self, space: str) -> SpaceExport:
-        return await asyncio.to_thread(_export, self.core.store, space)
+    # ------------------------------------------------------------------ operations (docs: the MemoryCore methods)
+    spaces = _async(MemoryCore.spaces)
+    import_file = _async(MemoryCore.import_file)
+    add_sessions = _async(MemoryCore.add_sessions)
+    add_messages = _async(MemoryCore.add_messages)
+    delete_space = _async(MemoryCore.delete_space)
+    erasures = _async(MemoryCore.erasures)
+    upkeep = _async(MemoryCore.upkeep)
+    build = _async(MemoryCore.build)
+    staleness = _async(MemoryCore.staleness)
+    build_if_due = _async(MemoryCore.build_if_due)
+    search = _async(MemoryCore.search)
+    question_time = _async(MemoryCore.question_time)
+    context = _async(MemoryCore.context)
+    ask = _async(MemoryCore.ask)
+    get_item = _async(MemoryCore.get_item)
+    list_items = _async(MemoryCore.list_items)
+    update_item = _async(MemoryCore.update_item)
+    delete_item = _async(MemoryCore.delete_item)
+    forget = _async(MemoryCore.forget)
+    history = _async(MemoryCore.history)
+    export = _async(MemoryCore.export)
+    export_file = _async(MemoryCore.export_file)
+    cost = _async(MemoryCore.cost)

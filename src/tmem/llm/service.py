@@ -5,6 +5,7 @@
 
 1. The request is hashed (:func:`tmem.llm.request.request_hash`; space and stage are not part of it).
 2. The space's call log is asked for a response with that hash (``store.cached_response``). A hit costs nothing.
+   Every store call (lookup, pending request, log row) runs through :func:`tmem.util.aio.blocking`, off the loop.
 3. On a miss the backend is called (at most ``settings.llm_concurrency`` at once) - or, in batch mode, the request is
    stored as a :class:`PendingRequest` and :class:`BatchPending` is raised for the build to collect. A request already
    being sent for the same space waits for that reply instead of being sent again (logged as ``cached``).
@@ -36,6 +37,7 @@ from tmem.llm.request import JsonMode, build_request, canonical_json, chat_body,
 from tmem.models import LLMCall, PendingRequest
 from tmem.settings import Settings
 from tmem.store.base import Store
+from tmem.util.aio import blocking
 from tmem.util.fence import fence
 
 _RETRY_PROMPT = (
@@ -104,13 +106,15 @@ class StructuredLLM:
         except BatchPending:
             raise
         except LLMError as exc:
-            self._log(space, stage, rhash, tally, started, outcome="error", error=str(exc))
+            await blocking(self._log, space, stage, rhash, tally, started, outcome="error", error=str(exc))
             raise
         if tally.backend_calls:
-            self._log(space, stage, rhash, tally, started, outcome="ok", response=output.model_dump_json())
+            await blocking(
+                self._log, space, stage, rhash, tally, started, outcome="ok", response=output.model_dump_json()
+            )
         else:
             # A hit is logged for the cost report only; the response is already in the log.
-            self._log(space, stage, rhash, tally, started, outcome="cached")
+            await blocking(self._log, space, stage, rhash, tally, started, outcome="cached")
         return LLMResult(
             output=output,
             usage=Usage(input_tokens=tally.tokens_in, output_tokens=tally.tokens_out),
@@ -144,14 +148,13 @@ class StructuredLLM:
         raise AssertionError("unreachable")  # the loop returns or raises
 
     async def _reply(self, request: ChatRequest, rhash: str, space: str, tally: _Tally) -> str:
-        cached = self._store.cached_response(space, rhash)
+        cached = await blocking(self._store.cached_response, space, rhash)
         if cached is not None:
             return cached
         if self.batch:
             body = chat_body(request, self._json_mode)
-            self._store.put_pending(
-                [PendingRequest(space=space, stage=request.stage, request_hash=rhash, body=canonical_json(body))]
-            )
+            pending = PendingRequest(space=space, stage=request.stage, request_hash=rhash, body=canonical_json(body))
+            await blocking(self._store.put_pending, [pending])
             raise BatchPending(
                 f"Stage {request.stage or '?'}: 1 request is not cached and was queued for the batch protocol; "
                 "export it with `tmem llm batch-export FILE`, run it, import with `tmem llm batch-import`.",

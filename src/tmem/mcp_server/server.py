@@ -25,6 +25,7 @@ from tmem.ingest.messages import MessageInput, with_request_ids
 from tmem.memory import AsyncMemory
 from tmem.settings import Settings
 from tmem.store.control import ControlStore, check_name, open_control, store_space
+from tmem.util.aio import blocking
 
 log = logging.getLogger("tmem.mcp")
 
@@ -217,7 +218,7 @@ class BearerAuth:
             return
         header = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
         scheme, _, key = header.partition(" ")
-        tenant = self.control.authenticate(key.strip()) if scheme.lower() == "bearer" else None
+        tenant = await blocking(self.control.authenticate, key.strip()) if scheme.lower() == "bearer" else None
         if tenant is None:
             body = b'{"error": "unauthorized", "detail": "Send Authorization: Bearer KEY (tmem keys create TENANT)."}'
             await send(

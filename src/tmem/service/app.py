@@ -7,7 +7,6 @@ so another tenant's space is unreachable and answers 404 exactly as a missing on
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator
@@ -42,6 +41,7 @@ from tmem.service.schemas import (
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
 from tmem.store.control import Job, open_control, store_space
+from tmem.util.aio import blocking
 from tmem.viewer import PREFIX as VIEWER_PREFIX
 from tmem.viewer import JobView, ViewerScope
 from tmem.viewer import create_router as viewer_router
@@ -140,7 +140,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         try:
             yield
         finally:
-            await asyncio.to_thread(pool.stop)
+            await blocking(pool.stop)
             control.close()
             await memory.aclose()
 
@@ -199,7 +199,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     @app.post("/v1/spaces/{space}/build", response_model=JobRef, status_code=202, tags=["jobs"])
     async def build_space(space: SpaceName, tenant: Tenant, state: State, body: BuildIn | None = None) -> JobRef:
         await require_space(state, tenant, space)
-        job = state.control.create_job(tenant, space, {"rebuild": bool(body and body.rebuild)})
+        job = await blocking(state.control.create_job, tenant, space, {"rebuild": bool(body and body.rebuild)})
         state.workers.wake()
         return JobRef(job=job.id)
 
@@ -207,7 +207,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     async def list_jobs(space: SpaceName, tenant: Tenant, state: State) -> list[dict[str, Any]]:
         """The space's build jobs, oldest first (those the build policy started too)."""
         await require_space(state, tenant, space)
-        return [_job_view(j) for j in state.control.jobs(tenant, space)]
+        return [_job_view(j) for j in await blocking(state.control.jobs, tenant, space)]
 
     @app.get("/v1/jobs/{job_id}", response_model=JobOut, response_model_exclude_unset=True, tags=["jobs"])
     async def get_job(
@@ -215,7 +215,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     ) -> dict[str, Any]:
         """A job's state (queued, running, succeeded, failed), progress, error or build report."""
         try:
-            job: Job | None = state.control.get_job(job_id)
+            job: Job | None = await blocking(state.control.get_job, job_id)
         except NotFoundError:
             job = None
         if job is None or job.tenant != tenant:
@@ -234,11 +234,13 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         """Delete the space and every trace of it. ``erased`` says whether the freed bytes are erased yet (see
         ``scope``); a pending erasure finishes by itself (GET /v1/erasures/{erasure} shows when)."""
         key = await require_space(state, tenant, space)
-        if state.control.has_running(tenant, space):
+        if await blocking(state.control.has_running, tenant, space):
             raise ServiceProblem(
                 409, "build-running", f"A build of {space!r} is running; wait for its job to end, then delete."
             )
-        failed = state.control.fail_queued(tenant, space, "The space was deleted before this build started.")
+        failed = await blocking(
+            state.control.fail_queued, tenant, space, "The space was deleted before this build started."
+        )
         done = await state.memory.delete_space(key)
         return Deleted(
             deleted=space,
@@ -274,7 +276,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         oldest_age: float | None = None
         database_error: str | None = None
         try:
-            oldest = await asyncio.to_thread(state.control.oldest_queued)
+            oldest = await blocking(state.control.oldest_queued)
             oldest_age = None if oldest is None else round(_age(oldest), 1)
         except TmemError as exc:  # the database is unreachable: say so (the workers retry meanwhile)
             database_error = type(exc).__name__  # the kind only: this route is public; the log has the text

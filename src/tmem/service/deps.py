@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -19,6 +18,7 @@ from tmem.service.schemas import ID_PATTERN
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
 from tmem.store.control import NAME_PATTERN, ControlStore, store_space
+from tmem.util.aio import blocking
 
 
 @dataclass
@@ -64,7 +64,7 @@ State = Annotated[ServiceState, Depends(_state)]
 async def require_space(state: ServiceState, tenant: str, space: str) -> str:
     """The store key of the tenant's existing space, else a 404 that looks the same for any missing space."""
     key = store_space(tenant, space)
-    if not await asyncio.to_thread(state.memory.core.store.has_space, key):
+    if not await blocking(state.memory.core.store.has_space, key):
         raise ServiceProblem(404, "not-found", f"No space {space!r} for this key; GET /v1/spaces lists yours.")
     return key
 
