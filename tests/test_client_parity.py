@@ -1,9 +1,11 @@
 """One script runs against an embedded :class:`Memory`, a :class:`Client` and an :class:`AsyncClient` of a live server
-(uvicorn on 127.0.0.1, a free port): the same calls give the same results and raise the same exception classes."""
+(uvicorn on 127.0.0.1, a free port): the same calls give the same results and raise the same exception classes. The
+four front ends' methods are pinned to the same names and signatures (sync or async aside)."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Callable, Coroutine
 from datetime import datetime
@@ -17,7 +19,7 @@ from tests.support.live_server import LiveServer
 from tests.test_service import NO_AUTO_BUILD, dev_messages, make_keys
 from tmem.client import AsyncClient, Client
 from tmem.errors import ConfigError, InputError, NotFoundError, StoreError, TmemError
-from tmem.memory import Memory
+from tmem.memory import OPERATIONS, AsyncMemory, Memory
 from tmem.retrieve.config import RetrievalConfig
 from tmem.service import create_app
 from tmem.settings import Settings
@@ -213,3 +215,37 @@ def test_what_the_client_sends_is_what_the_server_accepts() -> None:
     message = plans._message({"speaker": "a", "text": "hi", "time": date(2024, 1, 2)})
     assert message["time"] == "2024-01-02"
     json.dumps(message)
+
+
+LIFECYCLE = {"close", "aclose", "over"}  # how a facade is made and closed, not an operation
+SERVED = {  # the operations the HTTP service offers (the rest are local: files, the erasure ledger, costs)
+    "spaces", "add_messages", "delete_space", "build", "search", "context", "ask", "list_items", "get_item",
+    "update_item", "delete_item", "forget", "history", "export",
+}  # fmt: skip
+
+
+def _methods(cls: type) -> dict[str, Any]:
+    return {
+        name: member
+        for name, member in inspect.getmembers(cls, callable)
+        if not name.startswith("_") and name not in LIFECYCLE
+    }
+
+
+def test_memory_and_async_memory_have_the_same_methods_and_signatures() -> None:
+    sync, coros = _methods(Memory), _methods(AsyncMemory)
+    assert set(sync) == set(coros) == {*OPERATIONS, "open"}
+    assert "aask" not in sync and "abuild" not in sync  # one way to call each operation per facade
+    for name in OPERATIONS:
+        assert inspect.signature(sync[name]) == inspect.signature(coros[name]), name
+        assert not inspect.iscoroutinefunction(sync[name]) and inspect.iscoroutinefunction(coros[name]), name
+    assert inspect.signature(Memory.open).parameters == inspect.signature(AsyncMemory.open).parameters
+
+
+def test_clients_have_memorys_methods_and_signatures_for_what_the_service_offers() -> None:
+    sync, coros, memory = _methods(Client), _methods(AsyncClient), _methods(Memory)
+    assert set(sync) == set(coros) == SERVED and set(OPERATIONS) >= SERVED
+    for name in SERVED:
+        assert inspect.signature(sync[name]) == inspect.signature(memory[name]), name
+        assert inspect.signature(coros[name]) == inspect.signature(memory[name]), name
+        assert not inspect.iscoroutinefunction(sync[name]) and inspect.iscoroutinefunction(coros[name]), name

@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import time
-from collections.abc import Sequence
-from datetime import date, datetime
+from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
-from tmem.answer import Answer, QuestionTime, Variant
-from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
 from tmem.client import plans
-from tmem.client.plans import Messages, Plan, Request
-from tmem.construct.options import BuildOptions
-from tmem.construct.report import BuildReport
-from tmem.edit import ForgetReport, ItemHistory
-from tmem.edit.erasure import ErasureState
-from tmem.edit.listing import ItemPage
+from tmem.client.plans import Plan, Request
+from tmem.core import MemoryCore
 from tmem.errors import StoreError
-from tmem.ingest.messages import MessagesReport
-from tmem.memory import SpaceExport
-from tmem.models import Item, ItemKind, SpaceSummary
-from tmem.retrieve.config import RetrievalConfig
-from tmem.retrieve.types import SearchResult
 
+P = ParamSpec("P")
 R = TypeVar("R")
 DEFAULT_TIMEOUT = 120.0  # seconds per request: a search on a cold server loads its embedding model first
 
@@ -59,6 +50,51 @@ def _unreachable(url: str, exc: httpx.TransportError) -> StoreError:
 
 def _headers(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+def _binder(
+    like: Callable[..., object], plan: Callable[..., object], ignored: tuple[str, ...]
+) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """Maps a call with the signature of the core method ``like`` to the keyword arguments of ``plan`` (whose
+    parameters are the method's, by name, except the ``ignored`` ones; checked when the client class is made)."""
+    signature = inspect.signature(like)
+    wanted = list(inspect.signature(plan).parameters)
+    given = [name for name in signature.parameters if name != "self"]
+    if set(wanted) - set(given) or set(given) - set(wanted) - set(ignored):
+        raise TypeError(f"plans.{plan.__name__}{wanted} does not take the arguments of MemoryCore.{like.__name__}")
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound = signature.bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        return {name: bound.arguments[name] for name in wanted}
+
+    return bind
+
+
+def _remote(
+    like: Callable[Concatenate[MemoryCore, P], R], plan: Callable[..., Plan[R]], *, ignored: tuple[str, ...] = ()
+) -> Callable[Concatenate[Client, P], R]:
+    """``Client.NAME``: the signature and docstring of ``MemoryCore.NAME``, sent as the HTTP requests of ``plan``."""
+    bind = _binder(like, plan, ignored)
+
+    @functools.wraps(like)
+    def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._drive(plan(**bind(args, kwargs)))
+
+    return call
+
+
+def _aremote(
+    like: Callable[Concatenate[MemoryCore, P], R], plan: Callable[..., Plan[R]], *, ignored: tuple[str, ...] = ()
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, R]]:
+    """``AsyncClient.NAME``: as :func:`_remote`, awaited."""
+    bind = _binder(like, plan, ignored)
+
+    @functools.wraps(like)
+    async def call(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._drive(plan(**bind(args, kwargs)))
+
+    return call
 
 
 class Client:
@@ -101,77 +137,21 @@ class Client:
         finally:
             plan.close()
 
-    def spaces(self) -> list[SpaceSummary]:
-        return self._drive(plans.spaces())
-
-    def add_messages(self, space: str, messages: Messages, *, received_at: datetime | None = None) -> MessagesReport:
-        return self._drive(plans.add_messages(space, messages, received_at))
-
-    def delete_space(self, space: str) -> ErasureState:
-        return self._drive(plans.delete_space(space))
-
-    def build(
-        self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
-    ) -> BuildReport:
-        """Start a build job on the server and wait for it to end (``progress`` is the server's to show)."""
-        return self._drive(plans.build(space, options, rebuild))
-
-    def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
-        return self._drive(plans.search(space, query, config))
-
-    def context(
-        self,
-        space: str,
-        query: str,
-        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-        config: RetrievalConfig | str | None = None,
-    ) -> Context:
-        return self._drive(plans.context(space, query, max_tokens, config))
-
-    def ask(
-        self,
-        space: str,
-        question: str,
-        when: QuestionTime | datetime | None = None,
-        *,
-        variant: Variant = "short",
-        config: RetrievalConfig | str | None = None,
-        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-    ) -> Answer:
-        return self._drive(plans.ask(space, question, when, variant, config, max_tokens))
-
-    def list_items(
-        self,
-        space: str,
-        *,
-        kind: ItemKind | str | None = None,
-        speaker: str | None = None,
-        since: date | str | None = None,
-        until: date | str | None = None,
-        text: str | None = None,
-        live: bool = False,
-        offset: int = 0,
-        limit: int = 50,
-    ) -> ItemPage:
-        return self._drive(plans.list_items(space, kind, speaker, since, until, text, live, offset, limit))
-
-    def get_item(self, space: str, item_id: str) -> Item:
-        return self._drive(plans.get_item(space, item_id))
-
-    def update_item(self, space: str, item_id: str, text: str) -> Item:
-        return self._drive(plans.update_item(space, item_id, text))
-
-    def delete_item(self, space: str, item_id: str) -> ForgetReport:
-        return self._drive(plans.delete_item(space, item_id))
-
-    def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
-        return self._drive(plans.forget(space, turn_ids, item_ids))
-
-    def history(self, space: str, item_id: str) -> ItemHistory:
-        return self._drive(plans.history(space, item_id))
-
-    def export(self, space: str) -> SpaceExport:
-        return self._drive(plans.export(space))
+    # ------------------------------------------------------------------ operations (the MemoryCore signatures)
+    spaces = _remote(MemoryCore.spaces, plans.spaces)
+    add_messages = _remote(MemoryCore.add_messages, plans.add_messages)
+    delete_space = _remote(MemoryCore.delete_space, plans.delete_space)
+    build = _remote(MemoryCore.build, plans.build, ignored=("progress",))  # progress: the server's to show
+    search = _remote(MemoryCore.search, plans.search)
+    context = _remote(MemoryCore.context, plans.context)
+    ask = _remote(MemoryCore.ask, plans.ask)
+    list_items = _remote(MemoryCore.list_items, plans.list_items)
+    get_item = _remote(MemoryCore.get_item, plans.get_item)
+    update_item = _remote(MemoryCore.update_item, plans.update_item)
+    delete_item = _remote(MemoryCore.delete_item, plans.delete_item)
+    forget = _remote(MemoryCore.forget, plans.forget)
+    history = _remote(MemoryCore.history, plans.history)
+    export = _remote(MemoryCore.export, plans.export)
 
 
 class AsyncClient:
@@ -214,73 +194,18 @@ class AsyncClient:
         finally:
             plan.close()
 
-    async def spaces(self) -> list[SpaceSummary]:
-        return await self._drive(plans.spaces())
-
-    async def add_messages(
-        self, space: str, messages: Messages, *, received_at: datetime | None = None
-    ) -> MessagesReport:
-        return await self._drive(plans.add_messages(space, messages, received_at))
-
-    async def delete_space(self, space: str) -> ErasureState:
-        return await self._drive(plans.delete_space(space))
-
-    async def build(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
-        return await self._drive(plans.build(space, options, rebuild))
-
-    async def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
-        return await self._drive(plans.search(space, query, config))
-
-    async def context(
-        self,
-        space: str,
-        query: str,
-        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-        config: RetrievalConfig | str | None = None,
-    ) -> Context:
-        return await self._drive(plans.context(space, query, max_tokens, config))
-
-    async def ask(
-        self,
-        space: str,
-        question: str,
-        when: QuestionTime | datetime | None = None,
-        *,
-        variant: Variant = "short",
-        config: RetrievalConfig | str | None = None,
-        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-    ) -> Answer:
-        return await self._drive(plans.ask(space, question, when, variant, config, max_tokens))
-
-    async def list_items(
-        self,
-        space: str,
-        *,
-        kind: ItemKind | str | None = None,
-        speaker: str | None = None,
-        since: date | str | None = None,
-        until: date | str | None = None,
-        text: str | None = None,
-        live: bool = False,
-        offset: int = 0,
-        limit: int = 50,
-    ) -> ItemPage:
-        return await self._drive(plans.list_items(space, kind, speaker, since, until, text, live, offset, limit))
-
-    async def get_item(self, space: str, item_id: str) -> Item:
-        return await self._drive(plans.get_item(space, item_id))
-
-    async def update_item(self, space: str, item_id: str, text: str) -> Item:
-        return await self._drive(plans.update_item(space, item_id, text))
-
-    async def delete_item(self, space: str, item_id: str) -> ForgetReport:
-        return await self._drive(plans.delete_item(space, item_id))
-
-    async def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
-        return await self._drive(plans.forget(space, turn_ids, item_ids))
-
-    async def history(self, space: str, item_id: str) -> ItemHistory:
-        return await self._drive(plans.history(space, item_id))
-
-    async def export(self, space: str) -> SpaceExport:
-        return await self._drive(plans.export(space))
+    # ------------------------------------------------------------------ operations (the MemoryCore signatures)
+    spaces = _aremote(MemoryCore.spaces, plans.spaces)
+    add_messages = _aremote(MemoryCore.add_messages, plans.add_messages)
+    delete_space = _aremote(MemoryCore.delete_space, plans.delete_space)
+    build = _aremote(MemoryCore.build, plans.build, ignored=("progress",))  # progress: the server's to show
+    search = _aremote(MemoryCore.search, plans.search)
+    context = _aremote(MemoryCore.context, plans.context)
+    ask = _aremote(MemoryCore.ask, plans.ask)
+    list_items = _aremote(MemoryCore.list_items, plans.list_items)
+    get_item = _aremote(MemoryCore.get_item, plans.get_item)
+    update_item = _aremote(MemoryCore.update_item, plans.update_item)
+    delete_item = _aremote(MemoryCore.delete_item, plans.delete_item)
+    forget = _aremote(MemoryCore.forget, plans.forget)
+    history = _aremote(MemoryCore.history, plans.history)
+    export = _aremote(MemoryCore.export, plans.export)
