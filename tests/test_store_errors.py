@@ -66,11 +66,22 @@ def test_turns_of_another_session_are_refused_before_anything_is_written() -> No
     assert store.sessions("a") == []
 
 
-def test_shown_to_removes_only_the_tenants_own_store_keys() -> None:
-    """Issue 20 High 1: a tenant reads its store keys T/S as S; other text (and other words ending in its name)
-    stays as it was."""
-    from tmem.errors import shown_to
+def test_an_error_is_rendered_for_a_tenant_from_its_fields() -> None:
+    """Issues 20 and 24: a tenant reads its store keys T/S as S, rendered from the error's fields (no text is edited:
+    other words that look like keys stay as they were); another tenant's space is never named."""
+    from tmem.errors import NotFoundError, SpaceNotFound
 
-    text = "No item 'x' in space 'a/notes'; see `tmem show a/notes`. Files in data/a/: none (ba/c)."
-    assert shown_to(text, "a") == "No item 'x' in space 'notes'; see `tmem show notes`. Files in data/a/: none (ba/c)."
-    assert shown_to(text, None) == text and shown_to(text, "") == text
+    exc = NotFoundError(
+        "No item {name!r} in space {space!r}; see `tmem show {space}`. Files in data/a/: none (ba/c).",
+        kind="item",
+        name="x",
+        space="a/notes",
+    )
+    assert str(exc) == "No item 'x' in space 'a/notes'; see `tmem show a/notes`. Files in data/a/: none (ba/c)."
+    assert exc.shown_to("a") == "No item 'x' in space 'notes'; see `tmem show notes`. Files in data/a/: none (ba/c)."
+    assert exc.shown_to(None) == str(exc) and exc.shown_to("") == str(exc)
+    assert "notes" not in exc.shown_to("b") and (exc.kind, exc.name) == ("item", "x")
+    assert NotFoundError("No {kind} {{x}}", kind="job").shown_to("a") == "No job {x}"  # a template's braces
+    missing = SpaceNotFound("a", "nowhere", ["notes", "diary"])
+    assert missing.shown_to("a") == str(missing) == "No space named 'nowhere'. Known spaces: notes, diary."
+    assert "notes" not in missing.shown_to("b") and "diary" not in missing.shown_to("b")

@@ -213,7 +213,9 @@ class MemoryCore:
             return QuestionTime(at=asked, relation="at")
         sessions = self.store.sessions(space)
         if not sessions:
-            raise InputError(f"Space {space!r} has no sessions to date the question; add a conversation first.")
+            raise InputError(
+                "Space {space!r} has no sessions to date the question; add a conversation first.", space=space
+            )
         return QuestionTime.after_sessions(s.started_at for s in sessions)
 
     def staleness(self, space: str) -> Staleness:

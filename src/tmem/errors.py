@@ -2,6 +2,11 @@
 
 Every error a user can meet derives from :class:`TmemError`, and every message says what to do next.
 
+Errors carry structured fields beside their message (:attr:`TmemError.fields`). A message raised with fields is a
+template of them (``str.format``), so a front end renders it for its reader from the fields
+(:meth:`TmemError.shown_to`): a tenant reads its spaces by their own names, and a space of another tenant is never
+named. No front end edits a message's text after it was raised.
+
     TmemError
     ├── ConfigError          settings are missing or contradictory
     ├── InputError           a file or argument is malformed (names the file and JSON path)
@@ -21,12 +26,42 @@ Every error a user can meet derives from :class:`TmemError`, and every message s
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
+
+SPACE_FIELDS = frozenset({"space"})  # fields holding a store space key ("T/S" on a server, "S" locally)
+WITHHELD = "(a space of another key)"  # how a space key of another tenant would be rendered (never expected)
+
+
+def space_for(key: str, tenant: str | None) -> str:
+    """How tenant ``tenant``'s reader sees the store space key ``key``: its own name (``S`` for ``T/S``), the key as
+    is for the local user (no tenant), never another tenant's key."""
+    if not tenant:
+        return key
+    head, sep, name = key.partition("/")
+    return name if sep and head == tenant else WITHHELD
 
 
 class TmemError(Exception):
-    """Base class of every error raised by tmem."""
+    """Base class of every error raised by tmem.
+
+    ``TmemError(message)`` is a plain message. ``TmemError(template, **fields)`` renders ``template.format(**fields)``
+    (for the local user) and keeps both: :meth:`shown_to` renders it again for a tenant's reader, with every field of
+    :data:`SPACE_FIELDS` (a store key) shown as that tenant's own space name.
+    """
+
+    def __init__(self, message: str = "", /, **fields: object) -> None:
+        self.template = message
+        self.fields: dict[str, object] = fields
+        super().__init__(message.format(**fields) if fields else message)
+
+    def shown_to(self, tenant: str | None) -> str:
+        """The message as tenant ``tenant``'s reader reads it (``None``: the local user, who reads it as raised)."""
+        if not tenant or not self.fields:
+            return str(self)
+        shown = {
+            k: space_for(v, tenant) if k in SPACE_FIELDS and isinstance(v, str) else v for k, v in self.fields.items()
+        }
+        return self.template.format(**shown)
 
 
 class ConfigError(TmemError):
@@ -38,43 +73,46 @@ class InputError(TmemError):
 
 
 class NotFoundError(TmemError):
-    """A space, record or file does not exist."""
+    """A space, record or file does not exist.
+
+    Raised with fields where they are known: ``kind`` (what is missing: "item", "turn", "space", "job", "file"...),
+    ``name`` (its name or id), ``space`` (the store key of the space it was looked for in) and a ``hint``.
+    """
+
+    @property
+    def kind(self) -> str | None:
+        kind = self.fields.get("kind")
+        return kind if isinstance(kind, str) else None
+
+    @property
+    def name(self) -> str | None:
+        name = self.fields.get("name")
+        return name if isinstance(name, str) else None
 
 
 class SpaceNotFound(NotFoundError):
     """A space does not exist.
 
-    The error carries its fields so that no front end has to rewrite its text: ``tenant`` (``""`` for the local
-    tenant of plain names), ``space`` (the name within that tenant) and ``known`` (the tenant's other spaces, names
-    within the tenant). The message is built from these alone, so it never names another tenant's space nor a
-    tenant-prefixed store key.
+    Fields: ``tenant`` (``""`` for the local tenant of plain names), ``name`` (the space's name within that tenant)
+    and ``known`` (the tenant's other spaces, names within the tenant). The message is built from these alone, so it
+    never names another tenant's space nor a tenant-prefixed store key; :meth:`shown_to` lists the known spaces only
+    to a reader of the same tenant.
     """
 
     def __init__(self, tenant: str, space: str, known: Sequence[str] = ()) -> None:
         self.tenant = tenant
         self.space = space
         self.known = tuple(known)
-        hint = (
-            f" Known spaces: {', '.join(self.known)}."
-            if self.known
-            else " No space exists yet: run `tmem import FILE`."
-        )
-        if tenant:
-            hint = f" Known spaces: {', '.join(self.known)}." if self.known else " This key has no space yet."
-        super().__init__(f"No space named {space!r}.{hint}")
+        if self.known:
+            hint = f"Known spaces: {', '.join(self.known)}."
+        else:
+            hint = "This key has no space yet." if tenant else "No space exists yet: run `tmem import FILE`."
+        super().__init__("No space named {name!r}. {hint}", kind="space", name=space, tenant=tenant, hint=hint)
 
-
-def shown_to(message: str, tenant: str | None) -> str:
-    """An error message as tenant ``tenant``'s client reads it: its own store keys ``T/S`` shown as ``S``.
-
-    Every multi-tenant front end (HTTP service, MCP over HTTP, viewer) passes messages through this one function.
-    Messages can only ever name the asking tenant's own keys (a store operation is always on one key), so removing the
-    tenant's prefix is all there is to do.
-    """
-    if not tenant:
-        return message
-    # Only a whole name before the '/': tenant "a" leaves "data/x" and "data/a/" alone (names: letters, digits, . _ -).
-    return re.sub(rf"(?<![A-Za-z0-9._/-]){re.escape(tenant)}/", "", message)
+    def shown_to(self, tenant: str | None) -> str:
+        if tenant is not None and tenant != self.tenant:  # never expected: the service asks for its tenant's keys
+            return f"No space named {self.space!r}."
+        return str(self)
 
 
 class StoreError(TmemError):
@@ -134,9 +172,10 @@ STORE_UNAVAILABLE = (
 )
 
 
-def public_message(exc: TmemError) -> str:
-    """What a remote client (HTTP, MCP over HTTP, the served viewer) may read of an error: its message, except a
-    store error's, whose text can show connection parameters; front ends log that one in full."""
+def public_message(exc: TmemError, tenant: str | None = None) -> str:
+    """What a remote client (HTTP, MCP over HTTP, the served viewer) of tenant ``tenant`` may read of an error: its
+    message rendered from its fields for that tenant, except a store error's, whose text can show connection
+    parameters; front ends log that one in full."""
     if isinstance(exc, StoreError):
         return STORE_UNAVAILABLE.format(kind=type(exc).__name__)
-    return str(exc)
+    return exc.shown_to(tenant)

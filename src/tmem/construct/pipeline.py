@@ -90,12 +90,13 @@ async def build_space(
     options = options or BuildOptions()
     store.get_space(space)  # NotFoundError naming the known spaces
     if not store.turns(space):
-        raise InputError(f"Space {space!r} has no turns yet: import sessions first (`tmem import FILE`).")
+        raise InputError("Space {space!r} has no turns yet: import sessions first (`tmem import FILE`).", space=space)
     mode = store.get_state(space, STATE_MODE)
     if mode == BuildMode.EXTRACTIVE.value or any(s.mode is BuildMode.EXTRACTIVE for s in store.scenes(space)):
         raise BuildError(
-            f"Space {space!r} holds an extractive (no-LLM) memory; the LLM mode does not extend it. Rebuild it with "
-            f"`tmem build {space} --rebuild` (drops the memory, keeps the conversation)."
+            "Space {space!r} holds an extractive (no-LLM) memory; the LLM mode does not extend it. Rebuild it with "
+            "`tmem build {space} --rebuild` (drops the memory, keeps the conversation).",
+            space=space,
         )
     if options.batch_out is not None:
         _enable_batch(llm)
@@ -114,8 +115,11 @@ async def build_space(
             continue
         except LLMError as exc:
             raise BuildError(
-                f"Space {space!r}, stage {name}: {exc} Finished work is kept and answered requests are cached: rerun "
-                f"`tmem build {space}` to resume."
+                "Space {space!r}, stage {stage}: {cause} Finished work is kept and answered requests are cached: "
+                "rerun `tmem build {space}` to resume.",
+                space=space,
+                stage=name,
+                cause=str(exc),
             ) from exc
         finally:
             run.close()

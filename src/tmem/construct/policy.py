@@ -77,8 +77,10 @@ def build_lease(store: Store, space: str, ttl_seconds: float) -> Iterator[str]:
     holder = lease_holder()
     if not _take(store, space, holder, ttl_seconds):
         raise BuildBusy(
-            f"Another build of space {space!r} is running; wait for it to finish (a build that crashed frees the "
-            f"space after {ttl_seconds:g} s, TMEM_BUILD_LEASE_SECONDS)."
+            "Another build of space {space!r} is running; wait for it to finish (a build that crashed frees the "
+            "space after {ttl:g} s, TMEM_BUILD_LEASE_SECONDS).",
+            space=space,
+            ttl=ttl_seconds,
         )
     try:
         yield holder

@@ -82,7 +82,11 @@ def _known(store: Store, space: str, kind: str, ids: Sequence[str], found: set[s
     unknown = [i for i in missing if i not in gone]
     if unknown:
         raise NotFoundError(
-            f"Space {space!r} has no {kind} {', '.join(map(repr, unknown[:10]))}; nothing was forgotten."
+            "Space {space!r} has no {kind} {shown}; nothing was forgotten.",
+            kind=kind,
+            name=unknown[0],
+            space=space,
+            shown=", ".join(map(repr, unknown[:10])),
         )
 
 

@@ -50,7 +50,12 @@ def get_item(store: Store, space: str, item_id: str) -> Item:
     store.get_space(space)
     found = store.items(space, [item_id]) if item_id else []
     if not found:
-        raise NotFoundError(f"Space {space!r} has no item {item_id!r}; list items with `tmem show {space} --items`.")
+        raise NotFoundError(
+            "Space {space!r} has no item {name!r}; list items with `tmem show {space} --items`.",
+            kind="item",
+            name=item_id,
+            space=space,
+        )
     return found[0]
 
 

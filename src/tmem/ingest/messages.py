@@ -142,7 +142,7 @@ def add_messages(
         raise InputError("The space name is empty; name the space.")
     problem = check_name(space, "the space's name")
     if problem:
-        raise InputError(f"space {space!r}: {problem}")
+        raise InputError("space {space!r}: {problem}", space=space, problem=problem)
     _check(messages)
     if received_at is not None and received_at.tzinfo is not None:
         received_at = received_at.astimezone(UTC).replace(tzinfo=None)
@@ -181,8 +181,10 @@ def add_messages(
             when = m.time or received_at or prev_time
             if when is None:
                 raise InputError(
-                    f"messages[{n}]: the first message of space {space!r} has no time; send its ISO 8601 time "
-                    "(later messages without one take the previous message's time)."
+                    "messages[{n}]: the first message of space {space!r} has no time; send its ISO 8601 time "
+                    "(later messages without one take the previous message's time).",
+                    n=n,
+                    space=space,
                 )
             if session is None or prev_time is None or when - prev_time > gap:
                 session = _new_session(store, space, key, when, session)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tmem.errors import BuildBusy, StoreError, TmemError, public_message, shown_to
+from tmem.errors import BuildBusy, StoreError, TmemError, public_message
 from tmem.ingest.messages import MessageInput, with_request_ids
 from tmem.memory import AsyncMemory
 from tmem.settings import Settings
@@ -164,13 +164,13 @@ def build_server(memory: AsyncMemory, resolve: SpaceResolver, *, space: str, nam
 
 
 def _tool_error(exc: TmemError, ctx: Context) -> ToolError:
-    """A tool's error as the client reads it: the store keys of its own tenant shown as its space names."""
+    """A tool's error as the client reads it: rendered from the error's fields for the request's tenant."""
     tenant = _tenant_or_none(ctx)
     if tenant is None:  # stdio: the local user reads everything
         return ToolError(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, StoreError):
         log.error("Store error in an MCP tool: %s", exc)
-    return ToolError(shown_to(f"{type(exc).__name__}: {public_message(exc)}", tenant))
+    return ToolError(f"{type(exc).__name__}: {public_message(exc, tenant)}")
 
 
 async def _build(memory: AsyncMemory, key: str) -> bool:

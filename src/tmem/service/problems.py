@@ -23,7 +23,6 @@ from tmem.errors import (
     StoreError,
     TmemError,
     public_message,
-    shown_to,
 )
 from tmem.service.schemas import Problem
 
@@ -80,7 +79,6 @@ def problem(
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    detail = shown_to(detail, getattr(request.state, "tenant", None))  # a tenant sees its own space names
     body = Problem(
         type=f"{_TYPE}{kind}" if kind != "about:blank" else kind,
         title=_TITLES.get(status, "Error"),
@@ -103,7 +101,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(TmemError)
     async def _tmem_error(request: Request, exc: TmemError) -> JSONResponse:
-        message = public_message(exc)
+        message = public_message(exc, getattr(request.state, "tenant", None))  # rendered from its fields
         for cls, status, kind in _STATUS:
             if isinstance(exc, cls):
                 if status >= 500:

@@ -25,14 +25,16 @@ from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPat
 
 @contextmanager
 def _item_hint(space: str, item_id: str) -> Iterator[None]:
-    """A missing item answers a 404 that names the HTTP endpoint listing the space's items."""
+    """A missing item answers a 404 rendered from the error's fields with the HTTP endpoint listing the space's
+    items as its hint."""
     try:
         yield
     except SpaceNotFound:
         raise
     except NotFoundError as exc:
+        kind, name = exc.kind or "item", exc.name or item_id
         raise ServiceProblem(
-            404, "not-found", f"Space {space!r} has no item {item_id!r}; GET /v1/spaces/{space}/items lists its items."
+            404, "not-found", f"Space {space!r} has no {kind} {name!r}; GET /v1/spaces/{space}/items lists its items."
         ) from exc
 
 

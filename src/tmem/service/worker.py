@@ -226,7 +226,8 @@ class BuildWorkers:
         except TmemError as exc:
             if isinstance(exc, StoreError):
                 log.error("Build job %s: %s", job.id, exc)
-            error = f"{type(exc).__name__}: {public_message(exc)}"  # tenants read it: no connection parameters
+            # The job's tenant reads it: rendered from the error's fields for that tenant, no connection parameters.
+            error = f"{type(exc).__name__}: {public_message(exc, job.tenant)}"
             self._persist(lambda: self._control.finish_job(job.id, "failed", error=error))
             return True
         except Exception as exc:  # a worker must survive any build failure and record it

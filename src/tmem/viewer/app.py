@@ -25,7 +25,7 @@ from pydantic import AfterValidator
 from starlette.datastructures import URL
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from tmem.errors import ConfigError, InputError, NotFoundError, TmemError, public_message
+from tmem.errors import ConfigError, InputError, NotFoundError, StoreError, TmemError, public_message
 from tmem.llm.cost import CostReport
 from tmem.memory import Memory
 from tmem.retrieve.config import PRESETS, SWITCHES
@@ -155,10 +155,9 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         scope: ViewerScope | None = getattr(request.state, "viewer_scope", None)
         message = str(exc)
         if scope is not None and scope.tenant is not None and isinstance(exc, TmemError):  # a served tenant
-            message = public_message(exc)
-            if message != str(exc):
+            message = public_message(exc, scope.tenant)  # rendered from the error's fields for the tenant
+            if isinstance(exc, StoreError):
                 log.error("%s on %s: %s", type(exc).__name__, request.url.path, exc)
-        message = scope.scrub(message) if scope is not None else message
         return render(request, "error.html", status, message=message, status=status)
 
     class ViewerRoute(APIRoute):

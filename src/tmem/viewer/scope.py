@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.errors import NotFoundError, shown_to
+from tmem.errors import NotFoundError
 from tmem.memory import Memory
 from tmem.models import SpaceSummary
 
@@ -76,10 +76,6 @@ class ViewerScope:
                 return summary
         known = ", ".join(s.name for s in spaces) or "none yet"
         raise NotFoundError(f"No space {name!r}. Known spaces: {known}.")
-
-    def scrub(self, message: str) -> str:
-        """An error message as this scope's user should read it: store keys shown as space names."""
-        return shown_to(message, self.prefix[:-1] if self.prefix else None)
 
     def build_jobs(self, name: str) -> list[JobView] | None:
         """The space's build jobs, or None when the host keeps none (``tmem ui`` builds from the CLI)."""

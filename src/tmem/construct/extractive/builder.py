@@ -214,21 +214,27 @@ async def build_extractive(
     if recorded is not None:
         if topic_threshold is not None and float(recorded) != topic_threshold:
             raise BuildError(
-                f"Space {space!r} was built with topic threshold {recorded}; build it again with that value, or "
-                "delete the space, import it again and rebuild with the new threshold."
+                "Space {space!r} was built with topic threshold {recorded}; build it again with that value, or "
+                "delete the space, import it again and rebuild with the new threshold.",
+                space=space,
+                recorded=recorded,
             )
         threshold = float(recorded)
     run = _Run(store, space, embedder, threshold)
     if mode == BuildMode.LLM.value or any(s.mode is not BuildMode.EXTRACTIVE for s in run.scenes):
         raise BuildError(
-            f"Space {space!r} was built with an LLM; the extractive mode does not extend it. Build it with the "
-            "configured LLM, or delete the space, import it again and build with --llm none."
+            "Space {space!r} was built with an LLM; the extractive mode does not extend it. Build it with the "
+            "configured LLM, or delete the space, import it again and build with --llm none.",
+            space=space,
         )
     sessions = store.sessions(space)
     cursor = int(store.get_state(space, STATE_CURSOR) or 0)
     if cursor > len(sessions):
         raise BuildError(
-            f"Space {space!r} records {cursor} built sessions but holds {len(sessions)}; delete and rebuild it."
+            "Space {space!r} records {cursor} built sessions but holds {held}; delete and rebuild it.",
+            space=space,
+            cursor=cursor,
+            held=len(sessions),
         )
     reopened: list[Scene] = []
     if cursor:
