@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.support.live_server import LiveServer
@@ -171,6 +171,54 @@ def test_two_tenants_never_see_or_touch_each_other(tmp_path: Path) -> None:
                             assert sorted(t["text"] for t in r.json()["turns"]) == sorted(texts)
                         elif not model.owns(tenant, space):
                             assert r.status_code == 404
+
+            run()
+        finally:
+            for client in clients.values():
+                client.close()
+
+
+SPACE = st.from_regex(r"[a-z][a-z0-9_-]{0,11}", fullmatch=True)
+
+
+def test_error_bodies_never_name_another_tenants_space(tmp_path: Path) -> None:
+    """Property (issue 24): whatever acme asks for - missing spaces, items, turns, jobs, bad presets, on its own
+    spaces and others - no error body names a space of beta (unless acme itself sent that name) nor a store key."""
+    cfg = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash")
+    keys = make_keys(cfg, *TENANTS)
+    with LiveServer(create_app(cfg)) as server:
+        clients = {t: httpx.Client(base_url=server.url, headers=auth(keys[t]), timeout=60) for t in TENANTS}
+        acme, beta = clients["acme"], clients["beta"]
+        msg = {"speaker": "X", "text": "a private note", "time": "2024-01-01T10:00:00"}
+        try:
+
+            @given(theirs=SPACE.map(lambda s: f"zq{s}"), mine=SPACE, asked=SPACE, ids=st.lists(SPACE, max_size=3))
+            @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+            def run(theirs: str, mine: str, asked: str, ids: list[str]) -> None:
+                sent = " ".join([mine, asked, *ids])
+                assume(theirs not in sent and asked != mine)
+                assert beta.post(f"/v1/spaces/{theirs}/messages", json={"messages": [msg]}).status_code == 200
+                assert acme.post(f"/v1/spaces/{mine}/messages", json={"messages": [msg]}).status_code == 200
+                item = ids[0] if ids else "missing"
+                answers = [
+                    acme.post(f"/v1/spaces/{asked}/search", json={"q": "note"}),
+                    acme.get(f"/v1/spaces/{asked}/context", params={"q": "note"}),
+                    acme.get(f"/v1/spaces/{asked}/items"),
+                    acme.get(f"/v1/spaces/{asked}/jobs"),
+                    acme.post(f"/v1/spaces/{asked}/build"),
+                    acme.delete(f"/v1/spaces/{asked}"),
+                    acme.get(f"/v1/spaces/{mine}/items/{item}"),
+                    acme.patch(f"/v1/spaces/{mine}/items/{item}", json={"text": "changed"}),
+                    acme.get(f"/v1/spaces/{mine}/items/{item}/history"),
+                    acme.post(f"/v1/spaces/{mine}/forget", json={"turn_ids": ids or ["t"], "item_ids": [item]}),
+                    acme.post(f"/v1/spaces/{mine}/ask", json={"question": "note?"}),
+                    acme.post(f"/v1/spaces/{mine}/search", json={"q": "note", "config": f"no-preset-{asked}"}),
+                    acme.get(f"/v1/jobs/{item.replace('-', '_')}"),
+                ]
+                for r in answers:
+                    assert r.status_code >= 400, (r.request.url, r.text)
+                    assert theirs not in r.text and "beta" not in r.text, r.text
+                    assert "acme/" not in r.text, r.text
 
             run()
         finally:
