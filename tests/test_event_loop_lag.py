@@ -9,8 +9,14 @@ import asyncio
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from tests.support.stage_replies import dev_space, scripted_reply
+import httpx
+import pytest
+
+from tests.support.openai_stub import OpenAIStub
+from tests.support.stage_replies import dev_space, scripted_reply, stub_reply
+from tests.test_service import NO_AUTO_BUILD, auth, dev_messages, make_keys
 from tmem import AsyncMemory, Settings
 from tmem.core import MemoryCore
 from tmem.embed import HashEmbedder
@@ -18,6 +24,7 @@ from tmem.embed.base import EmbeddingResult
 from tmem.ingest import import_sessions
 from tmem.llm.base import ChatRequest
 from tmem.llm.scripted import scripted_llm
+from tmem.service import create_app
 from tmem.store import open_store
 
 BLOCK = 0.6  # seconds every embedding call blocks its thread
@@ -92,3 +99,67 @@ async def test_the_callers_loop_keeps_serving_while_async_memory_answers_and_edi
     assert lag < BOUND, f"the event loop stalled {lag:.2f} s during ask, update_item and context"
     assert answer.answer == "pottery" and updated.text.startswith("Caroline joined") and context.hits
     assert SlowEmbedder.calls - calls >= 2  # the queries were embedded (BLOCK seconds each)
+
+
+async def test_the_services_loop_keeps_serving_during_a_build_job_and_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service in-process (its lifespan, build worker and all) on the test's loop: a build job runs while clients
+    ask and fetch contexts; the loop wakes late by less than BOUND although every embedding blocks for BLOCK."""
+    plain = HashEmbedder.embed
+
+    def slow(self: HashEmbedder, texts: Sequence[str]) -> EmbeddingResult:
+        time.sleep(BLOCK)
+        return plain(self, texts)
+
+    monkeypatch.setattr(HashEmbedder, "embed", slow)
+
+    def reply(body: dict[str, Any]) -> str:
+        try:
+            return stub_reply(body)
+        except ValueError:  # not a construction prompt: the answer
+            return '{"answer": "pottery"}'
+
+    with OpenAIStub(reply=reply) as stub:
+        cfg = Settings(
+            home=tmp_path / "mem",
+            llm="openai",
+            llm_model="stub-model",
+            llm_base_url=stub.base_url,
+            llm_api_key="test",
+            embed_backend="hash",
+            **NO_AUTO_BUILD,  # type: ignore[arg-type]
+        )
+        key = make_keys(cfg, "acme")["acme"]
+        app = create_app(cfg)
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url="http://tmem", headers=auth(key), timeout=120) as http,
+        ):
+            r = await http.post("/v1/spaces/c/messages", json={"messages": dev_messages(1)[0]})
+            assert r.status_code == 200, r.text
+            # Warm-up, not watched: the first LLM call imports the SDK's response types (seconds of imports under
+            # load, in whichever thread calls first), as any first request of a fresh server would.
+            r = await http.post("/v1/spaces/c/ask", json={"question": "What did Caroline take up?"})
+            assert r.status_code == 200, r.text
+
+            async def traffic() -> list[httpx.Response]:
+                job = (await http.post("/v1/spaces/c/build")).json()["job"]
+                answers: list[httpx.Response] = []
+                while True:
+                    answers += await asyncio.gather(
+                        http.post("/v1/spaces/c/ask", json={"question": "What did Caroline take up?"}),
+                        http.get("/v1/spaces/c/context", params={"q": "pottery"}),
+                    )
+                    state = (await http.get(f"/v1/jobs/{job}")).json()
+                    if state["state"] not in ("queued", "running"):
+                        assert state["state"] == "succeeded", state
+                        return answers
+
+            work = asyncio.ensure_future(traffic())
+            lag, _ = await _max_lag(work)
+            answers = work.result()
+    assert lag < BOUND, f"the service's event loop stalled {lag:.2f} s"
+    assert answers and all(r.status_code == 200 for r in answers), [r.text for r in answers if r.status_code != 200]
+    assert any(r.json().get("answer") == "pottery" for r in answers)

@@ -61,8 +61,12 @@ class LoopThread:
         else:
             coro.close()
             raise ConfigError("Memory was called inside a running event loop: use tmem.AsyncMemory there instead.")
-        loop = self._start()
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, self._start())
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # the caller stopped waiting (Ctrl-C): the work stops too (a no-op once it is done)
+            raise
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the loop and its thread (a no-op when never started)."""
