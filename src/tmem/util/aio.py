@@ -12,8 +12,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import threading
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
 from tmem.errors import ConfigError
@@ -22,9 +25,25 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+BLOCKING_THREADS = 64  # threads of the blocking() pool: an ask holds one while its model answers, so not cpus + 4
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _blocking_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=BLOCKING_THREADS, thread_name_prefix="tmem-blocking")
+        return _pool
+
+
 async def blocking(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-    """``fn(*args, **kwargs)`` in a worker thread, awaited: blocking work never runs on the awaiting event loop."""
-    return await asyncio.to_thread(fn, *args, **kwargs)
+    """``fn(*args, **kwargs)`` in a worker thread of tmem's pool (with the caller's context variables), awaited:
+    blocking work never runs on the awaiting event loop. The pool is tmem's own, not the loop's default executor (at
+    most cpus + 4 threads), so calls that wait for a model (ask, item edits) do not queue store and search calls."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_blocking_pool(), call)
 
 
 class LoopThread:
