@@ -17,7 +17,7 @@ import pytest
 from tests.support.openai_stub import OpenAIStub
 from tests.support.stage_replies import dev_space, scripted_reply, stub_reply
 from tests.test_service import NO_AUTO_BUILD, auth, dev_messages, make_keys
-from tmem import AsyncMemory, Settings
+from tmem import AsyncMemory, ConfigError, Memory, Settings
 from tmem.core import MemoryCore
 from tmem.embed import HashEmbedder
 from tmem.embed.base import EmbeddingResult
@@ -163,3 +163,12 @@ async def test_the_services_loop_keeps_serving_during_a_build_job_and_asks(
     assert lag < BOUND, f"the service's event loop stalled {lag:.2f} s"
     assert answers and all(r.status_code == 200 for r in answers), [r.text for r in answers if r.status_code != 200]
     assert any(r.json().get("answer") == "pottery" for r in answers)
+
+
+async def test_memory_inside_a_running_loop_says_to_use_async_memory(tmp_path: Path) -> None:
+    """The sync facade would block the loop that calls it while the model works: it refuses, naming AsyncMemory."""
+    with Memory.open(tmp_path / "mem", Settings(llm="none", embed_backend="hash")) as mem:
+        mem.add_sessions("conv-26", dev_space("conv-26", slice(0, 1)).sessions)
+        with pytest.raises(ConfigError, match=r"use tmem\.AsyncMemory there"):
+            mem.build("conv-26")
+        assert mem.staleness("conv-26").stale_turns > 0  # nothing was built
