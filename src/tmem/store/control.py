@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.errors import ConfigError, InputError
+from tmem.errors import InputError
 from tmem.store.base import Store
 
 JobState = Literal["queued", "running", "succeeded", "failed"]
@@ -203,20 +203,13 @@ REQUEUED_NOTE = "re-queued: the server running it stopped mid-build"
 
 def open_control(store: Store) -> ControlStore:
     """The control store in the same database as ``store`` (a SQLite file or a PostgreSQL database)."""
-    from tmem.store.control_sqlite import SQLiteControl
-    from tmem.store.sqlite import SQLiteStore
+    from tmem.store import opened_url
 
-    if isinstance(store, SQLiteStore):
-        if store.path == ":memory:":
-            raise ConfigError("The service needs a memory directory on disk (--dir or TMEM_HOME), not ':memory:'.")
-        return SQLiteControl.open(store.path)
-    from tmem.store.pg_base import PgBase
+    return open_control_url(opened_url(store))
 
-    if isinstance(store, PgBase):
-        from tmem.store.control_pg import PgControl
 
-        return PgControl.open(store.url)
-    raise ConfigError(
-        f"The service's keys and jobs are kept in SQLite or PostgreSQL; {type(store).__name__} has no control "
-        "tables. Serve a memory directory (--dir or TMEM_HOME) or a PostgreSQL database (TMEM_DATABASE_URL)."
-    )
+def open_control_url(url: str) -> ControlStore:
+    """The control store of the database at ``url`` (``sqlite:///PATH`` or ``postgresql://...``), migrated."""
+    from tmem.store.control_sql import SqlControl
+
+    return SqlControl.open(url)
