@@ -41,14 +41,20 @@ def _seq() -> sa.Column[int]:
     return sa.Column("seq", sa.BigInteger, sa.Identity(always=True), nullable=False)
 
 
+def _text(*names: str, required: bool) -> list[sa.Column[str]]:
+    return [sa.Column(name, sa.Text, nullable=not required) for name in names]
+
+
+def _json(name: str, *, required: bool) -> sa.Column[Any]:
+    return sa.Column(name, JsonText, nullable=not required, server_default="{}" if required else None)
+
+
 keys = sa.Table(
     "service_keys",
     metadata,
     sa.Column("id", sa.Text, primary_key=True),
-    sa.Column("tenant", sa.Text, nullable=False),
-    sa.Column("key_hash", sa.Text, nullable=False),
-    sa.Column("created_at", sa.Text, nullable=False),
-    sa.Column("revoked_at", sa.Text),
+    *_text("tenant", "key_hash", "created_at", required=True),
+    *_text("revoked_at", required=False),
     _seq(),
     sa.Index("service_keys_tenant", "tenant"),
 )
@@ -58,18 +64,12 @@ jobs = sa.Table(
     metadata,
     sa.Column("tenant", sa.Text, primary_key=True),
     sa.Column("id", sa.Text, primary_key=True),
-    sa.Column("space", sa.Text, nullable=False),
-    sa.Column("kind", sa.Text, nullable=False),
-    sa.Column("params", JsonText, nullable=False, server_default="{}"),
-    sa.Column("state", sa.Text, nullable=False),
-    sa.Column("progress", JsonText, nullable=False, server_default="{}"),
-    sa.Column("error", sa.Text),
-    sa.Column("result", JsonText),
+    *_text("space", "kind", "state", "created_at", required=True),
+    *_text("error", "started_at", "finished_at", "owner", required=False),
+    _json("params", required=True),
+    _json("progress", required=True),
+    _json("result", required=False),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
-    sa.Column("created_at", sa.Text, nullable=False),
-    sa.Column("started_at", sa.Text),
-    sa.Column("finished_at", sa.Text),
-    sa.Column("owner", sa.Text),
     sa.Column("heartbeat_at", sa.Double),
     _seq(),
     sa.CheckConstraint("state IN ('queued', 'running', 'succeeded', 'failed')", name="service_jobs_state_check"),

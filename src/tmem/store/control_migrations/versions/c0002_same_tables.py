@@ -1,16 +1,17 @@
 """The same control tables on both backends: SQLite gets PostgreSQL's shape, ``seq`` (insertion order, until now
-SQLite's hidden rowid, which a rebuilt table would not keep) and jobs keyed by (tenant, id) with the owner index.
+SQLite's hidden rowid, which a rebuilt table would not keep), jobs keyed by (tenant, id), and the owner index.
 
-SQLite cannot change a primary key in place: each table is rebuilt (new table, rows copied with ``seq`` taken from
-the rowid, old table dropped, new one renamed). PostgreSQL has this shape already.
+SQLite cannot change a primary key or make a column NOT NULL in place: Alembic's batch mode rebuilds each table
+(new table, rows copied, old one dropped, new one renamed; its indexes recreated). PostgreSQL has this shape already.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy import exc
 
 from tmem.errors import StoreError
 
@@ -19,83 +20,28 @@ down_revision = "c0001"
 branch_labels = None
 depends_on = None
 
-_KEYS = ("id", "tenant", "key_hash", "created_at", "revoked_at")
-_JOBS = [
-    "tenant",
-    "id",
-    "space",
-    "kind",
-    "params",
-    "state",
-    "progress",
-    "error",
-    "result",
-    "attempts",
-    "created_at",
-    "started_at",
-    "finished_at",
-    "owner",
-    "heartbeat_at",
-]
-_INDEXES = {
-    "service_keys": [("service_keys_tenant", ["tenant"])],
-    "service_jobs": [
-        ("service_jobs_space", ["tenant", "space", "state"]),
-        ("service_jobs_state", ["state"]),
-        ("service_jobs_owner", ["owner", "state"]),
-    ],
-}
-
-
-def _seq() -> sa.Column[int]:
-    return sa.Column("seq", sa.BigInteger, nullable=False)
-
-
-def _rebuild(table: str, columns: tuple[str, ...] | list[str], *definition: sa.Column[Any] | sa.Constraint) -> None:
-    op.create_table(f"{table}_c0002", *definition)
-    names = ", ".join(columns)
-    op.execute(f"INSERT INTO {table}_c0002 ({names}, seq) SELECT {names}, rowid FROM {table} ORDER BY rowid")
-    op.drop_table(table)  # its indexes go with it
-    op.rename_table(f"{table}_c0002", table)
-    for name, indexed in _INDEXES[table]:
-        op.create_index(name, table, indexed)
+# The CHECK on jobs' state was unnamed on SQLite: given again, named as PostgreSQL names it.
+_STATES = sa.CheckConstraint("state IN ('queued', 'running', 'succeeded', 'failed')", name="service_jobs_state_check")
 
 
 def upgrade() -> None:
     if op.get_bind().dialect.name != "sqlite":
         return
-    text = sa.Text
-    _rebuild(
-        "service_keys",
-        _KEYS,
-        sa.Column("id", text, primary_key=True),
-        sa.Column("tenant", text, nullable=False),
-        sa.Column("key_hash", text, nullable=False),
-        sa.Column("created_at", text, nullable=False),
-        sa.Column("revoked_at", text),
-        _seq(),
-    )
-    _rebuild(
-        "service_jobs",
-        _JOBS,
-        sa.Column("tenant", text, primary_key=True),
-        sa.Column("id", text, primary_key=True),
-        sa.Column("space", text, nullable=False),
-        sa.Column("kind", text, nullable=False),
-        sa.Column("params", text, nullable=False, server_default="{}"),
-        sa.Column("state", text, nullable=False),
-        sa.Column("progress", text, nullable=False, server_default="{}"),
-        sa.Column("error", text),
-        sa.Column("result", text),
-        sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("created_at", text, nullable=False),
-        sa.Column("started_at", text),
-        sa.Column("finished_at", text),
-        sa.Column("owner", text),
-        sa.Column("heartbeat_at", sa.Double),
-        _seq(),
-        sa.CheckConstraint("state IN ('queued', 'running', 'succeeded', 'failed')", name="service_jobs_state_check"),
-    )
+    for table in ("service_keys", "service_jobs"):
+        op.add_column(table, sa.Column("seq", sa.BigInteger))
+        op.execute(f"UPDATE {table} SET seq = rowid")
+        jobs = table == "service_jobs"
+        with warnings.catch_warnings():
+            # Batch mode copies the reflected primary key flag of ``id`` and warns that create_primary_key below
+            # replaces it: the replacement is what this revision is for.
+            warnings.filterwarnings("ignore", "Table '_alembic_tmp_service_jobs' specifies columns", exc.SAWarning)
+            with op.batch_alter_table(table, recreate="always", table_args=(_STATES,) if jobs else ()) as batch:
+                batch.alter_column("seq", existing_type=sa.BigInteger, nullable=False)
+                batch.alter_column("id", existing_type=sa.Text, nullable=False)  # SQLite's TEXT keys allowed NULL
+                if jobs:
+                    batch.create_primary_key("service_jobs_pkey", ["tenant", "id"])
+                    batch.alter_column("heartbeat_at", existing_type=sa.REAL, type_=sa.Double)
+    op.create_index("service_jobs_owner", "service_jobs", ["owner", "state"])
 
 
 def downgrade() -> None:
