@@ -71,7 +71,8 @@ def transaction(engine: Engine, doing: str, *, write: bool = False) -> Iterator[
     except exc.OperationalError as error:
         raise StoreError(
             f"The service's keys and jobs in {where(engine)} could not be reached or were busy while {doing}: "
-            f"{error.orig}. Nothing was changed; check the database is up and retry."
+            f"{error.orig}. Nothing was changed. Retry; if it persists, check the memory directory (--dir/TMEM_HOME) "
+            "exists and is writable, or that the PostgreSQL server of TMEM_DATABASE_URL runs and accepts this user."
         ) from error
     except exc.DBAPIError as error:
         raise StoreError(

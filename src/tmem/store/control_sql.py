@@ -61,9 +61,13 @@ class SqlControl:
     def open(cls, url: str) -> SqlControl:
         """The control store of the database at ``url`` (``sqlite:///PATH`` or ``postgresql://...``), migrated."""
         engine = connect(url)
-        with transaction(engine, "creating or upgrading the control tables", write=True) as conn:
-            serialise(conn, MIGRATE_LOCK)
-            upgrade(conn)
+        try:
+            with transaction(engine, "creating or upgrading the control tables", write=True) as conn:
+                serialise(conn, MIGRATE_LOCK)
+                upgrade(conn)
+        except BaseException:
+            engine.dispose()
+            raise
         return cls(engine)
 
     def close(self) -> None:
