@@ -24,6 +24,7 @@ from tmem.store.control import open_control, open_control_url
 from tmem.store.control_dialect import connect
 from tmem.store.control_migrations import config
 from tmem.store.control_schema import VERSION_TABLE, include_name, metadata
+from tmem.store.sqlite import SQLiteStore
 
 FIXTURES = Path(__file__).parent / "fixtures" / "control"
 
@@ -151,6 +152,15 @@ def test_a_memory_database_is_refused() -> None:
     store = open_store("sqlite:///")
     try:
         with pytest.raises(ConfigError, match="memory directory on disk"):
+            open_control(store)
+    finally:
+        store.close()
+
+
+def test_a_store_not_opened_by_open_store_has_no_known_database(tmp_path: Path) -> None:
+    store = SQLiteStore.open(tmp_path / "tmem.db")
+    try:
+        with pytest.raises(ConfigError, match="open_store"):
             open_control(store)
     finally:
         store.close()

@@ -1,7 +1,9 @@
 """The service's control records: tenants' API keys (stored hashed) and persisted build jobs.
 
-They live in the same database as the memory (their tables come from a migration of the store) but behind their own
-small protocol, because only the HTTP service and the ``tmem keys`` commands use them. A tenant exists as long as it
+They live in the same database as the memory but behind their own small protocol, because only the HTTP service and
+the ``tmem keys`` commands use them: one implementation on SQLAlchemy Core for both backends
+(:mod:`tmem.store.control_sql`), its tables migrated by their own Alembic history (:mod:`tmem.store.control_schema`,
+:mod:`tmem.store.control_migrations`). A tenant exists as long as it
 has a key; its spaces are the store spaces ``TENANT/SPACE`` (the seam agreed in DESIGN.md), so tenant and space names
 contain no ``/``.
 
