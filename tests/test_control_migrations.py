@@ -18,7 +18,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from tmem.errors import ConfigError
+from tmem.errors import ConfigError, StoreError
 from tmem.store import open_store
 from tmem.store.control import open_control, open_control_url
 from tmem.store.control_dialect import connect
@@ -91,9 +91,24 @@ def test_autogenerate_finds_no_difference_on_a_migrated_database(store_url: str)
 
 
 def test_control_alone_creates_its_tables(store_url: str) -> None:
+    """The control store opened first on an empty database; the memory store opened after leaves its tables be."""
     open_control_url(store_url).close()
     diff, version = _diff_and_version(store_url)
     assert diff == [] and version == _head()
+    open_store(store_url).close()
+    assert _diff_and_version(store_url) == ([], _head())
+
+
+def test_a_database_migrated_by_a_newer_tmem_is_refused_with_the_fix(store_url: str) -> None:
+    open_control_url(store_url).close()
+    engine = connect(store_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = 'c9999'"))
+    finally:
+        engine.dispose()
+    with pytest.raises(StoreError, match="newer tmem"):
+        open_control_url(store_url)
 
 
 def test_a_database_made_before_alembic_opens_and_upgrades(store_url: str) -> None:

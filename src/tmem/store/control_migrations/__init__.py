@@ -13,7 +13,11 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from sqlalchemy.engine import Connection
+
+from tmem.errors import StoreError
+from tmem.store.control_schema import VERSION_TABLE
 
 HERE = Path(__file__).parent
 
@@ -29,4 +33,10 @@ def config(conn: Connection | None = None) -> Config:
 
 def upgrade(conn: Connection) -> None:
     """Bring the control tables of ``conn``'s database to the newest revision (creating them when absent)."""
-    command.upgrade(config(conn), "head")
+    try:
+        command.upgrade(config(conn), "head")
+    except CommandError as exc:  # e.g. a revision this tmem does not know: a newer tmem migrated the database
+        raise StoreError(
+            f"Cannot migrate the service's keys and jobs tables: {exc}. A newer tmem may have migrated this database "
+            f"(see its table {VERSION_TABLE}): run that version, or upgrade tmem."
+        ) from exc
