@@ -96,6 +96,9 @@ async def exercise(client: Client) -> dict[str, Any]:
         assert "space" in tool.input_schema["properties"], name
     assert client.server_info.version == tmem.__version__
 
+    too_long = {**orchard(1)[0], "metadata": {"note": "x" * 257}}
+    refused_metadata = await client.call_tool("remember", {"messages": [too_long]})
+    assert refused_metadata.is_error and "at most 256" in _text(refused_metadata)
     stored = _data(await client.call_tool("remember", {"messages": orchard(), "build": "now"}))
     assert stored["space"] == FIRST and stored["built"] and stored["turn_ids"] == [f"o{i}" for i in range(8)]
     auto = _data(await client.call_tool("remember", {"messages": kiln(), "space": SECOND}))  # policy: >= 4 turns
@@ -175,17 +178,17 @@ async def test_every_tool_over_stdio_on_two_spaces(tmp_path: Path) -> None:
 
 
 def test_logging_stays_at_warning_on_stderr() -> None:
-    root = logging.getLogger()
-    before = (root.level, list(root.handlers))
+    root, chatty = logging.getLogger(), logging.getLogger("bm25s")
+    before = (root.level, list(root.handlers), chatty.level)
     try:
         configure_logging(None)
-        assert root.level == logging.WARNING and all(h.level == logging.WARNING for h in root.handlers)
-        import bm25s  # noqa: F401 - sets its logger to DEBUG on import: the handler's level still drops those records
-
-        assert logging.getLogger("bm25s").isEnabledFor(logging.DEBUG) and root.handlers[0].level == logging.WARNING
+        assert root.level == logging.WARNING and chatty.level == logging.WARNING
+        (handler,) = root.handlers  # bm25s sets its own logger to DEBUG on import: the handler's level drops those
+        assert handler.level == logging.WARNING and getattr(handler, "stream", None) is sys.stderr
     finally:
         root.setLevel(before[0])
         root.handlers[:] = before[1]
+        chatty.setLevel(before[2])
 
 
 async def _as_other(client: Client, seen: dict[str, Any], acme_names: list[str]) -> None:

@@ -148,6 +148,7 @@ def test_metadata_and_filters_over_http(tmp_path: Path) -> None:
 
     from tests.support.live_server import LiveServer
     from tests.test_service import NO_AUTO_BUILD, Clients, make_keys, wait_job
+    from tmem.client import Client
     from tmem.service import create_app
 
     settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
@@ -184,6 +185,12 @@ def test_metadata_and_filters_over_http(tmp_path: Path) -> None:
                 "/v1/spaces/work/items", params={"metadata": json.dumps({"project": "beta"}), "limit": 500}
             ).json()
             assert page["items"] and all(page["metadata"][i["id"]]["project"] == "beta" for i in page["items"])
+            with Client(server.url, keys["acme"]) as client:  # the Python client sends the same filters
+                assert client.context("work", QUERY, max_tokens=400, where=alpha).turn_ids == ctx["turn_ids"]
+                typed = client.search("work", QUERY, where=MemoryFilter.model_validate(alpha))
+                assert [t.turn.id for t in typed.turns] == [t["turn"]["id"] for t in found["turns"]]
+                listed = client.list_items("work", metadata={"project": "beta"}, limit=500)
+                assert [i.id for i in listed.items] == [i["id"] for i in page["items"]]
             for where in ("[1]", "{not json", json.dumps({"speaker": []})):
                 refused = http.get("/v1/spaces/work/context", params={"q": QUERY, "where": where})
                 assert refused.status_code == 422, refused.text
