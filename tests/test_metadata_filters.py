@@ -79,7 +79,11 @@ def test_filters_on_speaker_dates_and_types(memory: Memory) -> None:
         )
         assert by_bob.turn_ids and all(int(t[1:]) % 4 == 3 for t in by_bob.turn_ids)  # Bob and beta: 3, 7, 11, ...
         week = memory.context("work", QUERY, max_tokens=2000, where={"since": "2024-03-05", "until": "2024-03-08"})
-        assert {"t4", "t6"} <= set(week.turn_ids) <= {"t4", "t5", "t6", "t7"}  # whole days, inclusive
+        assert sorted(week.turn_ids) == ["t4", "t5", "t6", "t7"]  # whole days, inclusive (t7: 2024-03-08 09:00)
+        hour = memory.context(
+            "work", QUERY, max_tokens=2000, where={"since": "2024-03-05", "until": "2024-03-08T08:00"}
+        )
+        assert sorted(hour.turn_ids) == ["t4", "t5", "t6"]
         pinned = memory.search("work", QUERY, where={"metadata": {"pinned": True}})
         hits = [*(t.turn.id for t in pinned.turns), *(t.id for h in pinned.scenes for t in h.turns)]
         assert hits and all(int(t[1:]) % 3 == 0 for t in hits)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tmem.answer.budget import MAX_CONTEXT_DEPTH, Context, Searcher, recall_context
 from tmem.errors import InputError
@@ -58,6 +58,17 @@ class MemoryFilter(BaseModel):
     speaker: str | list[str] | None = Field(default=None, description="Who said it: a name or a list of names.")
     since: datetime | date | None = Field(default=None, description="Said on or after this time (a date: its start).")
     until: datetime | date | None = Field(default=None, description="Said on or before this time (a date: its end).")
+
+    @field_validator("since", "until", mode="before")
+    @classmethod
+    def _day(cls, value: object) -> object:
+        """A bare ISO date stays a date (a whole day), never midnight of that day."""
+        if isinstance(value, str) and len(value.strip()) == 10:
+            try:
+                return date.fromisoformat(value.strip())
+            except ValueError:
+                return value  # the field's own validation names the problem
+        return value
 
     @model_validator(mode="after")
     def _sound(self) -> MemoryFilter:
