@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from tests.test_store_items_contract import store  # noqa: F401 - the store fixture: SQLite, and PostgreSQL when run
 from tmem import InputError, Memory, Settings
 from tmem.models import Turn
 from tmem.retrieve.filters import MemoryFilter, inherited_metadata
+from tmem.store.base import Store
 
 QUERY = "garden tomatoes watering schedule"
 START = datetime(2024, 3, 1, 9, 0)
@@ -201,3 +203,50 @@ def test_metadata_and_filters_over_http(tmp_path: Path) -> None:
                 assert "where" in refused.json()["detail"] or "speaker" in refused.json()["detail"]
         finally:
             clients.close()
+
+
+def test_every_turn_read_returns_metadata(store: Store) -> None:  # noqa: F811 - the imported fixture
+    """The store writes and reads turns.metadata in every turn insert and select (SQLite, and PostgreSQL when run)."""
+    from tmem.models import Session
+
+    meta: dict[str, Any] = {"project": "alpha", "n": 3, "x": 1.5, "ok": False, "é": "ü"}
+    turn = Turn(id="t0", session_id="s1", seq=0, speaker="A", text="hello", time=START, metadata=meta)
+    store.ensure_space("a")
+    store.add_session("a", Session(id="s1", seq=0, started_at=START, content_hash="h"), [turn])
+    later = turn.model_copy(update={"id": "t1", "seq": 1, "metadata": {}})
+    store.add_turns("a", "s1", [later])
+    reads = [
+        store.turns("a")[0],
+        store.turns("a", ["t0"])[0],
+        store.find_turns("a", ["t0"])[0],
+        store.turns_after("a", -1)[0],
+    ]
+    assert all(t.metadata == meta and isinstance(t.metadata["ok"], bool) for t in reads)
+    last = store.last_turn("a")
+    assert last is not None and last.id == "t1" and last.metadata == {}
+
+
+def test_turns_stored_before_migration_005_read_empty_metadata(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tmem.store import open_store
+    from tmem.store.migrations import MIGRATIONS, migrate
+
+    db = sqlite3.connect(tmp_path / "tmem.db", isolation_level=None)
+    names = [name for name, _ in MIGRATIONS]
+    assert names[-1] == "005_turn_metadata"
+    db.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT)")
+    for version, (name, fn) in enumerate(MIGRATIONS[:-1], start=1):
+        fn(db)
+        db.execute("INSERT INTO migrations(version, name) VALUES (?, ?)", (version, name))
+    db.execute("INSERT INTO spaces(name) VALUES ('old')")
+    db.execute("INSERT INTO sessions VALUES ('old', 's1', 0, '2024-01-01T09:00:00', 'h')")
+    db.execute("INSERT INTO turns VALUES ('old', 't0', 's1', 0, 'A', 'before', '2024-01-01T09:00:00', NULL)")
+    assert migrate(db) == ["005_turn_metadata"]
+    db.close()
+    reopened = open_store(tmp_path / "tmem.db")
+    try:
+        (old,) = reopened.turns("old")
+        assert old.text == "before" and old.metadata == {}
+    finally:
+        reopened.close()
