@@ -1,9 +1,9 @@
 """The MCP tools (issue 19): one server serves every space of its tenant; each tool takes an optional ``space``
 (default: the server's ``--space``).
 
-Tools call :class:`tmem.AsyncMemory` (the composition root) and nothing else does their work: ``remember``
-(add_messages, then a build by the server's policy, :mod:`tmem.mcp_server.builds`), ``recall`` (context, with one
-record per hit, :mod:`tmem.answer.hits`), ``ask``, ``list_memories`` / ``get_memory`` / ``update_memory`` /
+Tools call :class:`tmem.AsyncMemory` (the composition root) for every operation: ``remember`` (add_messages, then a
+build by the server's policy, :mod:`tmem.mcp_server.builds`), ``recall`` (context; its one record per hit is read by
+:func:`tmem.answer.hits.hit_records` from the memory's store, id-scoped), ``ask``, ``list_memories`` / ``get_memory`` / ``update_memory`` /
 ``memory_history`` (list_items, get_item, update_item, history), ``forget`` and ``delete_space`` (annotated
 destructive; delete_space needs ``confirm`` equal to the space's name) and ``status`` (build state, stale turns, the
 server's background builds).
