@@ -5,12 +5,18 @@ so: at once when it has ``TMEM_BUILD_AFTER_TURNS`` unbuilt turns, else once no m
 ``TMEM_BUILD_IDLE_SECONDS`` (a timer per space, restarted by every arrival). The ``status`` tool lists a space's
 recent builds (:class:`BuildJob`). Builds of one space never overlap: the store's build lease refuses a second one
 (``BuildBusy``), reported as state ``busy``.
+
+With ``open_builder`` (what ``tmem mcp`` passes) builds run in a worker thread on a :class:`tmem.Memory` of their own
+(opened on first use, one build at a time), as the HTTP service's build workers do, so the server keeps answering
+while a space builds; readers see the new memory through the store (the index follows its state keys). Without it
+they run on the server's own memory in its event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -19,7 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from tmem.errors import BuildBusy, TmemError
-from tmem.memory import AsyncMemory
+from tmem.memory import AsyncMemory, Memory
 
 log = logging.getLogger("tmem.mcp")
 
@@ -44,9 +50,17 @@ def _now() -> str:
 class Builds:
     """The server's background builds and idle timers, per store space key."""
 
-    def __init__(self, memory: AsyncMemory, shown: Callable[[TmemError, str], str]) -> None:
+    def __init__(
+        self,
+        memory: AsyncMemory,
+        shown: Callable[[TmemError, str], str],
+        open_builder: Callable[[], Memory] | None = None,
+    ) -> None:
         self.memory = memory
         self.shown = shown  # (error, store key) -> its text as the space's tenant reads it
+        self._open_builder = open_builder
+        self._builder: Memory | None = None
+        self._one_at_a_time = threading.Lock()
         self.jobs: dict[str, list[BuildJob]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._timers: dict[str, asyncio.Task[None]] = {}
@@ -94,9 +108,19 @@ class Builds:
         self.jobs[key] = [*self.jobs.get(key, [])[-(KEEP_JOBS - 1) :], job]
         self._tasks[key] = asyncio.create_task(self._build(key, job))
 
+    def _build_in_thread(self, key: str, opener: Callable[[], Memory]) -> None:
+        with self._one_at_a_time:
+            if self._builder is None:
+                self._builder = opener()
+            self._builder.build(key)
+
     async def _build(self, key: str, job: BuildJob) -> None:
         try:
-            await self.memory.build(key)
+            opener = self._open_builder
+            if opener is not None:
+                await asyncio.to_thread(self._build_in_thread, key, opener)
+            else:
+                await self.memory.build(key)
             job.state = "succeeded"
         except BuildBusy:
             job.state = "busy"
@@ -115,3 +139,6 @@ class Builds:
         running = [t for t in self._tasks.values() if not t.done()]
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+        if self._builder is not None:
+            await asyncio.to_thread(self._builder.close)
+            self._builder = None

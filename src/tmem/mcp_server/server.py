@@ -22,7 +22,7 @@ from tmem import __version__
 from tmem.errors import StoreError, TmemError, public_message, shown_to
 from tmem.mcp_server.builds import Builds
 from tmem.mcp_server.tools import register
-from tmem.memory import AsyncMemory
+from tmem.memory import AsyncMemory, Memory
 from tmem.settings import Settings
 from tmem.store.control import ControlStore, check_name, open_control, store_space
 
@@ -88,7 +88,7 @@ async def serve_stdio(settings: Settings, space: str) -> None:
     it; background builds finish before the memory closes."""
     async with AsyncMemory.open(settings=settings) as memory:
         memory.core.start_upkeep(settings.upkeep_seconds)
-        builds = Builds(memory, shown_error)
+        builds = Builds(memory, shown_error, lambda: Memory.open(settings=settings))
         try:
             await build_server(memory, lambda _ctx, name: name, space=space, builds=builds).run_stdio_async()
         finally:
@@ -146,7 +146,7 @@ def http_app(settings: Settings, space: str) -> ASGIApp:
     check_name(space, "space")
     memory = AsyncMemory.open(settings=settings)
     control = open_control(memory.core.store)
-    builds = Builds(memory, shown_error)
+    builds = Builds(memory, shown_error, lambda: Memory.open(settings=settings))
     server = build_server(memory, lambda ctx, name: store_space(_tenant_of(ctx), name), space=space, builds=builds)
     inner = server.streamable_http_app()
 
