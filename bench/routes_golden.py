@@ -100,7 +100,7 @@ def _memory_cases(store: Path, space: str, work: Path) -> dict[str, Any]:
             for k, m in enumerate(NEW_MESSAGES)
         ]
         mem.add_messages(space, msgs)
-        out |= _cases(mem, space, queries[:6] + ["new puppy Biscuit", "bakery job"], "tail")
+        out |= _cases(mem, space, [*queries[:6], "new puppy Biscuit", "bakery job"], "tail")
     return out
 
 
