@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from tmem.models import ITEM_FAMILIES, TriggerFamily
@@ -114,124 +115,67 @@ class RouteSpec:
         return None if self.gate is None else self.gate(cfg)
 
 
-def _depth(cfg: RetrievalConfig) -> int:
-    return cfg.depth
+# How deep each list goes and the gates of the trigger routes: fields of the recipe (RetrievalConfig).
+_depth, _scene_triggers, _item_triggers = (
+    attrgetter("depth"),
+    attrgetter("scene_trigger_top"),
+    attrgetter("item_trigger_top"),
+)
+_scene_via_items, _item_direct = attrgetter("scene_via_items_top"), attrgetter("item_direct_top")
+_turns, _unbuilt = attrgetter("turn_top"), attrgetter("unbuilt_top")
+_scene_gate, _item_gate = attrgetter("scene_trigger_gate"), attrgetter("gate")
 
 
-def _scene_triggers(cfg: RetrievalConfig) -> int:
-    return cfg.scene_trigger_top
-
-
-def _item_triggers(cfg: RetrievalConfig) -> int:
-    return cfg.item_trigger_top
-
-
-def _item_direct(cfg: RetrievalConfig) -> int:
-    return cfg.item_direct_top
-
-
-def _turns(cfg: RetrievalConfig) -> int:
-    return cfg.turn_top
-
-
-def _unbuilt(cfg: RetrievalConfig) -> int:
-    return cfg.unbuilt_top
-
-
-def _scene_gate(cfg: RetrievalConfig) -> float | None:
-    return cfg.scene_trigger_gate
-
-
-def _item_gate(cfg: RetrievalConfig) -> float | None:
-    return cfg.gate
-
-
-def _pooled(cfg: RetrievalConfig) -> bool:
+def _pooled(cfg: RetrievalConfig) -> bool:  # Stage 3 ranks the kept scenes' items unless it ranks every item
     return cfg.item_direct_top == 0
 
 
-def _split(cfg: RetrievalConfig) -> bool:
+def _split(cfg: RetrievalConfig) -> bool:  # Entity and Bridge views as two lists
     return cfg.split_item_triggers
 
 
-def _united(cfg: RetrievalConfig) -> bool:
+def _united(cfg: RetrievalConfig) -> bool:  # Entity and Bridge views as one union list (the paper)
     return not cfg.split_item_triggers
 
 
-_N, _S, _I, _T = RouteName, Stage, Source, Scope
-_ENTITY, _BRIDGE = TriggerFamily.ENTITY, TriggerFamily.BRIDGE
+_N, _S, _K, _C = RouteName, Stage, Source, Scope  # the columns: name, stage, what ranks (kind), candidates
+_ITEM_SWITCHES: tuple[Switch, ...] = ("IC", "ET+BT")
+_ENTITY, _BRIDGE = (TriggerFamily.ENTITY,), (TriggerFamily.BRIDGE,)
+_SCENE, _HORIZON = (TriggerFamily.SCENE,), (TriggerFamily.HORIZON,)
 
 ROUTES: tuple[RouteSpec, ...] = (
     # Stage 1: the topic prefilter (paper §3.4)
-    RouteSpec(_N.TOPIC_BM25, _S.TOPIC, _I.BM25, _T.ALL, _depth, ("TF",)),
-    RouteSpec(_N.TOPIC_DENSE, _S.TOPIC, _I.DENSE, _T.ALL, _depth, ("TF",)),
+    RouteSpec(_N.TOPIC_BM25, _S.TOPIC, _K.BM25, _C.ALL, _depth, ("TF",)),
+    RouteSpec(_N.TOPIC_DENSE, _S.TOPIC, _K.DENSE, _C.ALL, _depth, ("TF",)),
     # Stage 2: scenes admitted by the prefilter, and those the Scene and Horizon views reach (the bypass)
-    RouteSpec(_N.SCENE_BM25, _S.SCENE, _I.BM25, _T.ADMITTED, _depth),
-    RouteSpec(_N.SCENE_DENSE, _S.SCENE, _I.DENSE, _T.ADMITTED, _depth),
+    RouteSpec(_N.SCENE_BM25, _S.SCENE, _K.BM25, _C.ADMITTED, _depth),
+    RouteSpec(_N.SCENE_DENSE, _S.SCENE, _K.DENSE, _C.ADMITTED, _depth),
     RouteSpec(
-        _N.SCENE_TRIGGER_SCENE,
-        _S.SCENE,
-        _I.TRIGGER,
-        _T.ALL,
-        _scene_triggers,
-        ("ST",),
-        families=(TriggerFamily.SCENE,),
-        gate=_scene_gate,
+        _N.SCENE_TRIGGER_SCENE, _S.SCENE, _K.TRIGGER, _C.ALL, _scene_triggers, ("ST",), None, _SCENE, _scene_gate
     ),
     RouteSpec(
-        _N.SCENE_TRIGGER_HORIZON,
-        _S.SCENE,
-        _I.TRIGGER,
-        _T.ALL,
-        _scene_triggers,
-        ("HT",),
-        families=(TriggerFamily.HORIZON,),
-        gate=_scene_gate,
+        _N.SCENE_TRIGGER_HORIZON, _S.SCENE, _K.TRIGGER, _C.ALL, _scene_triggers, ("HT",), None, _HORIZON, _scene_gate
     ),
-    RouteSpec(_N.SCENE_ITEMS, _S.SCENE, _I.ITEMS, _T.ADMITTED, lambda c: c.scene_via_items_top),
+    RouteSpec(_N.SCENE_ITEMS, _S.SCENE, _K.ITEMS, _C.ADMITTED, _scene_via_items),
     # Stage 3: items of the kept scenes (or, with item_direct_top, every live item), and the Entity/Bridge views
-    RouteSpec(_N.ITEM_BM25, _S.ITEM, _I.BM25, _T.POOL, _depth, ("IC",), _pooled),
-    RouteSpec(_N.ITEM_DENSE, _S.ITEM, _I.DENSE, _T.POOL, _depth, ("IC",), _pooled),
-    RouteSpec(_N.ITEM_DIRECT_BM25, _S.ITEM, _I.BM25, _T.ALL, _item_direct, ("IC",)),
-    RouteSpec(_N.ITEM_DIRECT_DENSE, _S.ITEM, _I.DENSE, _T.ALL, _item_direct, ("IC",)),
+    RouteSpec(_N.ITEM_BM25, _S.ITEM, _K.BM25, _C.POOL, _depth, ("IC",), _pooled),
+    RouteSpec(_N.ITEM_DENSE, _S.ITEM, _K.DENSE, _C.POOL, _depth, ("IC",), _pooled),
+    RouteSpec(_N.ITEM_DIRECT_BM25, _S.ITEM, _K.BM25, _C.ALL, _item_direct, ("IC",)),
+    RouteSpec(_N.ITEM_DIRECT_DENSE, _S.ITEM, _K.DENSE, _C.ALL, _item_direct, ("IC",)),
     RouteSpec(
-        _N.ITEM_TRIGGER,
-        _S.ITEM,
-        _I.TRIGGER,
-        _T.ALL,
-        _item_triggers,
-        ("IC", "ET+BT"),
-        _united,
-        ITEM_FAMILIES,
-        _item_gate,
+        _N.ITEM_TRIGGER, _S.ITEM, _K.TRIGGER, _C.ALL, _item_triggers, _ITEM_SWITCHES, _united, ITEM_FAMILIES, _item_gate
     ),
     RouteSpec(
-        _N.ITEM_TRIGGER_ENTITY,
-        _S.ITEM,
-        _I.TRIGGER,
-        _T.ALL,
-        _item_triggers,
-        ("IC", "ET+BT"),
-        _split,
-        (_ENTITY,),
-        _item_gate,
+        _N.ITEM_TRIGGER_ENTITY, _S.ITEM, _K.TRIGGER, _C.ALL, _item_triggers, _ITEM_SWITCHES, _split, _ENTITY, _item_gate
     ),
     RouteSpec(
-        _N.ITEM_TRIGGER_BRIDGE,
-        _S.ITEM,
-        _I.TRIGGER,
-        _T.ALL,
-        _item_triggers,
-        ("IC", "ET+BT"),
-        _split,
-        (_BRIDGE,),
-        _item_gate,
+        _N.ITEM_TRIGGER_BRIDGE, _S.ITEM, _K.TRIGGER, _C.ALL, _item_triggers, _ITEM_SWITCHES, _split, _BRIDGE, _item_gate
     ),
     # Raw turns (not in the paper): every turn, and the turns no build holds yet
-    RouteSpec(_N.TURN_BM25, _S.TURN, _I.BM25, _T.ALL, _turns),
-    RouteSpec(_N.TURN_DENSE, _S.TURN, _I.DENSE, _T.ALL, _turns),
-    RouteSpec(_N.TURN_UNBUILT_BM25, _S.TURN, _I.BM25, _T.UNBUILT, _unbuilt),
-    RouteSpec(_N.TURN_UNBUILT_DENSE, _S.TURN, _I.DENSE, _T.UNBUILT, _unbuilt),
+    RouteSpec(_N.TURN_BM25, _S.TURN, _K.BM25, _C.ALL, _turns),
+    RouteSpec(_N.TURN_DENSE, _S.TURN, _K.DENSE, _C.ALL, _turns),
+    RouteSpec(_N.TURN_UNBUILT_BM25, _S.TURN, _K.BM25, _C.UNBUILT, _unbuilt),
+    RouteSpec(_N.TURN_UNBUILT_DENSE, _S.TURN, _K.DENSE, _C.UNBUILT, _unbuilt),
 )
 SPECS: dict[RouteName, RouteSpec] = {s.name: s for s in ROUTES}
 
