@@ -3,6 +3,7 @@ caller set explicitly."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,14 @@ from pydantic import ValidationError
 from tests.test_retrieve_fixtures import SPACE, CountingEmbedder, make_store
 from tmem.answer.budget import route_filter
 from tmem.client.plans import _config
+from tmem.errors import InputError
+from tmem.retrieve import routes
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import ASSOCIATIVE_ROUTES, PRESET_OVERRIDES, PRESETS, RetrievalConfig
 from tmem.retrieve.routes import ROUTES, SPECS, RouteName, Scope, Source, Stage, is_ranked_list, spec, stage_routes
 from tmem.retrieve.types import SearchResult
+from tmem.service.deps import retrieval_config
+from tmem.settings import Settings
 
 # Every preset's effective config, and what it resolves to on each kind of space and under a budgeted context, as
 # they were before presets became override tables (generated once at 4e66a10; never regenerate it to make this pass).
@@ -158,20 +163,47 @@ def test_anchorless_routes_are_route_names_with_prefixes_expanded() -> None:
     assert counts is not None and counts("scene.trigger.horizon") and not counts("scene.dense")
 
 
-def test_every_route_a_search_reports_is_in_the_table() -> None:
-    every = RetrievalConfig.preset("paper").replace(
-        kS=6, kI=20, gate=None, split_item_triggers=True, item_direct_top=5, scene_via_items_top=5, turn_top=5
-    )
+EVERY = RetrievalConfig.preset("paper").replace(
+    kS=6, kI=20, gate=None, split_item_triggers=True, item_direct_top=5, scene_via_items_top=5, turn_top=5
+)
+
+
+def _routes_seen(*configs: RetrievalConfig) -> dict[str, int]:
+    """Each route name of the hits of one search per config, with how many hits it reached."""
     store = make_store()
     try:
         retriever = Retriever(store, CountingEmbedder())
-        seen = set()
-        for cfg in (every, every.replace(split_item_triggers=False, item_direct_top=0)):
+        seen: dict[str, int] = {}
+        for cfg in configs:
             result = retriever.search(SPACE, "Gina peanuts puppy store dance", cfg)
-            hits = [*result.scenes, *result.items, *result.turns]
-            seen |= {r.name for h in hits for r in h.routes}
+            for hit in [*result.scenes, *result.items, *result.turns]:
+                for r in hit.routes:
+                    assert type(r.name) is str  # plain strings in results, as before
+                    seen[r.name] = seen.get(r.name, 0) + 1
+        return seen
     finally:
         store.close()
-    assert all(type(n) is str for n in seen)  # plain strings in results, as before
+
+
+def test_every_route_a_search_reports_is_in_the_table() -> None:
+    seen = _routes_seen(EVERY, EVERY.replace(split_item_triggers=False, item_direct_top=0))
     expected = set(RouteName) - {"topic.bm25", "topic.dense", "turn.unbuilt.bm25", "turn.unbuilt.dense"}
-    assert seen == expected
+    assert set(seen) == expected
+
+
+def test_the_cascade_runs_what_the_table_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _routes_seen(EVERY)
+    assert before["item.direct.dense"] == 5 and "scene.trigger.horizon" in before
+    two = dataclasses.replace(SPECS[RouteName.ITEM_DIRECT_DENSE], top=lambda cfg: 2)
+    table = tuple(two if s.name == two.name else s for s in ROUTES if s.name != RouteName.SCENE_TRIGGER_HORIZON)
+    monkeypatch.setattr(routes, "ROUTES", table)
+    after = _routes_seen(EVERY)
+    assert after["item.direct.dense"] == 2 and "scene.trigger.horizon" not in after
+
+
+def test_a_request_naming_an_unknown_route_is_refused() -> None:
+    with pytest.raises(InputError, match="anchorless_routes"):
+        retrieval_config({"anchorless_routes": ["scene.sparse"]}, Settings())
+    cfg = retrieval_config({"name": "auto", "anchorless_routes": ["turn.dense"], "kS": 5}, Settings())
+    assert isinstance(cfg, RetrievalConfig) and cfg.for_space(descriptive_only=False).k_scenes == 5
+    assert cfg.for_space(descriptive_only=False).anchorless_routes == {"turn.dense"}
