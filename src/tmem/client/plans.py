@@ -98,10 +98,11 @@ def _seg(value: str) -> str:
 
 
 def _config(config: RetrievalConfig | str | None) -> str | dict[str, Any] | None:
-    """A preset name as is; a RetrievalConfig as the fields that differ from the defaults (by their paper names)."""
+    """A preset name as is; a RetrievalConfig as the fields set explicitly (by their paper names): a field set to
+    the paper's value is sent too, so that the server's ``auto`` keeps it as the library's does."""
     if isinstance(config, RetrievalConfig):
         # The reranker is the server operator's setting (a request naming one is refused): it is not sent.
-        return config.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude={"reranker"})
+        return config.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"reranker"})
     return config
 
 
