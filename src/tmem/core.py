@@ -17,9 +17,10 @@ must agree across front ends live here and nowhere else:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,13 +34,13 @@ from tmem.construct.policy import BuildPolicy, build_lease
 from tmem.construct.report import BuildReport
 from tmem.edit import ForgetReport, ItemHistory, forget, get_item, item_history, update_item
 from tmem.edit.erasure import ErasureState, LocalSweep, Upkeep, finish_erasures, state_of
-from tmem.edit.export import SpaceExport, export_space, item_filters
 from tmem.edit.items import reapply_edits
-from tmem.edit.listing import ItemPage, list_items
+from tmem.edit.listing import ItemPage, item_filters, list_items
 from tmem.embed import make_embedder
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.errors import BuildBusy, ConfigError, InputError
+from tmem.export import SpaceExport, export_space
 from tmem.index.factory import persistent_vectors, refresh_space
 from tmem.index.lexical import LexicalStore
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
@@ -50,6 +51,7 @@ from tmem.llm.service import StructuredLLM, make_llm
 from tmem.models import Erasure, Item, ItemKind, SessionInput, SpaceSummary
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.filters import MemoryFilter, filtered_context, filtered_search, memory_filter
 from tmem.retrieve.types import SearchResult
 from tmem.settings import Settings
 from tmem.store.base import Store
@@ -259,8 +261,8 @@ class MemoryCore:
             except ValidationError as exc:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
                 raise InputError(
-                    f"messages[{n}]: {problems}. A message is {{speaker, text, time?, id?, caption?}}; nothing of this "
-                    "call was stored."
+                    f"messages[{n}]: {problems}. A message is {{speaker, text, time?, id?, caption?, metadata?}}; "
+                    "nothing of this call was stored."
                 ) from None
         gap = timedelta(minutes=self.settings.session_gap_minutes)
         return add_messages(self.store, space, parsed, gap=gap, received_at=received_at)
@@ -345,11 +347,22 @@ class MemoryCore:
             return None
 
     # ------------------------------------------------------------------ recall
-    def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
+    def search(
+        self,
+        space: str,
+        query: str,
+        config: RetrievalConfig | str | None = None,
+        *,
+        where: MemoryFilter | Mapping[str, Any] | None = None,
+    ) -> SearchResult:
         """Recall for ``query``: typed scene and item hits with the routes that reached them, plus personas, and
-        whether the memory is stale."""
+        whether the memory is stale; ``where`` keeps only memory from matching turns (tmem.retrieve.filters)."""
         self.store.get_space(space)
-        result = self.retriever.search(space, query, self.resolve_config(config))
+        chosen, cfg = memory_filter(where), self.resolve_config(config)
+        if chosen is not None:  # only hits from matching turns (tmem.retrieve.filters)
+            result = filtered_search(self.retriever, self.store, space, query, cfg, chosen)
+        else:
+            result = self.retriever.search(space, query, cfg)
         stale = self.staleness(space)
         return result.model_copy(update={"stale": stale.stale, "stale_turns": stale.stale_turns})
 
@@ -359,13 +372,17 @@ class MemoryCore:
         query: str,
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
         config: RetrievalConfig | str | None = None,
+        *,
+        where: MemoryFilter | Mapping[str, Any] | None = None,
     ) -> Context:
         """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
-        (None: the whole search result), and how many turns are not built yet."""
+        (None: the whole search result), and how many turns are not built yet; ``where`` filters before packing."""
         self.store.get_space(space)
-        ctx = recall_context(
-            self.retriever, space, query, max_tokens, self.resolve_config(config), counter=self.counter
-        )
+        chosen, cfg = memory_filter(where), self.resolve_config(config)
+        if chosen is not None:
+            ctx = filtered_context(self.retriever, self.store, space, query, max_tokens, cfg, chosen, self.counter)
+        else:
+            ctx = recall_context(self.retriever, space, query, max_tokens, cfg, counter=self.counter)
         stale = self.staleness(space)
         return ctx.model_copy(update={"unbuilt_turns": max(ctx.unbuilt_turns, stale.stale_turns)})
 
@@ -405,13 +422,16 @@ class MemoryCore:
         until: date | str | None = None,
         text: str | None = None,
         live: bool = False,
+        metadata: Mapping[str, object] | None = None,
         offset: int = 0,
         limit: int = 50,
     ) -> ItemPage:
         """One page of the items of ``space`` in arrival order, filtered (all filters must hold; see
         :mod:`tmem.edit.listing`): ``kind``, ``speaker``, a date range ``since``..``until`` over each item's own
-        date, ``text`` (substring or id), ``live`` (no superseded items)."""
-        filters = item_filters(kind=kind, speaker=speaker, since=since, until=until, text=text, live=live)
+        date, ``text`` (substring or id), ``live`` (no superseded items), ``metadata`` (of the source turns)."""
+        filters = item_filters(
+            kind=kind, speaker=speaker, since=since, until=until, text=text, live=live, metadata=metadata
+        )
         return list_items(self.store, space, filters, offset=offset, limit=limit)
 
     def update_item(self, space: str, item_id: str, text: str) -> Item:

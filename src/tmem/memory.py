@@ -27,27 +27,30 @@ retriever and the loop thread.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from tmem.core import MemoryCore
-from tmem.edit.export import SpaceExport, item_filters
+from tmem.edit.listing import item_filters
 from tmem.embed.base import Embedder
+from tmem.export import SpaceExport
 from tmem.ingest.messages import MessageInput
 from tmem.llm.base import LLM
 from tmem.retrieve.cascade import Retriever
+from tmem.retrieve.filters import MemoryFilter
 from tmem.settings import Settings
 from tmem.store import open_store
 from tmem.store.base import Store
 from tmem.util.aio import blocking
 
-__all__ = ["OPERATIONS", "AsyncMemory", "Memory", "SpaceExport", "item_filters"]
+__all__ = ["OPERATIONS", "AsyncMemory", "Memory", "Messages", "SpaceExport", "Where", "item_filters"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 Messages = Sequence[MessageInput | dict[str, object]]
+Where = MemoryFilter | Mapping[str, Any] | None  # a filter on recall (tmem.retrieve.filters; docs/agents.md)
 
 # The operations both facades expose, each defined once as the MemoryCore method of that name.
 OPERATIONS = (

@@ -17,7 +17,7 @@ from tmem.store.pg_records import PgRecords
 
 _SCOPE = "tenant = %s AND space = %s"
 _ERASURE_LOCK = 7_460_135_023  # pg_advisory_xact_lock key serialising erasure-ledger inserts
-_TURN = "id, session_id, seq, speaker, text, time, caption"
+_TURN = "id, session_id, seq, speaker, text, time, caption, metadata"
 _TEXT_TABLES = (
     "turns", "sessions", "scenes", "scene_turns", "topics", "topic_scenes", "items", "item_scenes", "item_history",
     "triggers", "trigger_views", "personas", "embeddings", "llm_calls", "pending_requests", "build_state",
@@ -26,7 +26,10 @@ _TEXT_TABLES = (
 
 
 def _turn(r: Sequence[object]) -> Turn:
-    return Turn(id=r[0], session_id=r[1], seq=r[2], speaker=r[3], text=r[4], time=r[5], caption=r[6])
+    return Turn(
+        id=r[0], session_id=r[1], seq=r[2], speaker=r[3], text=r[4], time=r[5], caption=r[6],
+        metadata=json.loads(str(r[7])),
+    )  # fmt: skip
 
 
 def _session(r: Sequence[object]) -> Session:
@@ -67,9 +70,22 @@ class PgAgentOps(PgRecords):
                 raise IntegrityError(f"Turn {t.id} names session {t.session_id!r}, expected {session_id!r}.")
         with self.transaction():
             self._many(
-                "INSERT INTO turns(tenant, space, id, session_id, seq, speaker, text, time, caption) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [(*key, t.id, t.session_id, t.seq, t.speaker, t.text, t.time.isoformat(), t.caption) for t in turns],
+                "INSERT INTO turns(tenant, space, id, session_id, seq, speaker, text, time, caption, metadata) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        *key,
+                        t.id,
+                        t.session_id,
+                        t.seq,
+                        t.speaker,
+                        t.text,
+                        t.time.isoformat(),
+                        t.caption,
+                        json.dumps(t.metadata, ensure_ascii=False),
+                    )
+                    for t in turns
+                ],
             )
 
     def turns_after(self, space: str, seq: int) -> list[Turn]:

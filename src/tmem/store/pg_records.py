@@ -59,9 +59,19 @@ class PgRecords(PgBase):
     def turns(self, space: str, ids: Sequence[str] | None = None) -> list[Turn]:
         from tmem.errors import NotFoundError
 
-        rows = self._select_ids("turns", "id, session_id, seq, speaker, text, time, caption", space, ids)
+        rows = self._select_ids("turns", "id, session_id, seq, speaker, text, time, caption, metadata", space, ids)
         found = [
-            Turn(id=r[0], session_id=r[1], seq=r[2], speaker=r[3], text=r[4], time=r[5], caption=r[6]) for r in rows
+            Turn(
+                id=r[0],
+                session_id=r[1],
+                seq=r[2],
+                speaker=r[3],
+                text=r[4],
+                time=r[5],
+                caption=r[6],
+                metadata=json.loads(r[7]),
+            )
+            for r in rows
         ]
         if ids is not None:
             missing = set(ids) - {t.id for t in found}

@@ -143,9 +143,22 @@ class PostgresStore(PgAgentOps):
                 (*key, session.id, session.seq, session.started_at.isoformat(), session.content_hash),
             )
             self._many(
-                "INSERT INTO turns(tenant, space, id, session_id, seq, speaker, text, time, caption) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [(*key, t.id, t.session_id, t.seq, t.speaker, t.text, t.time.isoformat(), t.caption) for t in turns],
+                "INSERT INTO turns(tenant, space, id, session_id, seq, speaker, text, time, caption, metadata) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        *key,
+                        t.id,
+                        t.session_id,
+                        t.seq,
+                        t.speaker,
+                        t.text,
+                        t.time.isoformat(),
+                        t.caption,
+                        json.dumps(t.metadata, ensure_ascii=False),
+                    )
+                    for t in turns
+                ],
             )
 
     def sessions(self, space: str) -> list[Session]:

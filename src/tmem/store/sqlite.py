@@ -129,9 +129,22 @@ class SQLiteStore(AgentOps):
                 (space, session.id, session.seq, _ts(session.started_at), session.content_hash),
             )
             self._many(
-                "INSERT INTO turns(space, id, session_id, seq, speaker, text, time, caption) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(space, t.id, t.session_id, t.seq, t.speaker, t.text, _ts(t.time), t.caption) for t in turns],
+                "INSERT INTO turns(space, id, session_id, seq, speaker, text, time, caption, metadata) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        space,
+                        t.id,
+                        t.session_id,
+                        t.seq,
+                        t.speaker,
+                        t.text,
+                        _ts(t.time),
+                        t.caption,
+                        json.dumps(t.metadata, ensure_ascii=False),
+                    )
+                    for t in turns
+                ],
             )
 
     def sessions(self, space: str) -> list[Session]:
@@ -146,7 +159,16 @@ class SQLiteStore(AgentOps):
     def turns(self, space: str, ids: Sequence[str] | None = None) -> list[Turn]:
         rows = self._select_ids("turns", space, ids, "seq")
         found = [
-            Turn(id=r[1], session_id=r[2], seq=r[3], speaker=r[4], text=r[5], time=_dt(r[6]), caption=r[7])
+            Turn(
+                id=r[1],
+                session_id=r[2],
+                seq=r[3],
+                speaker=r[4],
+                text=r[5],
+                time=_dt(r[6]),
+                caption=r[7],
+                metadata=json.loads(r[8]),  # SELECT *: migration 005_turn_metadata appended the column
+            )
             for r in rows
         ]
         if ids is not None:

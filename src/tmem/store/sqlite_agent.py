@@ -35,7 +35,7 @@ def _marks(n: int) -> str:
 
 
 def turn_from_row(r: Sequence[Any]) -> Turn:
-    """A Turn from ``SELECT space, id, session_id, seq, speaker, text, time, caption``."""
+    """A Turn from ``SELECT space, id, session_id, seq, speaker, text, time, caption, metadata``."""
     return Turn(
         id=r[1],
         session_id=r[2],
@@ -44,6 +44,7 @@ def turn_from_row(r: Sequence[Any]) -> Turn:
         text=r[5],
         time=datetime.fromisoformat(r[6]),
         caption=r[7],
+        metadata=json.loads(r[8]),
     )
 
 
@@ -62,7 +63,7 @@ class AgentOps(SQLiteRecords):
     # ------------------------------------------------------------------ messages
     def last_turn(self, space: str) -> Turn | None:
         rows = self._rows(
-            "SELECT space, id, session_id, seq, speaker, text, time, caption FROM turns WHERE space = ? "
+            "SELECT space, id, session_id, seq, speaker, text, time, caption, metadata FROM turns WHERE space = ? "
             "ORDER BY seq DESC LIMIT 1",
             (space,),
         )
@@ -77,7 +78,7 @@ class AgentOps(SQLiteRecords):
 
     def find_turns(self, space: str, ids: Sequence[str]) -> list[Turn]:
         sql = (
-            "SELECT space, id, session_id, seq, speaker, text, time, caption FROM turns "
+            "SELECT space, id, session_id, seq, speaker, text, time, caption, metadata FROM turns "
             "WHERE space = ? AND id IN ({marks})"
         )
         return sorted((turn_from_row(r) for r in self._chunked(sql, space, ids)), key=lambda t: t.seq)
@@ -94,14 +95,27 @@ class AgentOps(SQLiteRecords):
                 raise IntegrityError(f"Turn {t.id} names session {t.session_id!r}, expected {session_id!r}.")
         with self.transaction():
             self._many(
-                "INSERT INTO turns(space, id, session_id, seq, speaker, text, time, caption) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(space, t.id, t.session_id, t.seq, t.speaker, t.text, t.time.isoformat(), t.caption) for t in turns],
+                "INSERT INTO turns(space, id, session_id, seq, speaker, text, time, caption, metadata) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        space,
+                        t.id,
+                        t.session_id,
+                        t.seq,
+                        t.speaker,
+                        t.text,
+                        t.time.isoformat(),
+                        t.caption,
+                        json.dumps(t.metadata, ensure_ascii=False),
+                    )
+                    for t in turns
+                ],
             )
 
     def turns_after(self, space: str, seq: int) -> list[Turn]:
         rows = self._rows(
-            "SELECT space, id, session_id, seq, speaker, text, time, caption FROM turns WHERE space = ? AND seq > ? "
+            "SELECT space, id, session_id, seq, speaker, text, time, caption, metadata FROM turns WHERE space = ? AND seq > ? "
             "ORDER BY seq",
             (space, seq),
         )

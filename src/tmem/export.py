@@ -1,12 +1,21 @@
-"""A space as plain records (``Memory.export``), and the item filters of ``Memory.list_items``' keyword arguments."""
+"""A whole space as plain records: ``Memory.export`` (a complete, readable backup)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.edit.listing import ItemFilters
-from tmem.errors import InputError
-from tmem.models import Item, ItemEdit, Persona, Scene, Session, Space, Topic, TopicSceneLink, Trigger, Turn
+from tmem.models import (
+    Item,
+    ItemEdit,
+    Persona,
+    Scene,
+    Session,
+    Space,
+    Topic,
+    TopicSceneLink,
+    Trigger,
+    Turn,
+)
 from tmem.store.base import Store
 
 
@@ -43,13 +52,3 @@ def export_space(store: Store, space: str) -> SpaceExport:
         build_state=store.state_keys(space),
         item_edits=store.item_edits(space),
     )
-
-
-def item_filters(**fields: object) -> ItemFilters:
-    """``ItemFilters`` from keyword arguments; a malformed one is an InputError naming the argument."""
-    try:
-        return ItemFilters.model_validate(fields)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "filters"
-        raise InputError(f"Invalid item filter {where}: {first['msg']}.") from None
