@@ -5,8 +5,8 @@ removed (bm25s' list). No stemmer is required (PyStemmer is optional in bm25s an
 
 bm25s builds and saves the index; searching needs none of it. A saved index is read back as its three arrays (the
 per-token BM25 scores of each document, compressed sparse columns) and scored here in numpy, so a cold search (``tmem
-search`` in a fresh process) never imports bm25s and the scipy it pulls in (about a third of a cold search's import
-time: bench/results/cli_cold.md). Scores equal bm25s' ``get_scores`` exactly (tests/test_index_lexical.py): both add
+search`` in a fresh process) never imports bm25s and the scipy it pulls in (130 ms of a cold search's 720 ms of imports
+on an idle machine, `python -X importtime`). Scores equal bm25s' ``get_scores`` exactly (tests/test_index_lexical.py): both add
 each query token's column in query order in float32.
 """
 
