@@ -12,7 +12,8 @@ built here; its vectors are in the store's embedding cache, as after any build.
 
 Bytecode: each call runs with Python's bytecode cache, as an installed tmem does (pip compiles it at install), written
 by the uncounted round 0; the development environment sets PYTHONDONTWRITEBYTECODE=1, under which every call compiled
-tmem's sources again (the runs before 2026-12-01 18:00 UTC). --no-bytecode measures that way. --before SRC adds the
+tmem's sources again (the runs before 2026-12-01 18:00 UTC). --no-bytecode measures that way (it removes the src
+folders' __pycache__ before each call: site-packages keep theirs, as they did). --before SRC adds the
 same calls on another checkout's src folder (e.g. the commit before a change), alternated with the others, so both
 see the same load; --no-torch leaves out the two sentence-transformers variants (30 s each on a loaded machine).
 
@@ -45,7 +46,15 @@ def _queries(space: str, rounds: int) -> list[str]:
     return [found[n % len(found)] for n in range(rounds)]
 
 
-def _time(args: list[str], env: dict[str, str]) -> float:
+def _drop_bytecode(src: str) -> None:
+    """Remove the bytecode cache of a src folder (Python reads a cache that exists even when it may not write one)."""
+    for folder in list(Path(src).rglob("__pycache__")):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _time(args: list[str], env: dict[str, str], no_bytecode: bool) -> float:
+    if no_bytecode:
+        _drop_bytecode(env["PYTHONPATH"])
     start = time.perf_counter()
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     took = time.perf_counter() - start
@@ -109,7 +118,7 @@ def main() -> None:
             if not args.no_torch:
                 variants.update(torch)
             for name, (argv, extra) in variants.items():
-                took = _time([*tmem, *argv], {**env, **extra})
+                took = _time([*tmem, *argv], {**env, **extra}, args.no_bytecode)
                 if n:
                     samples.setdefault(name, []).append(took)
             print(
