@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, context_config, recall_context
+from tmem.answer.filtered import filtered_context, filtered_search
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.policy import BuildPolicy, build_lease
@@ -51,7 +52,7 @@ from tmem.llm.service import StructuredLLM, make_llm
 from tmem.models import Erasure, Item, ItemKind, SessionInput, SpaceSummary
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
-from tmem.retrieve.filters import MemoryFilter, filtered_context, filtered_search, memory_filter
+from tmem.retrieve.filters import MemoryFilter, memory_filter
 from tmem.retrieve.types import SearchResult
 from tmem.settings import Settings
 from tmem.store.base import Store

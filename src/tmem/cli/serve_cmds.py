@@ -8,6 +8,7 @@ import click
 
 from tmem.cli.context import AppContext, pass_app
 from tmem.settings import Settings
+from tmem.util.extras import require_extra
 
 _DIR = click.option(
     "--dir",
@@ -38,6 +39,7 @@ def serve(
     app: AppContext, host: str, port: int, home: Path | None, workers: int, max_body: int, log_level: str
 ) -> None:
     """Serve the memory over HTTP (every request needs 'Authorization: Bearer KEY'; see `tmem keys`)."""
+    require_extra("server", "tmem serve")
     import uvicorn
 
     from tmem.service import create_app
@@ -71,6 +73,7 @@ def mcp(
 ) -> None:
     """Serve memory as an MCP server: remember, recall, ask, list_memories, get_memory, update_memory,
     memory_history, forget, delete_space and status, each on any space (default --space)."""
+    require_extra("mcp", "tmem mcp")
     import anyio
 
     from tmem.mcp_server import serve_http, serve_stdio

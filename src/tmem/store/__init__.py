@@ -12,6 +12,7 @@ from weakref import WeakKeyDictionary
 
 from tmem.errors import ConfigError
 from tmem.store.base import Store
+from tmem.util.extras import require_extra
 
 __all__ = ["Store", "open_store", "opened_url", "sqlite_url"]
 
@@ -29,6 +30,7 @@ def open_store(url: str | Path) -> Store:
     """Open (or create) the store at ``url``: ``sqlite:///PATH``, a plain file path, or ``postgresql://...``."""
     text = str(url)
     if text.startswith(_POSTGRES):
+        require_extra("postgres", "A postgresql:// store URL", "Or use a SQLite store: sqlite:///PATH.")
         from tmem.store.postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
 
         store: Store = PostgresStore.open(text)
