@@ -110,8 +110,8 @@ class SpaceNotFound(NotFoundError):
         super().__init__("No space named {name!r}. {hint}", kind="space", name=space, tenant=tenant, hint=hint)
 
     def shown_to(self, tenant: str | None) -> str:
-        if tenant is not None and tenant != self.tenant:  # never expected: the service asks for its tenant's keys
-            return f"No space named {self.space!r}."
+        if tenant is not None and tenant != self.tenant:  # never expected: front ends ask for their tenant's keys
+            return "No such space for this key."  # names nothing of another tenant
         return str(self)
 
 
