@@ -43,6 +43,9 @@ class Turn(Record):
     text: str
     time: datetime = Field(description="When the turn was said; the session start when the data has no turn time.")
     caption: str | None = Field(default=None, description="Caption of an image shared with the turn.")
+    metadata: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Message metadata given with the turn (scalars by name); empty when none."
+    )
 
 
 class Session(Record):

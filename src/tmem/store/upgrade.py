@@ -1,0 +1,89 @@
+"""Bring a store's schema to :mod:`tmem.store.schema` with the Alembic revisions in ``tmem/store/revisions``: run
+when a store opens, on its own database connection (SQLite: the store's one connection, so ``:memory:`` works too;
+PostgreSQL: one connection of its own, under an advisory lock so that workers starting together migrate once).
+
+A database already at the newest revision costs one read of ``alembic_version``. :func:`schema_diff` is Alembic's
+autogenerate comparison of a database against the MetaData (empty when the revisions and the MetaData agree).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, create_engine, event
+from sqlalchemy.pool import NullPool, StaticPool
+
+from tmem.store.schema import include_object, metadata
+
+_REVISIONS = Path(__file__).with_name("revisions")
+
+
+def _config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(_REVISIONS))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@cache
+def head() -> str:
+    """The newest revision."""
+    found = ScriptDirectory.from_config(_config()).get_current_head()
+    assert found is not None
+    return found
+
+
+def current(connection: Connection) -> str | None:
+    """The revision the database is at (None: never upgraded by Alembic)."""
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def _upgrade(connection: Connection) -> None:
+    if current(connection) == head():
+        connection.rollback()  # the read above opened a transaction
+        return
+    connection.rollback()
+    command.upgrade(_config(connection), "head")
+
+
+def upgrade_sqlite(db: sqlite3.Connection) -> None:
+    """Upgrade the database of ``db`` (a connection in autocommit mode, ``isolation_level=None``) in one
+    ``BEGIN IMMEDIATE`` transaction; foreign keys are off while tables are rebuilt, and on again afterwards."""
+    engine = create_engine("sqlite://", creator=lambda: db, poolclass=StaticPool)
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    db.execute("PRAGMA foreign_keys = OFF")
+    try:
+        with engine.connect() as connection:
+            _upgrade(connection)
+    finally:
+        db.execute("PRAGMA foreign_keys = ON")
+
+
+def upgrade_postgres(connect: Callable[[], Any]) -> None:
+    """Upgrade the PostgreSQL database ``connect()`` (a new psycopg connection) reaches, in one transaction."""
+    engine = create_engine("postgresql+psycopg://", creator=connect, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            _upgrade(connection)
+    finally:
+        engine.dispose()
+
+
+def schema_diff(connection: Connection) -> list[Any]:
+    """Alembic's autogenerate differences between the database and :data:`tmem.store.schema.metadata`."""
+    context = MigrationContext.configure(connection, opts={"include_object": include_object, "compare_type": True})
+    return list(compare_metadata(context, metadata))
