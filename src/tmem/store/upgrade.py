@@ -9,6 +9,7 @@ autogenerate comparison of a database against the MetaData (empty when the revis
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -25,6 +26,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 from tmem.store.schema import include_object, metadata
 
 _REVISIONS = Path(__file__).with_name("revisions")
+_ALEMBIC = threading.Lock()  # Alembic's command API loads its environment module: one thread at a time
 
 
 def _config(connection: Connection | None = None) -> Config:
@@ -67,7 +69,7 @@ def upgrade_sqlite(db: sqlite3.Connection) -> None:
 
     db.execute("PRAGMA foreign_keys = OFF")
     try:
-        with engine.connect() as connection:
+        with _ALEMBIC, engine.connect() as connection:
             _upgrade(connection)
     finally:
         db.execute("PRAGMA foreign_keys = ON")
@@ -77,7 +79,7 @@ def upgrade_postgres(connect: Callable[[], Any]) -> None:
     """Upgrade the PostgreSQL database ``connect()`` (a new psycopg connection) reaches, in one transaction."""
     engine = create_engine("postgresql+psycopg://", creator=connect, poolclass=NullPool)
     try:
-        with engine.connect() as connection:
+        with _ALEMBIC, engine.connect() as connection:  # other processes wait on the revisions' advisory lock
             _upgrade(connection)
     finally:
         engine.dispose()
