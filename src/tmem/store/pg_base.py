@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from sqlalchemy import Table
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
+from sqlalchemy import Table
 
 from tmem.errors import InputError, IntegrityError, StoreError
 from tmem.store.pg_vector import configure_session, ensure_registered
