@@ -1,7 +1,8 @@
 """The store interface. Every method is scoped by space; nothing reads or writes across spaces.
 
-The first backend is SQLite (:mod:`tmem.store.sqlite`); the interface assumes nothing SQLite-specific so that a
-PostgreSQL backend can follow. Writes inside :meth:`Store.transaction` are all-or-nothing; outside one, each write
+Two backends implement it with one set of operations (:mod:`tmem.store.ops_ledger` and its bases, over the
+SQLAlchemy Core schema of :mod:`tmem.store.schema`): SQLite (:mod:`tmem.store.sqlite`) and PostgreSQL
+(:mod:`tmem.store.postgres`). Writes inside :meth:`Store.transaction` are all-or-nothing; outside one, each write
 method is its own transaction.
 
 Upsert semantics: ``put_*`` replaces a record with the same id (and its links) in the same space.
@@ -40,6 +41,19 @@ Vector = npt.NDArray[np.float32]
 
 
 class Store(Protocol):
+    # ------------------------------------------------------------------ capabilities
+    @property
+    def url(self) -> str:
+        """The URL the store was opened by (:func:`tmem.store.open_store` opens it again; a PostgreSQL URL includes
+        its password: show it to no one)."""
+        ...
+
+    @property
+    def is_postgres(self) -> bool:
+        """Whether this is the PostgreSQL store: its spaces' vectors live in the database (pgvector), not in each
+        process, and another process may write between two calls."""
+        ...
+
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None: ...
 
