@@ -8,24 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from tmem.models import (
-    BuildMode,
-    Erasure,
-    Item,
-    ItemEdit,
-    ItemKind,
-    LLMCall,
-    PendingRequest,
-    Persona,
-    PersonaTrait,
-    Scene,
-    Session,
-    Topic,
-    Trigger,
-    TriggerFamily,
-    TriggerView,
-    Turn,
-)
+from tmem import models as m
 
 Row = Mapping[str, Any]
 
@@ -38,185 +21,118 @@ def dt(value: str | datetime) -> datetime:
     return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
-def session_row(s: Session) -> dict[str, Any]:
-    return {"id": s.id, "seq": s.seq, "started_at": ts(s.started_at), "content_hash": s.content_hash}
+def _pick(record: Any, fields: tuple[str, ...]) -> dict[str, Any]:
+    return {f: getattr(record, f) for f in fields}
 
 
-def session(r: Row) -> Session:
-    return Session(id=r["id"], seq=r["seq"], started_at=dt(r["started_at"]), content_hash=r["content_hash"])
+def _take(r: Row, fields: tuple[str, ...]) -> dict[str, Any]:
+    return {f: r[f] for f in fields}
 
 
-def turn_row(t: Turn) -> dict[str, Any]:
-    return {
-        "id": t.id,
-        "session_id": t.session_id,
-        "seq": t.seq,
-        "speaker": t.speaker,
-        "text": t.text,
-        "time": ts(t.time),
-        "caption": t.caption,
-        "metadata": json.dumps(t.metadata, sort_keys=True),
-    }
+_SESSION = ("id", "seq", "content_hash")
+_TURN = ("id", "session_id", "seq", "speaker", "text", "caption")
+_SCENE = ("id", "seq", "title", "summary", "narrative")
+_TOPIC = ("id", "seq", "label", "description")
+_ITEM = (
+    "id", "seq", "text", "topic_id", "speaker", "date", "supersedes", "superseded_by", "date_end", "date_precision",
+    "slot",
+)  # fmt: skip
 
 
-def turn(r: Row) -> Turn:
-    return Turn(
-        id=r["id"],
-        session_id=r["session_id"],
-        seq=r["seq"],
-        speaker=r["speaker"],
-        text=r["text"],
-        time=dt(r["time"]),
-        caption=r["caption"],
-        metadata=json.loads(r["metadata"]),
-    )
+def session_row(s: m.Session) -> dict[str, Any]:
+    return {**_pick(s, _SESSION), "started_at": ts(s.started_at)}
 
 
-def scene_row(s: Scene) -> dict[str, Any]:
-    return {
-        "id": s.id,
-        "seq": s.seq,
-        "title": s.title,
-        "summary": s.summary,
-        "narrative": s.narrative,
-        "start": ts(s.start),
-        "end": ts(s.end),
-        "mode": s.mode.value,
-    }
+def session(r: Row) -> m.Session:
+    return m.Session(**_take(r, _SESSION), started_at=dt(r["started_at"]))
 
 
-def scene(r: Row, turn_ids: list[str]) -> Scene:
-    return Scene(
-        id=r["id"],
-        seq=r["seq"],
-        title=r["title"],
-        summary=r["summary"],
-        narrative=r["narrative"],
-        start=dt(r["start"]),
-        end=dt(r["end"]),
-        mode=BuildMode(r["mode"]),
-        turn_ids=turn_ids,
-    )
+def turn_row(t: m.Turn) -> dict[str, Any]:
+    return {**_pick(t, _TURN), "time": ts(t.time), "metadata": json.dumps(t.metadata, sort_keys=True)}
 
 
-def topic_row(t: Topic) -> dict[str, Any]:
-    return {"id": t.id, "seq": t.seq, "label": t.label, "description": t.description}
+def turn(r: Row) -> m.Turn:
+    return m.Turn(**_take(r, _TURN), time=dt(r["time"]), metadata=json.loads(r["metadata"]))
 
 
-def topic(r: Row) -> Topic:
-    return Topic(id=r["id"], seq=r["seq"], label=r["label"], description=r["description"])
+def scene_row(s: m.Scene) -> dict[str, Any]:
+    return {**_pick(s, _SCENE), "start": ts(s.start), "end": ts(s.end), "mode": s.mode.value}
 
 
-def item_row(it: Item) -> dict[str, Any]:
-    return {
-        "id": it.id,
-        "seq": it.seq,
-        "text": it.text,
-        "kind": it.kind.value,
-        "topic_id": it.topic_id,
-        "speaker": it.speaker,
-        "date": it.date,
-        "supersedes": it.supersedes,
-        "superseded_by": it.superseded_by,
-        "turn_ids": json.dumps(it.turn_ids),
-        "mode": it.mode.value,
-        "date_end": it.date_end,
-        "date_precision": it.date_precision,
-        "conflicts_with": json.dumps(it.conflicts_with),
-        "slot": it.slot,
-    }
+def scene(r: Row, turn_ids: list[str]) -> m.Scene:
+    times = {"start": dt(r["start"]), "end": dt(r["end"])}
+    return m.Scene(**_take(r, _SCENE), **times, mode=m.BuildMode(r["mode"]), turn_ids=turn_ids)
 
 
-def item(r: Row, scene_ids: list[str]) -> Item:
-    return Item(
-        id=r["id"],
-        seq=r["seq"],
-        text=r["text"],
-        kind=ItemKind(r["kind"]),
-        topic_id=r["topic_id"],
-        speaker=r["speaker"],
-        date=r["date"],
-        supersedes=r["supersedes"],
-        superseded_by=r["superseded_by"],
-        turn_ids=json.loads(r["turn_ids"]),
-        mode=BuildMode(r["mode"]),
-        scene_ids=scene_ids,
-        date_end=r["date_end"],
-        date_precision=r["date_precision"],
-        conflicts_with=json.loads(r["conflicts_with"]),
-        slot=r["slot"],
-    )
+def topic_row(t: m.Topic) -> dict[str, Any]:
+    return _pick(t, _TOPIC)
 
 
-def trigger_row(tr: Trigger) -> dict[str, Any]:
-    return {
-        "id": tr.id,
-        "family": tr.family.value,
-        "host_kind": tr.host_kind,
-        "host_id": tr.host_id,
-        "grp": tr.group,
-        "fields": json.dumps(tr.fields),
-    }
+def topic(r: Row) -> m.Topic:
+    return m.Topic(**_take(r, _TOPIC))
 
 
-def trigger(r: Row, views: list[TriggerView]) -> Trigger:
-    return Trigger(
-        id=r["id"],
-        family=TriggerFamily(r["family"]),
-        host_kind=r["host_kind"],
-        host_id=r["host_id"],
-        group=r["grp"],
-        fields=json.loads(r["fields"]),
-        views=views,
-    )
+def item_row(it: m.Item) -> dict[str, Any]:
+    lists = {"turn_ids": json.dumps(it.turn_ids), "conflicts_with": json.dumps(it.conflicts_with)}
+    return {**_pick(it, _ITEM), "kind": it.kind.value, "mode": it.mode.value, **lists}
 
 
-def persona_row(p: Persona) -> dict[str, Any]:
-    return {"speaker": p.speaker, "traits": json.dumps([t.model_dump() for t in p.traits]), "summary": p.summary}
+def item(r: Row, scene_ids: list[str]) -> m.Item:
+    lists = {"turn_ids": json.loads(r["turn_ids"]), "conflicts_with": json.loads(r["conflicts_with"])}
+    kinds = {"kind": m.ItemKind(r["kind"]), "mode": m.BuildMode(r["mode"])}
+    return m.Item(**_take(r, _ITEM), **kinds, **lists, scene_ids=scene_ids)
 
 
-def persona(r: Row) -> Persona:
-    traits = [PersonaTrait(**t) for t in json.loads(r["traits"])]
-    return Persona(speaker=r["speaker"], traits=traits, summary=r["summary"])
-
-
-_CALL_FIELDS = (
+_TRIGGER = ("id", "host_kind", "host_id")
+_PENDING = ("space", "request_hash", "stage", "body")
+_EDIT = ("item_id", "version", "old_text", "new_text")
+_CALL = (
     "space", "stage", "model", "request_hash", "tokens_in", "tokens_out", "latency_ms", "attempts", "outcome",
     "response", "error",
 )  # fmt: skip
 
 
-def llm_call_row(c: LLMCall) -> dict[str, Any]:
-    return {**{f: getattr(c, f) for f in _CALL_FIELDS}, "created_at": ts(c.created_at)}
+def trigger_row(tr: m.Trigger) -> dict[str, Any]:
+    return {**_pick(tr, _TRIGGER), "family": tr.family.value, "grp": tr.group, "fields": json.dumps(tr.fields)}
 
 
-def llm_call(r: Row) -> LLMCall:
-    return LLMCall(**{f: r[f] for f in _CALL_FIELDS}, created_at=dt(r["created_at"]))
+def trigger(r: Row, views: list[m.TriggerView]) -> m.Trigger:
+    fields = {"family": m.TriggerFamily(r["family"]), "group": r["grp"], "fields": json.loads(r["fields"])}
+    return m.Trigger(**_take(r, _TRIGGER), **fields, views=views)
 
 
-def pending_row(p: PendingRequest) -> dict[str, Any]:
-    return {"space": p.space, "request_hash": p.request_hash, "stage": p.stage, "body": p.body}
+def persona_row(p: m.Persona) -> dict[str, Any]:
+    return {"speaker": p.speaker, "traits": json.dumps([t.model_dump() for t in p.traits]), "summary": p.summary}
 
 
-def pending(r: Row) -> PendingRequest:
-    return PendingRequest(space=r["space"], request_hash=r["request_hash"], stage=r["stage"], body=r["body"])
+def persona(r: Row) -> m.Persona:
+    traits = [m.PersonaTrait(**t) for t in json.loads(r["traits"])]
+    return m.Persona(speaker=r["speaker"], traits=traits, summary=r["summary"])
 
 
-def item_edit_row(e: ItemEdit) -> dict[str, Any]:
-    return {
-        "item_id": e.item_id,
-        "version": e.version,
-        "change": "edited",
-        "old_text": e.old_text,
-        "new_text": e.new_text,
-        "at": ts(e.at),
-    }
+def llm_call_row(c: m.LLMCall) -> dict[str, Any]:
+    return {**_pick(c, _CALL), "created_at": ts(c.created_at)}
 
 
-def item_edit(r: Row) -> ItemEdit:
-    return ItemEdit(item_id=r["item_id"], version=r["version"], old_text=r["old_text"], new_text=r["new_text"],
-                    at=dt(r["at"]))  # fmt: skip
+def llm_call(r: Row) -> m.LLMCall:
+    return m.LLMCall(**_take(r, _CALL), created_at=dt(r["created_at"]))
 
 
-def erasure(r: Row) -> Erasure:
-    return Erasure(seq=r["seq"], space=r["space"], kind=r["kind"], erased=bool(r["erased"]))
+def pending_row(p: m.PendingRequest) -> dict[str, Any]:
+    return _pick(p, _PENDING)
+
+
+def pending(r: Row) -> m.PendingRequest:
+    return m.PendingRequest(**_take(r, _PENDING))
+
+
+def item_edit_row(e: m.ItemEdit) -> dict[str, Any]:
+    return {**_pick(e, _EDIT), "change": "edited", "at": ts(e.at)}
+
+
+def item_edit(r: Row) -> m.ItemEdit:
+    return m.ItemEdit(**_take(r, _EDIT), at=dt(r["at"]))
+
+
+def erasure(r: Row) -> m.Erasure:
+    return m.Erasure(seq=r["seq"], space=r["space"], kind=r["kind"], erased=bool(r["erased"]))

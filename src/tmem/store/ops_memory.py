@@ -73,9 +73,7 @@ class MemoryOps(ConversationOps):
                 if claimed.setdefault(tid, s.id) != s.id:
                     raise self._claimed(space, s.id, tid, f"already in scene {claimed[tid]!r}")
         with self.transaction():
-            self._upsert(
-                scenes, ("tenant", "space", "id"), self._scoped(space, [mappers.scene_row(s) for s in scenes_])
-            )
+            self._put(scenes, space, [mappers.scene_row(s) for s in scenes_])
             for chunk in self._chunks([s.id for s in scenes_]):
                 self._delete_in(scene_turns, space, scene_turns.c.scene_id, chunk)
             for chunk in self._chunks(list(claimed)):
@@ -100,28 +98,45 @@ class MemoryOps(ConversationOps):
             "to exactly one scene."
         )
 
-    def scenes(self, space: str, ids: Sequence[str] | None = None) -> list[Scene]:
-        rows = self._records(scenes, space, ids)
+    def _linked_records(
+        self, table: Table, link: Table, other: str, space: str, ids: Sequence[str] | None
+    ) -> list[tuple[dict[str, Any], list[str]]]:
+        """(row, its ``other`` ids from ``link`` in position order) for the records of ``table`` (of ``ids``)."""
+        rows = self._records(table, space, ids)
         if not rows:
             return []
         found = None if ids is None else [r["id"] for r in rows]
-        turn_map = self._links(scene_turns, "scene_id", "turn_id", space, found)
-        return sorted((mappers.scene(r, turn_map.get(r["id"], [])) for r in rows), key=lambda s: (s.seq, s.id))
+        links = self._links(link, link.c.keys()[2], other, space, found)
+        return [(r, links.get(r["id"], [])) for r in rows]
+
+    def scenes(self, space: str, ids: Sequence[str] | None = None) -> list[Scene]:
+        found = [mappers.scene(r, t) for r, t in self._linked_records(scenes, scene_turns, "turn_id", space, ids)]
+        return sorted(found, key=lambda s: (s.seq, s.id))
 
     def delete_scenes(self, space: str, ids: Sequence[str]) -> None:
+        self._delete_nodes(space, ids, scenes, [(t, "scene_id") for t in (scene_turns, topic_scenes, item_scenes)])
+
+    def _delete_nodes(
+        self, space: str, ids: Sequence[str], table: Table, links: list[tuple[Table, str]], *, hosts: bool = True
+    ) -> None:
+        """Delete the records ``ids`` of ``table``, their rows in the ``links`` (table, column), and the triggers
+        they host when ``hosts``."""
         with self.transaction():
             for chunk in self._chunks(ids):
-                self.delete_triggers(space, chunk)
-                for table in (scene_turns, topic_scenes, item_scenes):
-                    self._delete_in(table, space, table.c.scene_id, chunk)
-                self._delete_in(scenes, space, scenes.c.id, chunk)
+                if hosts:
+                    self.delete_triggers(space, chunk)
+                for link, column in links:
+                    self._delete_in(link, space, link.c[column], chunk)
+                self._delete_in(table, space, table.c.id, chunk)
+
+    def _put(self, table: Table, space: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Upsert records keyed by id."""
+        self._upsert(table, ("tenant", "space", "id"), self._scoped(space, rows))
 
     # ------------------------------------------------------------------ topics
     def put_topics(self, space: str, topics_: Sequence[Topic]) -> None:
         with self.transaction():
-            self._upsert(
-                topics, ("tenant", "space", "id"), self._scoped(space, [mappers.topic_row(t) for t in topics_])
-            )
+            self._put(topics, space, [mappers.topic_row(t) for t in topics_])
 
     def topics(self, space: str, ids: Sequence[str] | None = None) -> list[Topic]:
         return sorted((mappers.topic(r) for r in self._records(topics, space, ids)), key=lambda t: (t.seq, t.id))
@@ -149,10 +164,7 @@ class MemoryOps(ConversationOps):
         return [TopicSceneLink(topic_id=t, scene_id=s) for t, s in sorted(found)]
 
     def delete_topics(self, space: str, ids: Sequence[str]) -> None:
-        with self.transaction():
-            for chunk in self._chunks(ids):
-                self._delete_in(topic_scenes, space, topic_scenes.c.topic_id, chunk)
-                self._delete_in(topics, space, topics.c.id, chunk)
+        self._delete_nodes(space, ids, topics, [(topic_scenes, "topic_id")], hosts=False)
 
     # ------------------------------------------------------------------ items
     def put_items(self, space: str, items_: Sequence[Item]) -> None:
@@ -160,7 +172,7 @@ class MemoryOps(ConversationOps):
         with self.transaction():
             forgotten = self.tombstoned(space, "item", [it.id for it in items_])
             kept = [it for it in items_ if it.id not in forgotten]  # a forgotten item never comes back
-            self._upsert(items, ("tenant", "space", "id"), self._scoped(space, [mappers.item_row(it) for it in kept]))
+            self._put(items, space, [mappers.item_row(it) for it in kept])
             for chunk in self._chunks([it.id for it in kept]):
                 self._delete_in(item_scenes, space, item_scenes.c.item_id, chunk)
             rows = [{"item_id": it.id, "scene_id": sid, "position": pos} for it in kept
@@ -168,12 +180,8 @@ class MemoryOps(ConversationOps):
             self._run_many(item_scenes.insert(), self._scoped(space, rows))
 
     def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]:
-        rows = self._records(items, space, ids)
-        if not rows:
-            return []
-        found = None if ids is None else [r["id"] for r in rows]
-        links = self._links(item_scenes, "item_id", "scene_id", space, found)
-        return sorted((mappers.item(r, links.get(r["id"], [])) for r in rows), key=lambda i: (i.seq, i.id))
+        found = [mappers.item(r, s) for r, s in self._linked_records(items, item_scenes, "scene_id", space, ids)]
+        return sorted(found, key=lambda i: (i.seq, i.id))
 
     def scenes_of_turns(self, space: str, turn_ids: Sequence[str]) -> list[Scene]:
         ids = self._linked(scene_turns.c.scene_id, scene_turns.c.turn_id, space, turn_ids)
@@ -193,18 +201,12 @@ class MemoryOps(ConversationOps):
         return sorted(out)
 
     def delete_items(self, space: str, ids: Sequence[str]) -> None:
-        with self.transaction():
-            for chunk in self._chunks(ids):
-                self.delete_triggers(space, chunk)
-                self._delete_in(item_scenes, space, item_scenes.c.item_id, chunk)
-                self._delete_in(items, space, items.c.id, chunk)
+        self._delete_nodes(space, ids, items, [(item_scenes, "item_id")])
 
     # ------------------------------------------------------------------ triggers
     def put_triggers(self, space: str, triggers_: Sequence[Trigger]) -> None:
         with self.transaction():
-            self._upsert(
-                triggers, ("tenant", "space", "id"), self._scoped(space, [mappers.trigger_row(t) for t in triggers_])
-            )
+            self._put(triggers, space, [mappers.trigger_row(t) for t in triggers_])
             for chunk in self._chunks([t.id for t in triggers_]):
                 self._delete_in(trigger_views, space, trigger_views.c.trigger_id, chunk)
             rows = [{"trigger_id": t.id, "position": pos, "name": v.name, "text": v.text} for t in triggers_

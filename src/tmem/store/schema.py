@@ -68,14 +68,25 @@ def _tenant_check(space: str) -> CheckConstraint:
     )
 
 
-def _scoped(name: str, *columns: Any, pk: tuple[str, ...], parent: bool = True, space: str = "space") -> Table:
-    """A table keyed by (tenant, space, *pk), deleted with its space when ``parent``."""
-    extra: list[Any] = [_tenant_check(space), PrimaryKeyConstraint("tenant", space, *pk)]
+def _scoped(
+    name: str,
+    *columns: Any,
+    pk: tuple[str, ...],
+    parent: bool = True,
+    space: str = "space",
+    identity: str | None = None,
+    key: tuple[str, ...] | None = None,
+) -> Table:
+    """A table keyed by (tenant, space, *pk) (or by ``key``), deleted with its space when ``parent``, numbered by
+    an ``identity`` column when one is named."""
+    extra: list[Any] = [_tenant_check(space), PrimaryKeyConstraint(*(key or ("tenant", space, *pk)))]
+    lead = [Column(identity, IDENTITY, Identity(always=True), nullable=False)] if identity else []
     if parent:
         extra.append(ForeignKeyConstraint(["tenant", "space"], ["spaces.tenant", "spaces.name"], ondelete="CASCADE"))
     return Table(
         name,
         metadata,
+        *lead,
         Column("tenant", Text, nullable=False),
         Column(space, Text, nullable=False),
         *columns,
@@ -88,6 +99,22 @@ def _child(cols: list[str], parent: str, parent_cols: list[str]) -> ForeignKeyCo
         ["tenant", "space", *cols], [f"{parent}.tenant", f"{parent}.space", *(f"{parent}.{c}" for c in parent_cols)],
         ondelete="CASCADE",
     )  # fmt: skip
+
+
+def _link(
+    name: str, owner: tuple[str, str], member: tuple[str, str], *, pk: tuple[str, ...] = (), position: bool = True
+) -> Table:
+    """A link table: (owner id, member id[, position]) rows, each id a record of its table, deleted with either
+    record; keyed by both ids unless ``pk`` says otherwise, and indexed by its scene."""
+    columns: list[Any] = [_text(owner[0]), _text(member[0])]
+    if position:
+        columns.append(_int("position"))
+    table = _scoped(
+        name, *columns, _child([owner[0]], owner[1], ["id"]), _child([member[0]], member[1], ["id"]),
+        pk=pk or (owner[0], member[0]), parent=False,
+    )  # fmt: skip
+    Index(f"{name}_scene", table.c.tenant, table.c.space, table.c.scene_id)
+    return table
 
 
 def _text(name: str, nullable: bool = False, **kw: Any) -> Column[Any]:
@@ -140,30 +167,11 @@ scenes = _scoped(
     pk=("id",),
 )
 
-scene_turns = _scoped(
-    "scene_turns",
-    _text("scene_id"),
-    _text("turn_id"),
-    _int("position"),
-    _child(["scene_id"], "scenes", ["id"]),
-    _child(["turn_id"], "turns", ["id"]),
-    pk=("turn_id",),
-    parent=False,
-)
-Index("scene_turns_scene", scene_turns.c.tenant, scene_turns.c.space, scene_turns.c.scene_id)
+scene_turns = _link("scene_turns", ("scene_id", "scenes"), ("turn_id", "turns"), pk=("turn_id",))
 
 topics = _scoped("topics", _text("id"), _int("seq"), _text("label"), _text("description"), pk=("id",))
 
-topic_scenes = _scoped(
-    "topic_scenes",
-    _text("topic_id"),
-    _text("scene_id"),
-    _child(["topic_id"], "topics", ["id"]),
-    _child(["scene_id"], "scenes", ["id"]),
-    pk=("topic_id", "scene_id"),
-    parent=False,
-)
-Index("topic_scenes_scene", topic_scenes.c.tenant, topic_scenes.c.space, topic_scenes.c.scene_id)
+topic_scenes = _link("topic_scenes", ("topic_id", "topics"), ("scene_id", "scenes"), position=False)
 
 items = _scoped(
     "items",
@@ -186,17 +194,7 @@ items = _scoped(
     pk=("id",),
 )
 
-item_scenes = _scoped(
-    "item_scenes",
-    _text("item_id"),
-    _text("scene_id"),
-    _int("position"),
-    _child(["item_id"], "items", ["id"]),
-    _child(["scene_id"], "scenes", ["id"]),
-    pk=("item_id", "scene_id"),
-    parent=False,
-)
-Index("item_scenes_scene", item_scenes.c.tenant, item_scenes.c.space, item_scenes.c.scene_id)
+item_scenes = _link("item_scenes", ("item_id", "items"), ("scene_id", "scenes"))
 
 triggers = _scoped(
     "triggers",
@@ -236,12 +234,8 @@ embeddings = _scoped(
     pk=("model_id", "text_hash"),
 )
 
-llm_calls = Table(
+llm_calls = _scoped(
     "llm_calls",
-    metadata,
-    Column("id", IDENTITY, Identity(always=True), nullable=False),
-    Column("tenant", Text, nullable=False),
-    _text("space"),
     _text("stage"),
     _text("model"),
     _text("request_hash"),
@@ -253,25 +247,15 @@ llm_calls = Table(
     _text("created_at"),
     _text("response", nullable=True),
     _text("error", nullable=True),
-    _tenant_check("space"),
     CheckConstraint("outcome IN ('ok', 'error', 'cached', 'batch')"),
-    PrimaryKeyConstraint("tenant", "id"),
-    ForeignKeyConstraint(["tenant", "space"], ["spaces.tenant", "spaces.name"], ondelete="CASCADE"),
+    pk=(),
+    identity="id",
+    key=("tenant", "id"),
 )
 Index("llm_calls_hash", llm_calls.c.tenant, llm_calls.c.space, llm_calls.c.request_hash)
 
-pending_requests = Table(
-    "pending_requests",
-    metadata,
-    Column("seq", IDENTITY, Identity(always=True), nullable=False),
-    Column("tenant", Text, nullable=False),
-    _text("space"),
-    _text("request_hash"),
-    _text("stage"),
-    _text("body"),
-    _tenant_check("space"),
-    PrimaryKeyConstraint("tenant", "space", "request_hash"),
-    ForeignKeyConstraint(["tenant", "space"], ["spaces.tenant", "spaces.name"], ondelete="CASCADE"),
+pending_requests = _scoped(
+    "pending_requests", _text("request_hash"), _text("stage"), _text("body"), pk=("request_hash",), identity="seq"
 )
 
 tombstones = _scoped(
@@ -296,18 +280,16 @@ leases = _scoped(
 
 # The erasure ledger: no foreign key to spaces (an entry outlives its space). ``xid`` is the deleting transaction on
 # PostgreSQL (scrub() checks that no older snapshot is open); 0 on SQLite.
-erasures = Table(
+erasures = _scoped(
     "erasures",
-    metadata,
-    Column("tenant", Text, nullable=False),
-    _text("space"),
-    Column("seq", IDENTITY, Identity(always=True), nullable=False),
     _text("kind"),
     Column("erased", Boolean, nullable=False, server_default=text("false")),
     Column("xid", BigInteger, nullable=False, server_default=text("0")),
-    _tenant_check("space"),
     CheckConstraint("kind IN ('forget', 'delete')"),
-    PrimaryKeyConstraint("tenant", "seq"),
+    pk=(),
+    parent=False,
+    identity="seq",
+    key=("tenant", "seq"),
 )
 Index("erasures_seq", erasures.c.seq)
 Index("erasures_space", erasures.c.tenant, erasures.c.space, erasures.c.seq)
