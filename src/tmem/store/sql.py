@@ -12,16 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import numpy as np
 from sqlalchemy import ClauseElement, ColumnElement, Table, and_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import Dialect as SADialect
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.util import LRUCache
 
 from tmem.store.base import Vector, iter_batches
 from tmem.store.rules import tenant_of
 
+# Compiled statements by SQLAlchemy cache key, per dialect (an engine's compiled cache, bounded the same way).
+_COMPILED: dict[str, LRUCache[Any, Any]] = {"sqlite": LRUCache(2000), "postgresql": LRUCache(2000)}
 CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
 DialectName = Literal["sqlite", "postgresql"]
 Insert = sqlite.Insert | postgresql.Insert
@@ -61,11 +65,18 @@ class SQLOps:
 
     # ------------------------------------------------------------------ statements
     def _compile(self, stmt: ClauseElement, keys: Sequence[str] | None = None) -> tuple[str, dict[str, Any]]:
-        compiled = stmt.compile(
-            dialect=self._sa_dialect, column_keys=list(keys) if keys is not None else None,
-            compile_kwargs={"render_postcompile": True},
-        )  # fmt: skip
-        return str(compiled), dict(compiled.params)
+        """The SQL text and parameters of ``stmt`` for this dialect (``keys``: the columns an executemany insert
+        binds). Compiled forms are cached by SQLAlchemy's cache key, as an engine's execution does: two calls of one
+        operation differ in their values only, and IN lists are expanded per call."""
+        compiled, extracted, *_ = stmt._compile_w_cache(
+            self._sa_dialect, compiled_cache=_COMPILED[self.dialect], column_keys=list(keys or ())
+        )
+        sql_compiler = cast(SQLCompiler, compiled)
+        params = sql_compiler.construct_params(extracted_parameters=extracted, _check=False)
+        if keys is not None:
+            return sql_compiler.string, dict(params)
+        state = sql_compiler.construct_expanded_state(params)
+        return state.statement, dict(state.parameters)
 
     def _fetch(self, stmt: ClauseElement, *, binary: bool = False) -> list[dict[str, Any]]:
         sql, params = self._compile(stmt)
