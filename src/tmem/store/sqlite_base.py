@@ -1,5 +1,5 @@
 """Connection, transactions, statement helpers and errors of the SQLite store (the record methods live in
-:mod:`tmem.store.sqlite_records` and :mod:`tmem.store.sqlite`): one file in the memory directory, WAL journal, busy
+:mod:`tmem.store.ops_ledger` and its bases, :mod:`tmem.store.sqlite`): one file in the memory directory, WAL journal, busy
 timeout, foreign keys on."""
 
 from __future__ import annotations
