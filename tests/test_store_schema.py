@@ -16,6 +16,7 @@ from tmem.cli.main import cli
 from tmem.construct.check import check_space
 from tmem.models import PendingRequest, Session, Turn
 from tmem.store import migrations, open_store
+from tmem.store.rules import tenant_of
 from tmem.store.sqlite import SQLiteStore
 from tmem.store.upgrade import head, schema_diff
 
@@ -65,6 +66,14 @@ def test_turn_metadata_round_trips(store_url: str) -> None:
     assert store.turns("acme/support") == turns
     assert store.last_turn("acme/support") == turns[1]
     assert store.find_turns("acme/support", ["t1"])[0].metadata == meta
+    store.close()
+
+
+@pytest.mark.parametrize("name", ["/x", "a/b/c", "../../etc/passwd", "local", "t/"])
+def test_any_space_key_has_the_tenant_the_rules_give(store_url: str, name: str) -> None:
+    store = open_store(store_url)
+    store.ensure_space(name)
+    assert store._rows("SELECT tenant FROM spaces")[0][0] == tenant_of(name)  # type: ignore[attr-defined]
     store.close()
 
 

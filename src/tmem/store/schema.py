@@ -60,11 +60,11 @@ metadata = MetaData()
 
 
 def _tenant_check(space: str) -> CheckConstraint:
-    """tenant is the part of the space key before its first '/', or '' for a plain name (portable SQL)."""
+    """tenant is the part of the space key before its first '/', or '' for a plain name (portable SQL; a key that
+    starts with '/' has the tenant '')."""
     return CheckConstraint(
-        f"(tenant = '' AND {space} NOT LIKE '%/%') OR (tenant <> '' AND tenant NOT LIKE '%/%' "
-        f"AND substr({space}, 1, length(tenant) + 1) = tenant || '/')",
-        name=None,
+        f"(tenant = '' AND {space} NOT LIKE '%/%') "
+        f"OR (tenant NOT LIKE '%/%' AND substr({space}, 1, length(tenant) + 1) = tenant || '/')"
     )
 
 
