@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import numpy as np
@@ -127,14 +128,21 @@ class SQLOps:
     @staticmethod
     def _in(table: Table, space: str) -> ColumnElement[bool]:
         """The rows of ``space`` in ``table``."""
-        column = table.c.name if table.name == "spaces" else table.c.space
-        return and_(table.c.tenant == tenant_of(space), column == space)
+        return _scope(table, space)
 
     @staticmethod
     def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
         """Distinct ``ids`` in lists short enough for one IN (...)."""
         for chunk in iter_batches(list(dict.fromkeys(ids)), CHUNK):
             yield list(chunk)
+
+
+@lru_cache(maxsize=4096)
+def _scope(table: Table, space: str) -> ColumnElement[bool]:
+    """``tenant = T AND space = S`` for ``table`` (clauses are immutable: one per table and recent space, since
+    building the comparison is most of a point read's time)."""
+    column = table.c.name if table.name == "spaces" else table.c.space
+    return and_(table.c.tenant == tenant_of(space), column == space)
 
 
 def vector_bytes(vec: Vector) -> bytes:
