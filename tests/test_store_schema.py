@@ -155,3 +155,18 @@ def test_a_postgres_database_from_before_alembic_upgrades(pg_url: str) -> None:
     assert reopened.has_space("acme/support")
     reopened.close()
     assert _diff(pg_url) == []
+
+
+def test_opening_an_upgraded_store_takes_no_write_lock(tmp_path: Path) -> None:
+    """A reader (``tmem check``, a search) opens the memory while another process's build holds the write lock."""
+    path = tmp_path / "tmem.db"
+    SQLiteStore.open(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        reader = SQLiteStore.open(path, timeout_s=0.2)
+        assert reader.list_spaces() == []
+        reader.close()
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

@@ -61,6 +61,8 @@ def _upgrade(connection: Connection) -> None:
 def upgrade_sqlite(db: sqlite3.Connection) -> None:
     """Upgrade the database of ``db`` (a connection in autocommit mode, ``isolation_level=None``) in one
     ``BEGIN IMMEDIATE`` transaction; foreign keys are off while tables are rebuilt, and on again afterwards."""
+    if _sqlite_revision(db) == head():
+        return  # read without a write lock: opening never waits for another process's build
     engine = create_engine("sqlite://", creator=lambda: db, poolclass=StaticPool)
 
     @event.listens_for(engine, "begin")
@@ -73,6 +75,13 @@ def upgrade_sqlite(db: sqlite3.Connection) -> None:
             _upgrade(connection)
     finally:
         db.execute("PRAGMA foreign_keys = ON")
+
+
+def _sqlite_revision(db: sqlite3.Connection) -> str | None:
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'").fetchone():
+        return None
+    row = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    return str(row[0]) if row else None
 
 
 def upgrade_postgres(connect: Callable[[], Any]) -> None:
