@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_cold_load import SPACE, write_space
 
 from tmem import Memory, MessageInput, Settings
-from tmem.construct.extractive.builder import turn_embedding_text
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
+from tmem.embed.texts import turn_embedding_text
 from tmem.store import open_store
 from tmem.util.state import STATE_TURN_SEQ
 

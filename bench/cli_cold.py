@@ -10,6 +10,13 @@ survives a loaded machine. The queries are LoCoMo-Plus cue probes of the space (
 The memory is a copy of an LLM-built dev memory (default d41-plus from /work/shared/data/llm-built), so nothing is
 built here; its vectors are in the store's embedding cache, as after any build.
 
+Bytecode: each call runs with Python's bytecode cache, as an installed tmem does (pip compiles it at install), written
+by the uncounted round 0; the development environment sets PYTHONDONTWRITEBYTECODE=1, under which every call compiled
+tmem's sources again (the runs before 2026-12-01 18:00 UTC). --no-bytecode measures that way (it removes the src
+folders' __pycache__ before each call: site-packages keep theirs, as they did). --before SRC adds the
+same calls on another checkout's src folder (e.g. the commit before a change), alternated with the others, so both
+see the same load; --no-torch leaves out the two sentence-transformers variants (30 s each on a loaded machine).
+
 Run (from the repository root):
     python bench/cli_cold.py --rounds 10 --out bench/results/cli_cold.md
 """
@@ -39,7 +46,15 @@ def _queries(space: str, rounds: int) -> list[str]:
     return [found[n % len(found)] for n in range(rounds)]
 
 
-def _time(args: list[str], env: dict[str, str]) -> float:
+def _drop_bytecode(src: str) -> None:
+    """Remove the bytecode cache of a src folder (Python reads a cache that exists even when it may not write one)."""
+    for folder in list(Path(src).rglob("__pycache__")):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _time(args: list[str], env: dict[str, str], no_bytecode: bool) -> float:
+    if no_bytecode:
+        _drop_bytecode(env["PYTHONPATH"])
     start = time.perf_counter()
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     took = time.perf_counter() - start
@@ -53,13 +68,21 @@ def main() -> None:
     parser.add_argument("--space", default="d41-plus")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--out", type=Path, default=None, help="Append the result table to this markdown file.")
+    parser.add_argument("--no-bytecode", action="store_true", help="Compile tmem's sources in every call.")
+    parser.add_argument("--no-torch", action="store_true", help="Leave out the sentence-transformers query variants.")
+    parser.add_argument("--before", type=Path, default=None, help="Also time these calls on this src folder.")
     args = parser.parse_args()
+    start_load = os.getloadavg()
 
     home = Path(tempfile.mkdtemp(prefix="tmem-cli-cold-"))
     try:
         shutil.copy(BUILT / f"{args.space}.db", home / "tmem.db")
         (home / "tmem.db").chmod(0o644)
         env = {**os.environ, "PYTHONPATH": SRC, "TMEM_HOME": str(home), "TMEM_LLM": "none"}
+        if args.no_bytecode:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+        else:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
         tmem = [sys.executable, "-c", "from tmem.cli.main import main; main()"]
         variants: dict[str, tuple[list[str], dict[str, str]]] = {}
         samples: dict[str, list[float]] = {}
@@ -73,6 +96,16 @@ def main() -> None:
                     ["search", args.space, q, "--max-tokens", "500"],
                     {"TMEM_EMBED_NUMPY_QUERIES": "1"},
                 ),
+            }
+            if args.before is not None:
+                old = {"PYTHONPATH": str(args.before.resolve())}
+                variants["tmem spaces (--before)"] = (["spaces"], old)
+                variants["tmem search (--before)"] = (["search", args.space, q], old)
+                variants["tmem search --max-tokens 500 (--before)"] = (
+                    ["search", args.space, q, "--max-tokens", "500"],
+                    old,
+                )
+            torch = {
                 "tmem search (torch query encoder, before)": (
                     ["search", args.space, q],
                     {"TMEM_EMBED_NUMPY_QUERIES": "0"},
@@ -82,8 +115,10 @@ def main() -> None:
                     {"TMEM_EMBED_NUMPY_QUERIES": "0"},
                 ),
             }
+            if not args.no_torch:
+                variants.update(torch)
             for name, (argv, extra) in variants.items():
-                took = _time([*tmem, *argv], {**env, **extra})
+                took = _time([*tmem, *argv], {**env, **extra}, args.no_bytecode)
                 if n:
                     samples.setdefault(name, []).append(took)
             print(
@@ -94,12 +129,17 @@ def main() -> None:
 
     base = statistics.median(samples["tmem spaces"])
     load = os.getloadavg()
+    flags = "".join(
+        f" {flag}" for flag, on in (("--no-bytecode", args.no_bytecode), ("--no-torch", args.no_torch)) if on
+    ) + (f" --before {args.before}" if args.before is not None else "")
     lines = [
         "",
         f"## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, space {args.space}, {args.rounds} rounds",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / "
-        f"{load[2]:.1f} at the end. Command: `python bench/cli_cold.py --space {args.space} --rounds {args.rounds}`.",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average (1 / 5 / 15 min) {start_load[0]:.1f} / "
+        f"{start_load[1]:.1f} / {start_load[2]:.1f} at the start, {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the "
+        f"end. Bytecode: {'compiled in every call' if args.no_bytecode else 'cached, as installed'}. "
+        f"Command: `python bench/cli_cold.py --space {args.space} --rounds {args.rounds}{flags}`.",
         "",
         "| call | median s | min s | max s | ratio to `tmem spaces` (medians) |",
         "|---|---:|---:|---:|---:|",

@@ -3,7 +3,11 @@ rebuilt one, and never uses a save of another corpus; a damaged or unwritable ca
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +109,46 @@ def test_forget_and_delete_remove_the_saved_indices(tmp_path: Path) -> None:
     core.delete_space(SPACE)
     assert not list((tmp_path / "lex").glob("*/*"))
     store.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(docs=texts, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join))
+def test_scores_are_bm25s_own(docs: list[str], query: str) -> None:
+    """tmem scores the index's arrays itself (no bm25s at search time): the same floats as bm25s' get_scores, repeated
+    query tokens included."""
+    import bm25s
+
+    from tmem.index.bm25 import K1, B, tokenize
+
+    ids = [f"d{n}" for n in range(len(docs))]
+    built = BM25Index.build(ids, docs)
+    corpus = [tokenize(t) for t in docs]
+    if not any(corpus):
+        assert not built.has_terms and not built.scores(query).any()
+        return
+    model = bm25s.BM25(k1=K1, b=B)
+    model.index(corpus, show_progress=False)
+    tokens = built.query_tokens(query)
+    expected = model.get_scores(tokens) if tokens else np.zeros(len(docs), dtype=np.float32)
+    assert np.array_equal(built.scores(query), expected)
+
+
+def test_a_cold_process_searches_a_saved_index_without_bm25s(tmp_path: Path) -> None:
+    """Loading and scoring a saved index imports neither bm25s nor scipy (a third of a cold search's imports)."""
+    docs = ["Mel went camping by the lake", "the kids paint pottery", "a new job"]
+    ids = ["a", "b", "c"]
+    expected = BM25Index.build(ids, docs).scores("camping pottery lake")
+    LexicalStore(tmp_path / "lex").index("s/nodes", ids, docs)  # built and saved
+    code = (
+        "import sys, json; from tmem.index.lexical import LexicalStore; "
+        f"lex = LexicalStore({str(tmp_path / 'lex')!r}); "
+        f"idx = lex.index('s/nodes', {ids!r}, {docs!r}); "
+        "print(json.dumps([lex.loads, idx.scores('camping pottery lake').tolist(), "
+        "[m for m in ('bm25s', 'scipy') if m in sys.modules]]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loads, scores, imported = json.loads(done.stdout)
+    assert loads == 1 and imported == []
+    assert np.array_equal(np.asarray(scores, dtype=np.float32), expected)

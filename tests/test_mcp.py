@@ -40,8 +40,16 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
     async with Client(params) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert {"remember", "recall", "ask", "forget"} <= tools
-        first = _structured(await client.call_tool("remember", {"messages": messages}))
-        assert first == {"space": "caroline", "added": len(messages), "skipped": 0, "built": True, "stale_turns": 0}
+        first = _structured(await client.call_tool("remember", {"messages": messages, "build": "now"}))
+        assert first == {
+            "space": "caroline",
+            "added": len(messages),
+            "skipped": 0,
+            "turn_ids": [m["id"] for m in messages],
+            "built": True,
+            "build": "built",
+            "stale_turns": 0,
+        }
         found = _structured(await client.call_tool("recall", {"query": "LGBTQ support group", "max_tokens": 120}))
         assert 0 < found["tokens"] <= 120 and found["hits"] and found["unbuilt_turns"] == 0
         assert "support group" in found["text"]
@@ -55,7 +63,7 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
         assert stored["added"] == 1 and stored["stale_turns"] == 1 and not stored["built"]
         unbuilt = _structured(await client.call_tool("recall", {"query": "grey cat Pixel", "max_tokens": 200}))
         assert unbuilt["text"].count(fresh["text"]) == 1 and unbuilt["unbuilt_turns"] == 1  # recallable at once
-        rebuilt = _structured(await client.call_tool("remember", {"messages": [fresh]}))  # stored: builds only
+        rebuilt = _structured(await client.call_tool("remember", {"messages": [fresh], "build": "now"}))  # builds only
         assert rebuilt["skipped"] == 1 and rebuilt["built"] and rebuilt["stale_turns"] == 0
         built = _structured(await client.call_tool("recall", {"query": "grey cat Pixel", "max_tokens": 200}))
         assert built["text"].count(fresh["text"]) == 1 and built["unbuilt_turns"] == 0  # once, after the build
@@ -94,7 +102,7 @@ async def test_streamable_http_scoped_by_key(tmp_path: Path) -> None:
                 tools = {t.name for t in (await client.list_tools()).tools}
                 assert {"remember", "ask", "forget"} <= tools
                 text = {**msg, "text": f"{tenant}: {msg['text']}"}
-                done = _structured(await client.call_tool("remember", {"messages": [text]}))
+                done = _structured(await client.call_tool("remember", {"messages": [text], "build": "now"}))
                 assert done["added"] == 1 and done["space"] == "notes" and done["built"]
     async with AsyncMemory.open(settings=settings) as memory:
         assert sorted(s.name for s in await memory.spaces()) == ["acme/notes", "beta/notes"]
@@ -132,7 +140,16 @@ async def test_tmem_mcp_http_from_the_command_line(tmp_path: Path) -> None:
         ):
             msg = {"speaker": "Ann", "text": "I adopted a cat named Miso.", "time": "2024-05-02T10:00:00"}
             done = _structured(await client.call_tool("remember", {"messages": [msg], "build": "no"}))
-            assert done == {"space": "notes", "added": 1, "skipped": 0, "built": False, "stale_turns": 1}
+            assert done == {
+                "space": "notes",
+                "added": 1,
+                "skipped": 0,
+                "turn_ids": done["turn_ids"],
+                "built": False,
+                "build": "off",
+                "stale_turns": 1,
+            }
+            assert len(done["turn_ids"]) == 1
     finally:
         server.terminate()
         server.wait(30)

@@ -13,8 +13,9 @@ front ends live here and nowhere else:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, context_config, recall_context
+from tmem.answer.filtered import filtered_context, filtered_search
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.policy import BuildPolicy, build_lease
@@ -42,6 +44,7 @@ from tmem.llm.service import StructuredLLM, make_llm
 from tmem.models import Erasure, Item
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.filters import MemoryFilter, memory_filter
 from tmem.retrieve.types import SearchResult
 from tmem.settings import Settings
 from tmem.store.base import Store
@@ -223,8 +226,8 @@ class MemoryCore:
             except ValidationError as exc:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
                 raise InputError(
-                    f"messages[{n}]: {problems}. A message is {{speaker, text, time?, id?, caption?}}; nothing of this "
-                    "call was stored."
+                    f"messages[{n}]: {problems}. A message is {{speaker, text, time?, id?, caption?, metadata?}}; "
+                    "nothing of this call was stored."
                 ) from None
         gap = timedelta(minutes=self.settings.session_gap_minutes)
         return add_messages(self.store, space, parsed, gap=gap, received_at=received_at)
@@ -298,9 +301,19 @@ class MemoryCore:
             return None
 
     # ------------------------------------------------------------------ recall
-    def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
+    def search(
+        self,
+        space: str,
+        query: str,
+        config: RetrievalConfig | str | None = None,
+        where: MemoryFilter | Mapping[str, Any] | None = None,
+    ) -> SearchResult:
         self.store.get_space(space)
-        result = self.retriever.search(space, query, self.resolve_config(config))
+        chosen, cfg = memory_filter(where), self.resolve_config(config)
+        if chosen is not None:  # only hits from matching turns (tmem.retrieve.filters)
+            result = filtered_search(self.retriever, self.store, space, query, cfg, chosen)
+        else:
+            result = self.retriever.search(space, query, cfg)
         stale = self.staleness(space)
         return result.model_copy(update={"stale": stale.stale, "stale_turns": stale.stale_turns})
 
@@ -310,13 +323,16 @@ class MemoryCore:
         query: str,
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
         config: RetrievalConfig | str | None = None,
+        where: MemoryFilter | Mapping[str, Any] | None = None,
     ) -> Context:
         """The text to hand a reader for ``query``, packed into at most ``max_tokens`` tokens (None: the whole search
-        result), with its hits and routes and how many turns are not built yet."""
+        result), with its hits and routes and how many turns are not built yet; ``where`` filters before packing."""
         self.store.get_space(space)
-        ctx = recall_context(
-            self.retriever, space, query, max_tokens, self.resolve_config(config), counter=self.counter
-        )
+        chosen, cfg = memory_filter(where), self.resolve_config(config)
+        if chosen is not None:
+            ctx = filtered_context(self.retriever, self.store, space, query, max_tokens, cfg, chosen, self.counter)
+        else:
+            ctx = recall_context(self.retriever, space, query, max_tokens, cfg, counter=self.counter)
         stale = self.staleness(space)
         return ctx.model_copy(update={"unbuilt_turns": max(ctx.unbuilt_turns, stale.stale_turns)})
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from tmem.answer import Answer, QuestionTime, Variant
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
@@ -43,6 +43,8 @@ from tmem.edit.erasure import ErasureState
 from tmem.edit.listing import ItemFilters, ItemPage
 from tmem.embed.base import Embedder
 from tmem.errors import ConfigError, InputError
+from tmem.export import SpaceExport as SpaceExport  # re-exported: tmem.memory.SpaceExport stays importable
+from tmem.export import export_space
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
 from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.llm.base import LLM
@@ -50,21 +52,13 @@ from tmem.llm.cost import CostReport, cost_report
 from tmem.models import (
     Erasure,
     Item,
-    ItemEdit,
     ItemKind,
-    Persona,
-    Scene,
-    Session,
     SessionInput,
-    Space,
     SpaceSummary,
-    Topic,
-    TopicSceneLink,
-    Trigger,
-    Turn,
 )
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.filters import MemoryFilter
 from tmem.retrieve.types import SearchResult
 from tmem.settings import Settings
 from tmem.store import open_store
@@ -72,41 +66,7 @@ from tmem.store.base import Store
 
 R = TypeVar("R")
 Messages = Sequence[MessageInput | dict[str, object]]
-
-
-class SpaceExport(BaseModel):
-    """Everything one space holds, as plain records (``Memory.export``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    format: str = "tmem-space-export/1"
-    space: Space
-    sessions: list[Session]
-    turns: list[Turn]
-    scenes: list[Scene]
-    topics: list[Topic]
-    topic_links: list[TopicSceneLink]
-    items: list[Item]
-    triggers: list[Trigger]
-    personas: list[Persona]
-    build_state: dict[str, str]
-    item_edits: list[ItemEdit] = Field(default_factory=list)
-
-
-def _export(store: Store, space: str) -> SpaceExport:
-    return SpaceExport(
-        space=store.get_space(space),
-        sessions=store.sessions(space),
-        turns=store.turns(space),
-        scenes=store.scenes(space),
-        topics=store.topics(space),
-        topic_links=store.topic_links(space),
-        items=store.items(space),
-        triggers=store.triggers(space),
-        personas=store.personas(space),
-        build_state=store.state_keys(space),
-        item_edits=store.item_edits(space),
-    )
+Where = MemoryFilter | Mapping[str, Any] | None  # a filter on recall (tmem.retrieve.filters; docs/agents.md)
 
 
 def item_filters(**fields: object) -> ItemFilters:
@@ -276,10 +236,12 @@ class Memory:
         return self._run(self.core.abuild_if_due(space, idle_seconds))
 
     # ------------------------------------------------------------------ recall
-    def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
+    def search(
+        self, space: str, query: str, config: RetrievalConfig | str | None = None, *, where: Where = None
+    ) -> SearchResult:
         """Recall for ``query``: typed scene and item hits with the routes that reached them, plus personas, and
-        whether the memory is stale."""
-        return self.core.search(space, query, config)
+        whether the memory is stale; ``where`` keeps only memory from matching turns (tmem.retrieve.filters)."""
+        return self.core.search(space, query, config, where)
 
     def question_time(self, space: str, asked: datetime | None = None) -> QuestionTime:
         return self.core.question_time(space, asked)
@@ -290,10 +252,12 @@ class Memory:
         query: str,
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
         config: RetrievalConfig | str | None = None,
+        *,
+        where: Where = None,
     ) -> Context:
         """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
-        (None: the whole search result), and how many turns are not built yet."""
-        return self.core.context(space, query, max_tokens, config)
+        (None: the whole search result), and how many turns are not built yet; ``where`` filters before packing."""
+        return self.core.context(space, query, max_tokens, config, where)
 
     async def aask(
         self,
@@ -335,13 +299,16 @@ class Memory:
         until: date | str | None = None,
         text: str | None = None,
         live: bool = False,
+        metadata: Mapping[str, object] | None = None,
         offset: int = 0,
         limit: int = 50,
     ) -> ItemPage:
         """One page of the items of ``space`` in arrival order, filtered (all filters must hold; see
         :mod:`tmem.edit.listing`): ``kind``, ``speaker``, a date range ``since``..``until`` over each item's own
-        date, ``text`` (substring or id), ``live`` (no superseded items)."""
-        filters = item_filters(kind=kind, speaker=speaker, since=since, until=until, text=text, live=live)
+        date, ``text`` (substring or id), ``live`` (no superseded items), ``metadata`` (of the source turns)."""
+        filters = item_filters(
+            kind=kind, speaker=speaker, since=since, until=until, text=text, live=live, metadata=metadata
+        )
         return self.core.list_items(space, filters, offset, limit)
 
     def update_item(self, space: str, item_id: str, text: str) -> Item:
@@ -363,7 +330,7 @@ class Memory:
     # ------------------------------------------------------------------ inspection and export
     def export(self, space: str) -> SpaceExport:
         """Every record of ``space``; ``export(...).model_dump_json()`` is a complete, readable backup."""
-        return _export(self.core.store, space)
+        return export_space(self.core.store, space)
 
     def cost(self, space: str | None = None) -> CostReport:
         """LLM calls and tokens per construction stage, from the call log (of ``space``, or of every space)."""
@@ -437,8 +404,10 @@ class AsyncMemory:
     async def build_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
         return await self.core.abuild_if_due(space, idle_seconds)
 
-    async def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
-        return await asyncio.to_thread(self.core.search, space, query, config)
+    async def search(
+        self, space: str, query: str, config: RetrievalConfig | str | None = None, *, where: Where = None
+    ) -> SearchResult:
+        return await asyncio.to_thread(self.core.search, space, query, config, where)
 
     async def context(
         self,
@@ -446,8 +415,10 @@ class AsyncMemory:
         query: str,
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
         config: RetrievalConfig | str | None = None,
+        *,
+        where: Where = None,
     ) -> Context:
-        return await asyncio.to_thread(self.core.context, space, query, max_tokens, config)
+        return await asyncio.to_thread(self.core.context, space, query, max_tokens, config, where)
 
     async def ask(
         self,
@@ -474,10 +445,13 @@ class AsyncMemory:
         until: date | str | None = None,
         text: str | None = None,
         live: bool = False,
+        metadata: Mapping[str, object] | None = None,
         offset: int = 0,
         limit: int = 50,
     ) -> ItemPage:
-        filters = item_filters(kind=kind, speaker=speaker, since=since, until=until, text=text, live=live)
+        filters = item_filters(
+            kind=kind, speaker=speaker, since=since, until=until, text=text, live=live, metadata=metadata
+        )
         return await asyncio.to_thread(self.core.list_items, space, filters, offset, limit)
 
     async def update_item(self, space: str, item_id: str, text: str) -> Item:
@@ -493,4 +467,4 @@ class AsyncMemory:
         return await asyncio.to_thread(self.core.history, space, item_id)
 
     async def export(self, space: str) -> SpaceExport:
-        return await asyncio.to_thread(_export, self.core.store, space)
+        return await asyncio.to_thread(export_space, self.core.store, space)

@@ -33,6 +33,9 @@ class Space(Record):
     speakers: list[str] = Field(default_factory=list, description="Speaker names in order of first appearance.")
 
 
+MetaValue = str | int | float | bool  # a metadata value (tmem.ingest.metadata holds the limits)
+
+
 class Turn(Record):
     """One utterance."""
 
@@ -43,8 +46,8 @@ class Turn(Record):
     text: str
     time: datetime = Field(description="When the turn was said; the session start when the data has no turn time.")
     caption: str | None = Field(default=None, description="Caption of an image shared with the turn.")
-    metadata: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="Message metadata given with the turn (scalars by name); empty when none."
+    metadata: dict[str, MetaValue] = Field(
+        default_factory=dict, description="The caller's labels of the message (docs/agents.md, metadata and filters)."
     )
 
 

@@ -31,6 +31,7 @@ from tmem.answer.context import AnswerContext, format_persona
 from tmem.answer.updates import current_first
 from tmem.models import Item, Scene, Turn
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.routes import is_ranked_list
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.util.tokens import TokenCounter, default_counter
 
@@ -128,7 +129,7 @@ class _Unit:
             sorted(
                 1.0 / (k0 + r.rank)
                 for r in self.routes
-                if not r.name.startswith("rerank.") and (counts is None or counts(r.name))
+                if is_ranked_list(r.name) and (counts is None or counts(r.name))
             )
         )
 
@@ -292,16 +293,11 @@ class _Draft:
 
 def route_filter(result: SearchResult, config: RetrievalConfig) -> RouteFilter | None:
     """For an anchorless query (lexical anchor under ``config.lexical_floor``), the routes that still order the
-    context: ``config.anchorless_routes`` (a name, or a prefix ending in '.'); None when every route counts."""
+    context: ``config.anchorless_routes`` (route names, prefixes already expanded); None when every route counts."""
     floor, anchor = config.lexical_floor, result.lexical_anchor
     if floor is None or anchor is None or anchor >= floor:
         return None
-    keep = config.anchorless_routes
-
-    def counts(name: str) -> bool:
-        return name in keep or any(p.endswith(".") and name.startswith(p) for p in keep)
-
-    return counts
+    return config.anchorless_routes.__contains__
 
 
 def pack_context(

@@ -19,6 +19,7 @@ import platformdirs
 from tmem.cli.context import AppContext, echo_json, pass_app
 from tmem.errors import BatchPending, InputError
 from tmem.settings import Settings
+from tmem.util.extras import require_extra
 
 
 def _dir_given(ctx: click.Context) -> bool:
@@ -241,6 +242,7 @@ def _budgets(raw: str | None, retrieval_only: bool) -> list[int]:
 
 
 def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
+    require_extra("eval", "tmem eval")
     from tmem.construct.options import BuildOptions
     from tmem.embed import make_embedder
     from tmem.eval.runs import EvalOptions, Models, eval_locomo, eval_plus

@@ -5,6 +5,7 @@ Errors derived from TmemError print one line (``Error: ...``) and exit 1, withou
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -15,8 +16,45 @@ from tmem.cli.terminal import protect
 from tmem.errors import TmemError
 from tmem.settings import Settings
 
+# Where each command lives: a call imports only its own command module (a cold `tmem search` skips the other eleven;
+# bench/results/cli_cold.md). `tmem --help` imports them all. tests/test_cli_lazy.py checks this table against what
+# each module's register() adds.
+COMMANDS: dict[str, str] = {
+    "import": "ingest_cmds",
+    "spaces": "ingest_cmds",
+    "show": "ingest_cmds",
+    "delete": "ingest_cmds",
+    "erasures": "ingest_cmds",
+    "messages": "item_cmds",
+    "item": "item_cmds",
+    "forget": "item_cmds",
+    "llm": "llm_cmds",
+    "build": "build_cmds",
+    "check": "check_cmds",
+    "search": "search_cmds",
+    "ask": "eval_cmds",
+    "demo": "eval_cmds",
+    "eval": "eval_cmds",
+    "ui": "ui_cmds",
+    "keys": "keys_cmds",
+    "serve": "serve_cmds",
+    "mcp": "serve_cmds",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyGroup(click.Group):
+    """Imports a command's module when the command is looked up (``COMMANDS``), not all of them at start."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(f"tmem.cli.{COMMANDS[cmd_name]}").register(self)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--dir",
     "home",
@@ -59,20 +97,6 @@ def cli(
     app = AppContext(settings=Settings(**overrides))  # type: ignore[arg-type]
     ctx.obj = app
     ctx.call_on_close(app.close)
-
-
-def _register() -> None:
-    from tmem.cli import build_cmds, check_cmds, eval_cmds, ingest_cmds, item_cmds, llm_cmds, search_cmds, ui_cmds
-
-    for module in (ingest_cmds, item_cmds, llm_cmds, build_cmds, check_cmds, search_cmds, eval_cmds, ui_cmds):
-        module.register(cli)
-    from tmem.cli import keys_cmds, serve_cmds
-
-    keys_cmds.register(cli)
-    serve_cmds.register(cli)
-
-
-_register()
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ import click
 
 from tmem.cli.context import AppContext, pass_app
 from tmem.settings import Settings
+from tmem.util.extras import require_extra
 
 _DIR = click.option(
     "--dir",
@@ -38,6 +39,7 @@ def serve(
     app: AppContext, host: str, port: int, home: Path | None, workers: int, max_body: int, log_level: str
 ) -> None:
     """Serve the memory over HTTP (every request needs 'Authorization: Bearer KEY'; see `tmem keys`)."""
+    require_extra("server", "tmem serve")
     import uvicorn
 
     from tmem.service import create_app
@@ -48,29 +50,41 @@ def serve(
 
 
 @click.command("mcp")
-@click.option("--space", required=True, help="The one space the server's tools act on.")
+@click.option("--space", required=True, help="The space a tool acts on when its call names none.")
 @click.option(
     "--transport",
     type=click.Choice(["stdio", "http"]),
     default="stdio",
     show_default=True,
-    help="stdio (the local user's space) or streamable HTTP at /mcp (the space of each API key's tenant).",
+    help="stdio (the local user's spaces) or streamable HTTP at /mcp (the spaces of each API key's tenant).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (http).")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (http).")
+@click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the server's log (INFO and up) to this file; without it only warnings go to stderr.",
+)
 @_DIR
 @pass_app
-def mcp(app: AppContext, space: str, transport: str, host: str, port: int, home: Path | None) -> None:
-    """Serve one space as an MCP server: tools remember, recall, ask and forget."""
+def mcp(
+    app: AppContext, space: str, transport: str, host: str, port: int, log_file: Path | None, home: Path | None
+) -> None:
+    """Serve memory as an MCP server: remember, recall, ask, list_memories, get_memory, update_memory,
+    memory_history, forget, delete_space and status, each on any space (default --space)."""
+    require_extra("mcp", "tmem mcp")
     import anyio
 
     from tmem.mcp_server import serve_http, serve_stdio
+    from tmem.mcp_server.server import configure_logging
 
+    configure_logging(str(log_file) if log_file else None)
     settings = _settings(app, home)
     if transport == "stdio":
         anyio.run(serve_stdio, settings, space)
         return
-    click.echo(f"MCP (streamable HTTP) for space {space!r} on http://{host}:{port}/mcp", err=True)
+    click.echo(f"MCP (streamable HTTP), default space {space!r}, on http://{host}:{port}/mcp", err=True)
     serve_http(settings, space, host, port)
 
 

@@ -11,6 +11,7 @@ import click
 
 from tmem.cli.context import AppContext, dir_option, pass_app, use_home
 from tmem.errors import ConfigError
+from tmem.util.extras import require_extra
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -45,6 +46,7 @@ def ui_cmd(app: AppContext, host: str, port: int, home: Path | None) -> None:
             f"tmem ui serves the memory without a key, so it listens on a loopback address only, not {host!r}. "
             "To share a memory over the network, run `tmem serve` (API keys, viewer at /ui)."
         )
+    require_extra("viewer", "tmem ui")
     import uvicorn
 
     from tmem.memory import Memory

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -22,7 +22,7 @@ from tmem.edit.erasure import ErasureState
 from tmem.edit.listing import ItemPage
 from tmem.errors import StoreError
 from tmem.ingest.messages import MessagesReport
-from tmem.memory import SpaceExport
+from tmem.memory import SpaceExport, Where
 from tmem.models import Item, ItemKind, SpaceSummary
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import SearchResult
@@ -116,8 +116,10 @@ class Client:
         """Start a build job on the server and wait for it to end (``progress`` is the server's to show)."""
         return self._drive(plans.build(space, options, rebuild))
 
-    def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
-        return self._drive(plans.search(space, query, config))
+    def search(
+        self, space: str, query: str, config: RetrievalConfig | str | None = None, *, where: Where = None
+    ) -> SearchResult:
+        return self._drive(plans.search(space, query, config, where))
 
     def context(
         self,
@@ -125,8 +127,10 @@ class Client:
         query: str,
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
         config: RetrievalConfig | str | None = None,
+        *,
+        where: Where = None,
     ) -> Context:
-        return self._drive(plans.context(space, query, max_tokens, config))
+        return self._drive(plans.context(space, query, max_tokens, config, where))
 
     def ask(
         self,
@@ -150,10 +154,12 @@ class Client:
         until: date | str | None = None,
         text: str | None = None,
         live: bool = False,
+        metadata: Mapping[str, object] | None = None,
         offset: int = 0,
         limit: int = 50,
     ) -> ItemPage:
-        return self._drive(plans.list_items(space, kind, speaker, since, until, text, live, offset, limit))
+        plan = plans.list_items(space, kind, speaker, since, until, text, live, offset, limit, metadata)
+        return self._drive(plan)
 
     def get_item(self, space: str, item_id: str) -> Item:
         return self._drive(plans.get_item(space, item_id))
@@ -228,8 +234,10 @@ class AsyncClient:
     async def build(self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False) -> BuildReport:
         return await self._drive(plans.build(space, options, rebuild))
 
-    async def search(self, space: str, query: str, config: RetrievalConfig | str | None = None) -> SearchResult:
-        return await self._drive(plans.search(space, query, config))
+    async def search(
+        self, space: str, query: str, config: RetrievalConfig | str | None = None, *, where: Where = None
+    ) -> SearchResult:
+        return await self._drive(plans.search(space, query, config, where))
 
     async def context(
         self,
@@ -237,8 +245,10 @@ class AsyncClient:
         query: str,
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
         config: RetrievalConfig | str | None = None,
+        *,
+        where: Where = None,
     ) -> Context:
-        return await self._drive(plans.context(space, query, max_tokens, config))
+        return await self._drive(plans.context(space, query, max_tokens, config, where))
 
     async def ask(
         self,
@@ -262,10 +272,12 @@ class AsyncClient:
         until: date | str | None = None,
         text: str | None = None,
         live: bool = False,
+        metadata: Mapping[str, object] | None = None,
         offset: int = 0,
         limit: int = 50,
     ) -> ItemPage:
-        return await self._drive(plans.list_items(space, kind, speaker, since, until, text, live, offset, limit))
+        plan = plans.list_items(space, kind, speaker, since, until, text, live, offset, limit, metadata)
+        return await self._drive(plan)
 
     async def get_item(self, space: str, item_id: str) -> Item:
         return await self._drive(plans.get_item(space, item_id))

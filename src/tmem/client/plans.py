@@ -9,7 +9,8 @@ Problem details (``application/problem+json``) become tmem's exceptions (:func:`
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+import json
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeAlias, TypeVar
@@ -38,9 +39,10 @@ from tmem.errors import (
     TmemError,
 )
 from tmem.ingest.messages import MessageInput, MessagesReport
-from tmem.memory import SpaceExport
+from tmem.memory import SpaceExport, Where
 from tmem.models import Item, ItemKind, SpaceSummary
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.filters import MemoryFilter
 from tmem.retrieve.types import SearchResult
 
 Messages = Sequence[MessageInput | dict[str, object]]
@@ -96,10 +98,11 @@ def _seg(value: str) -> str:
 
 
 def _config(config: RetrievalConfig | str | None) -> str | dict[str, Any] | None:
-    """A preset name as is; a RetrievalConfig as the fields that differ from the defaults (by their paper names)."""
+    """A preset name as is; a RetrievalConfig as the fields set explicitly (by their paper names): a field set to
+    the paper's value is sent too, so that the server's ``auto`` keeps it as the library's does."""
     if isinstance(config, RetrievalConfig):
         # The reranker is the server operator's setting (a request naming one is refused): it is not sent.
-        return config.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude={"reranker"})
+        return config.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"reranker"})
     return config
 
 
@@ -142,14 +145,25 @@ def build(space: str, options: BuildOptions | None, rebuild: bool) -> Plan[Build
         wait = min(wait * 2, POLL_MAX)
 
 
-def search(space: str, query: str, config: RetrievalConfig | str | None) -> Plan[SearchResult]:
-    body = yield Request(
-        "POST", f"/v1/spaces/{_seg(space)}/search", json={"q": query, "config": _config(config), "explain": True}
-    )
+def _json(value: MemoryFilter | Mapping[str, Any]) -> dict[str, Any]:
+    """A filter (or metadata condition) as the JSON the server reads."""
+    if isinstance(value, MemoryFilter):
+        return value.model_dump(mode="json", exclude_defaults=True)
+    parsed: dict[str, Any] = json.loads(json.dumps(dict(value), default=str))
+    return parsed
+
+
+def search(space: str, query: str, config: RetrievalConfig | str | None, where: Where = None) -> Plan[SearchResult]:
+    payload: dict[str, Any] = {"q": query, "config": _config(config), "explain": True}
+    if where is not None:
+        payload["where"] = _json(where)
+    body = yield Request("POST", f"/v1/spaces/{_seg(space)}/search", json=payload)
     return SearchResult.model_validate(body)
 
 
-def context(space: str, query: str, max_tokens: int | None, config: RetrievalConfig | str | None) -> Plan[Context]:
+def context(
+    space: str, query: str, max_tokens: int | None, config: RetrievalConfig | str | None, where: Where = None
+) -> Plan[Context]:
     if max_tokens is None:
         raise InputError("Over HTTP a context has a token budget: pass max_tokens (at most 32000).")
     if config is not None and not isinstance(config, str):
@@ -157,6 +171,8 @@ def context(space: str, query: str, max_tokens: int | None, config: RetrievalCon
     params: dict[str, Any] = {"q": query, "max_tokens": max_tokens}
     if config is not None:
         params["preset"] = config
+    if where is not None:
+        params["where"] = json.dumps(_json(where))
     body = yield Request("GET", f"/v1/spaces/{_seg(space)}/context", params=params)
     return Context.model_validate(body)
 
@@ -191,9 +207,12 @@ def list_items(
     live: bool,
     offset: int,
     limit: int,
+    metadata: Mapping[str, object] | None = None,
 ) -> Plan[ItemPage]:
     given = {"kind": kind, "speaker": speaker, "since": since, "until": until, "text": text}
     params: dict[str, Any] = {k: str(v) for k, v in given.items() if v is not None}
+    if metadata is not None:
+        params["metadata"] = json.dumps(_json(metadata))
     params.update(live=str(live).lower(), offset=offset, limit=limit)
     body = yield Request("GET", f"/v1/spaces/{_seg(space)}/items", params=params)
     return ItemPage.model_validate(body)

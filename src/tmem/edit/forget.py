@@ -27,11 +27,11 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, Field
 
-from tmem.construct.extractive.builder import turn_embedding_text
 from tmem.construct.extractive.scenes import make_scene, make_topic, scene_topic_text
 from tmem.construct.revert import load_covered, save_covered
 from tmem.edit.erasure import erasure_scope, finish_erasures
 from tmem.edit.items import bump_edits
+from tmem.embed.texts import turn_embedding_text
 from tmem.errors import NotFoundError
 from tmem.index.space import scene_text
 from tmem.models import BuildMode, Item, Persona, Scene, Trigger, Turn

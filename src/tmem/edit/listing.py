@@ -3,18 +3,22 @@
 Filters combine with AND: ``kind``; ``speaker`` (exact); a date range on the item's own date (``since`` /
 ``until``, inclusive, over the period ``date``..``date_end`` the item names: an item is kept when its period overlaps
 the range; an undated item is left out as soon as a bound is given); ``text`` (case-insensitive substring of the
-text, or the item's id); ``live`` (leave out items a newer item superseded). Items come in arrival order
+text, or the item's id); ``live`` (leave out items a newer item superseded); ``metadata`` (the item's source turns'
+metadata, ``{"key": value}`` or ``{"key": [values]}``: the rule of :mod:`tmem.retrieve.filters`, a condition holds
+when any source turn's value matches). Each page gives every item's inherited metadata (``ItemPage.metadata``). Items come in arrival order
 (``Item.seq``); ``offset`` and ``limit`` select the page and ``total`` counts every match.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from tmem.errors import InputError
-from tmem.models import Item, ItemKind
+from tmem.models import Item, ItemKind, MetaValue, Turn
+from tmem.retrieve.filters import MemoryFilter, inherited_metadata, lookup_turns
 from tmem.store.base import Store
 
 MAX_PAGE = 500
@@ -31,6 +35,9 @@ class ItemFilters(BaseModel):
     until: date | None = Field(default=None, description="Items whose period starts on or before this day.")
     text: str | None = Field(default=None, description="Case-insensitive substring of the text, or the item's id.")
     live: bool = Field(default=False, description="Leave out items that a newer item superseded.")
+    metadata: dict[str, MetaValue | list[MetaValue]] | None = Field(
+        default=None, description='Source turns\' metadata: {"key": value} or {"key": [values]} (any source turn).'
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> ItemFilters:
@@ -68,6 +75,10 @@ class ItemPage(BaseModel):
     total: int = Field(ge=0, description="How many items match the filters (on every page).")
     offset: int = Field(ge=0)
     limit: int = Field(ge=1)
+    metadata: dict[str, dict[str, MetaValue]] = Field(
+        default_factory=dict,
+        description="Each item's metadata inherited from its source turns (latest turn wins a conflicting key).",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -92,4 +103,26 @@ def list_items(store: Store, space: str, filters: ItemFilters, *, offset: int = 
         raise InputError(f"Page with offset >= 0 and limit between 1 and {MAX_PAGE} (got offset={offset}, {limit=}).")
     store.get_space(space)
     kept = [i for i in sorted(store.items(space), key=lambda i: (i.seq, i.id)) if filters.keep(i)]
-    return ItemPage(space=space, items=kept[offset : offset + limit], total=len(kept), offset=offset, limit=limit)
+    if filters.metadata:
+        where = MemoryFilter(metadata=filters.metadata)
+        sources = source_turns(store, space, kept)
+        kept = [i for i in kept if where.keeps_sources(sources[i.id])]
+    page = kept[offset : offset + limit]
+    inherited = {item_id: inherited_metadata(turns) for item_id, turns in source_turns(store, space, page).items()}
+    return ItemPage(
+        space=space,
+        items=page,
+        total=len(kept),
+        offset=offset,
+        limit=limit,
+        metadata={k: v for k, v in inherited.items() if v},
+    )
+
+
+def source_turns(store: Store, space: str, items: Sequence[Item]) -> dict[str, list[Turn]]:
+    """Each item's stored source turns (its own turn ids, else its scenes' turns), by item id in ``items``' order."""
+    scene_ids = sorted({s for i in items if not i.turn_ids for s in i.scene_ids})
+    scene_turns = {s.id: s.turn_ids for s in store.scenes(space, scene_ids)} if scene_ids else {}
+    ids = {i.id: list(i.turn_ids) or [t for s in i.scene_ids for t in scene_turns.get(s, [])] for i in items}
+    turns = lookup_turns(store, space, (t for tids in ids.values() for t in tids))
+    return {item_id: [turns[t] for t in tids if t in turns] for item_id, tids in ids.items()}

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tmem.answer.context import format_scene, format_turn
-from tmem.construct.extractive.builder import turn_embedding_text
+from tmem.embed.texts import turn_embedding_text
 from tmem.index.bm25 import BM25Index
 from tmem.index.dense import DenseTable
 from tmem.index.space import turn_search_text

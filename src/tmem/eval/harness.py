@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.construct.extractive.builder import turn_embedding_text
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space
 from tmem.construct.report import BuildReport
 from tmem.embed.base import Embedder, EmbeddingResult
+from tmem.embed.texts import turn_embedding_text
 from tmem.errors import ConfigError
 from tmem.index.space import scene_text
 from tmem.ingest.importer import import_spaces

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tmem.eval.report import SYSTEM_LABELS, CoverageReport, plot_names
+from tmem.util.extras import require_extra
 
 _STYLE: dict[str, dict[str, Any]] = {
     "tmem": {"color": "#c0392b", "linewidth": 2.6, "marker": "o"},
@@ -29,6 +30,7 @@ def _metric(report: CoverageReport) -> str:
 
 def write_coverage_plots(folder: Path, report: CoverageReport) -> list[Path]:
     """Write the figures the report has data for; returns their paths."""
+    require_extra("eval", "Plotting an evaluation report")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -25,6 +25,7 @@ from tmem.eval.records import BudgetCell, CoverageRecord, ResultsFile, SystemCov
 from tmem.index.space import cached_vectorizer
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.routes import RouteName
 from tmem.retrieve.types import Route
 from tmem.store.base import Store
 from tmem.util.tokens import TokenCounter, default_counter
@@ -73,8 +74,8 @@ BUDGETS_VARIANT = "budgets"
 
 def route_label(route: Route) -> str:
     """A route's name for attribution: the item-trigger union is split by the family whose view won."""
-    if route.name == "item.trigger" and route.view:
-        return f"item.trigger.{route.view.split(':', 1)[0]}"
+    if route.name == RouteName.ITEM_TRIGGER and route.view:
+        return f"{RouteName.ITEM_TRIGGER.value}.{route.view.split(':', 1)[0]}"  # item.trigger.entity / .bridge
     return route.name
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tmem.index.dense import Matrix
+from tmem.util.extras import require_extra
 
 if TYPE_CHECKING:
     from tmem.index.backend import Entry
@@ -36,6 +37,11 @@ _RETRAIN_GROWTH = 2  # retrain when the part holds this many times the vectors i
 
 def faiss_module() -> Any:
     """The faiss module, imported on first use (small spaces never need it)."""
+    require_extra(
+        "scale",
+        "Approximate search (index parts of TMEM_APPROX_ABOVE entries or more, docs/scaling.md)",
+        "Or raise TMEM_APPROX_ABOVE above the space's size to search every part exactly.",
+    )
     import faiss
 
     return faiss

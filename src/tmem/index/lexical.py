@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from tmem.index.bm25 import TOKENIZER_VERSION, BM25Index
+from tmem.index.bm25 import TOKENIZER_VERSION, BM25Index, bm25s_version
 from tmem.index.ivf_saves import space_folder
 from tmem.util.publish import publish_folder
 
@@ -36,9 +36,7 @@ def scope_of(space: str, corpus: str) -> str:
 
 def corpus_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
     """Digest of a corpus as BM25 sees it (ids, texts, tokenizer and bm25s versions)."""
-    import bm25s
-
-    h = hashlib.sha256(f"tmem-bm25|{TOKENIZER_VERSION}|{bm25s.__version__}|{len(ids)}".encode())
+    h = hashlib.sha256(f"tmem-bm25|{TOKENIZER_VERSION}|{bm25s_version()}|{len(ids)}".encode())
     for ident, text in zip(ids, texts, strict=True):
         h.update(b"\x1e")
         h.update(ident.encode("utf-8", "surrogatepass"))

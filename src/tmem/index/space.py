@@ -20,9 +20,9 @@ from typing import Literal
 
 import numpy as np
 
-from tmem.construct.extractive.builder import turn_embedding_text
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
+from tmem.embed.texts import turn_embedding_text
 from tmem.index.anchor import TurnLexicon
 from tmem.index.backend import Entry, MemoryVectorIndex, SyncReport, VectorIndex, changes, view_part
 from tmem.index.bm25 import BM25Index

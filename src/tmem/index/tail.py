@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tmem.construct.extractive.builder import turn_embedding_text
+from tmem.embed.texts import turn_embedding_text
 from tmem.index.anchor import TurnLexicon
 from tmem.index.bm25 import K1, B, tokenize
 from tmem.index.dense import Matrix

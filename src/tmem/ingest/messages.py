@@ -20,11 +20,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tmem.errors import InputError
 from tmem.ingest.limits import MAX_CAPTION_CHARS, MAX_ID_CHARS, MAX_TURN_CHARS, check_date, check_name, check_text
+from tmem.ingest.metadata import metadata_problem
 from tmem.ingest.timestamps import parse_timestamp
 from tmem.models import Session, Turn
 from tmem.store.base import Store
@@ -46,6 +48,11 @@ class MessageInput(BaseModel):
     )
     id: str | None = Field(default=None, description="The caller's stable id; makes retries idempotent.")
     caption: str | None = Field(default=None, description="Caption of an image shared with the message.")
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="Labels of the message: string keys, string / number / boolean values (tmem.ingest.metadata); "
+        "filters select by them.",
+    )
 
     @field_validator("time", mode="before")
     @classmethod
@@ -123,6 +130,7 @@ def _check(messages: Sequence[MessageInput]) -> None:
             ("caption", check_text(m.caption or "", "a caption", MAX_CAPTION_CHARS)),
             ("id", None if m.id is None else check_name(m.id, "a message id", MAX_ID_CHARS)),
             ("time", None if m.time is None else check_date(m.time)),
+            ("metadata", None if m.metadata is None else metadata_problem(m.metadata)),
         ]
         for name, problem in problems:
             if problem:
@@ -190,7 +198,7 @@ def add_messages(
                 report.sessions_created.append(session.id)
             turn = Turn(
                 id=key, session_id=session.id, seq=next_seq, speaker=m.speaker, text=m.text, time=when,
-                caption=m.caption,
+                caption=m.caption, metadata=m.metadata or {},
             )  # fmt: skip
             known[key] = turn
             appended.setdefault(session.id, []).append(turn)

@@ -5,6 +5,10 @@
 
 from __future__ import annotations
 
-from tmem.mcp_server.server import build_server, serve_http, serve_stdio
+from tmem.util.extras import require_extra
+
+require_extra("mcp", "tmem.mcp_server (the MCP server)")
+
+from tmem.mcp_server.server import build_server, serve_http, serve_stdio  # noqa: E402 - after the check
 
 __all__ = ["build_server", "serve_http", "serve_stdio"]

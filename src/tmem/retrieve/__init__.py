@@ -4,10 +4,12 @@ from tmem.retrieve.cascade import Retriever, run_cascade
 from tmem.retrieve.config import PRESETS, SWITCHES, RetrievalConfig
 from tmem.retrieve.fusion import Fused, Ranked, fuse, gate, nanmax, rrf
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
+from tmem.retrieve.routes import ROUTES, RouteName, RouteSpec
 from tmem.retrieve.types import ItemHit, Route, SceneHit, SearchResult
 
 __all__ = [
     "PRESETS",
+    "ROUTES",
     "SWITCHES",
     "CrossEncoderReranker",
     "Fused",
@@ -17,6 +19,8 @@ __all__ = [
     "RetrievalConfig",
     "Retriever",
     "Route",
+    "RouteName",
+    "RouteSpec",
     "SceneHit",
     "SearchResult",
     "fuse",

@@ -13,61 +13,30 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Sequence
-from typing import Literal
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
 from tmem.embed.base import Embedder
-from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex, view_part
+from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex
 from tmem.index.cache import SpaceCache
 from tmem.index.factory import load_index, persistent_vectors
 from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, cached_vectorizer, scene_text, turn_search_text
 from tmem.index.tail import TurnTail
-from tmem.index.topk import Mask, Scores, top_k
-from tmem.models import ITEM_FAMILIES, TriggerFamily
+from tmem.index.topk import Mask, top_k
 from tmem.retrieve.config import RetrievalConfig
-from tmem.retrieve.fusion import Fused, Ranked, fuse, split_gate
-from tmem.retrieve.lists import RawTurns, nearest, ranked
+from tmem.retrieve.fusion import Fused, fuse
+from tmem.retrieve.lists import RawTurns, StageLists
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
+from tmem.retrieve.routes import RERANK_PREFIX, Stage, stage_routes
 from tmem.retrieve.types import GateMiss, ItemHit, Route, SceneHit, SearchResult, TurnHit
 from tmem.store.base import Store
 from tmem.util.text import text_hash
 
 Vector = npt.NDArray[np.float32]
 ANCHOR_CANDIDATES = 3  # best BM25 turns whose share of the query's IDF mass is the query's lexical anchor
-
-
-def _trigger_route(
-    index: SpaceIndex,
-    families: Sequence[TriggerFamily],
-    qvec: Vector,
-    top: int,
-    threshold: float | None,
-    route: str,
-    misses: list[GateMiss],
-) -> list[Ranked]:
-    """Hosts reached through the views of ``families``: host score = max over all those views. Those of the top list
-    under ``threshold`` are dropped and recorded in ``misses``."""
-    if top <= 0 or not families:
-        return []
-    out: list[Ranked] = []
-    for hit in index.vectors.top_hosts([view_part(f.value) for f in families], qvec, top):
-        winner = TriggerFamily(hit.part.removeprefix("views."))
-        # the item route unites Entity and Bridge views: its view label names the family that gave the max
-        label = f"{winner.value}:{hit.view}" if winner in ITEM_FAMILIES else hit.view
-        out.append(Ranked(hit.host, hit.score, label))
-    kept, fell = split_gate(out, threshold)
-    host_kind: Literal["item", "scene"] = "item" if families[0] in ITEM_FAMILIES else "scene"
-    rank = {e.id: n for n, e in enumerate(out, start=1)}
-    misses.extend(
-        GateMiss(route=route, host_kind=host_kind, host_id=e.id, rank=rank[e.id], score=e.score, view=e.view, gate=g)
-        for e in fell
-        if (g := e.gate) is not None
-    )
-    return kept
 
 
 def _rerank(
@@ -82,34 +51,9 @@ def _rerank(
     out = []
     for rank, n in enumerate(order, start=1):
         f = head[n]
-        route = Route(name=f"rerank.{reranker.model_id}", rank=rank, score=scores[n])
+        route = Route(name=f"{RERANK_PREFIX}{reranker.model_id}", rank=rank, score=scores[n])
         out.append(Fused(f.id, scores[n], [*f.routes, route]))
     return out + tail
-
-
-def _scenes_via_items(
-    index: SpaceIndex, i_bm: Scores, qvec: Vector, admitted: Mask, cfg: RetrievalConfig
-) -> list[Ranked]:
-    """Scenes ranked by their best item: BM25 + dense over every item, fused, each item voting for its source
-    scenes in rank order (the view names the item that reached the scene). Admitted scenes only: this is a
-    descriptive route, so the topic prefilter applies."""
-    i_ids = index.ids["item"]
-    items = fuse(
-        {
-            "bm25": ranked(i_ids, i_bm, top_k(i_bm, cfg.depth, positive_only=True)),
-            "dense": nearest(index, "item", qvec, cfg.depth),
-        },
-        cfg.k0,
-    )
-    out: dict[str, Ranked] = {}
-    for f in items:
-        for sid in index.items[index.item_pos[f.id]].scene_ids:
-            pos = index.scene_pos.get(sid)
-            if pos is not None and admitted[pos] and sid not in out:
-                out[sid] = Ranked(sid, f.score, view=f.id)
-        if len(out) >= cfg.scene_via_items_top:
-            break
-    return list(out.values())
 
 
 def run_cascade(
@@ -121,122 +65,52 @@ def run_cascade(
     tail: TurnTail | None = None,
 ) -> SearchResult:
     """One search over a built index with an already embedded query (and the turns added since the index was loaded,
-    ``tail``, searched beside its own: :mod:`tmem.index.tail`)."""
+    ``tail``, searched beside its own: :mod:`tmem.index.tail`). Each stage fuses the lists of its active routes
+    (:data:`tmem.retrieve.routes.ROUTES`)."""
     cfg = config.for_space(index.descriptive_only).deepened()
-    bm25_all = index.bm25.scores(query)
-    n_scenes = len(index.scenes)
+    turns = RawTurns(index, tail, query)
+    lists = StageLists(index, query, qvec, cfg, turns)
 
     # ---------------- Stage 1: topic prefilter
     surviving: list[Fused] = []
-    admitted: Mask = np.ones(n_scenes, dtype=np.bool_)
-    prefiltered = False  # whether the prefilter ran (else every scene is admitted: an unfiltered lookup)
-    if cfg.enabled("TF") and index.topics:
-        t_ids = index.ids["topic"]
-        t_bm = index.bm25_scores("topic", query, bm25_all)
-        surviving = fuse(
-            {
-                "topic.bm25": ranked(t_ids, t_bm, top_k(t_bm, cfg.depth, positive_only=True)),
-                "topic.dense": nearest(index, "topic", qvec, cfg.depth),
-            },
-            cfg.k0,
-        )[: cfg.k_topics]
+    topic_lists = lists.lists(Stage.TOPIC) if index.topics else {}
+    if topic_lists:
+        surviving = fuse(topic_lists, cfg.k0)[: cfg.k_topics]
+        n_scenes = len(index.scenes)
         admitted = index.unlinked_scenes.copy() if cfg.admit_unlinked_scenes else np.zeros(n_scenes, np.bool_)
-        prefiltered = True
         for f in surviving:
             admitted[index.topic_scenes[index.topic_pos[f.id]]] = True
+        lists.admitted = admitted  # else every scene is admitted: an unfiltered lookup
     surviving_ids = {f.id for f in surviving}
-    misses: list[GateMiss] = []
 
-    # ---------------- Stage 2: scenes
-    s_ids = index.ids["scene"]
-    s_bm = index.bm25_scores("scene", query, bm25_all)
-    scene_lists: dict[str, list[Ranked]] = {
-        "scene.bm25": ranked(s_ids, s_bm, top_k(s_bm, cfg.depth, admitted, positive_only=True)),
-        "scene.dense": nearest(index, "scene", qvec, cfg.depth, admitted if prefiltered else None, s_ids),
-    }
-    # Trigger routes are never gated by the topic prefilter (the bypass).
-    if cfg.enabled("ST"):
-        scene_lists["scene.trigger.scene"] = _trigger_route(
-            index,
-            (TriggerFamily.SCENE,),
-            qvec,
-            cfg.scene_trigger_top,
-            cfg.scene_trigger_gate,
-            "scene.trigger.scene",
-            misses,
-        )
-    if cfg.enabled("HT"):
-        scene_lists["scene.trigger.horizon"] = _trigger_route(
-            index,
-            (TriggerFamily.HORIZON,),
-            qvec,
-            cfg.scene_trigger_top,
-            cfg.scene_trigger_gate,
-            "scene.trigger.horizon",
-            misses,
-        )
-
-    i_ids = index.ids["item"]
-    i_bm = index.bm25_scores("item", query, bm25_all)
-    if cfg.scene_via_items_top > 0:
-        scene_lists["scene.items"] = _scenes_via_items(index, i_bm, qvec, admitted, cfg)
-
+    # ---------------- Stage 2: scenes (trigger routes are never gated by the topic prefilter: the bypass)
     def scene_text_of(sid: str) -> str:
         return scene_text(index.scenes[index.scene_pos[sid]])
 
-    fused_scenes = _rerank(fuse(scene_lists, cfg.k0), scene_text_of, query, reranker, cfg.rerank_depth)
+    fused_scenes = _rerank(fuse(lists.lists(Stage.SCENE), cfg.k0), scene_text_of, query, reranker, cfg.rerank_depth)
     kept_scenes = fused_scenes[: cfg.k_scenes]
 
     # ---------------- Stage 3: items
     kept_items: list[Fused] = []
-    if cfg.enabled("IC"):
+    if stage_routes(Stage.ITEM, cfg):
         pool: Mask = np.zeros(len(index.items), dtype=np.bool_)
         for f in kept_scenes:
             pool[index.scene_items[index.scene_pos[f.id]]] = True
-        if cfg.item_direct_top > 0:
-            # Direct route: every indexed item (superseded ones are not indexed) is ranked, not only the pool, so
-            # items of kept scenes and items elsewhere compete on the same two lists.
-            item_lists: dict[str, list[Ranked]] = {
-                "item.direct.bm25": ranked(i_ids, i_bm, top_k(i_bm, cfg.item_direct_top, positive_only=True)),
-                "item.direct.dense": nearest(index, "item", qvec, cfg.item_direct_top),
-            }
-        else:
-            n_pool = int(pool.sum())
-            item_lists = {
-                "item.bm25": ranked(i_ids, i_bm, top_k(i_bm, max(cfg.depth, n_pool), pool, positive_only=True)),
-                "item.dense": nearest(index, "item", qvec, max(cfg.depth, n_pool), pool, i_ids),
-            }
-        if cfg.enabled("ET+BT"):
-            families = tuple(f for f in ITEM_FAMILIES if f in cfg.item_trigger_families)
-            if cfg.split_item_triggers:
-                for fam in families:
-                    name = f"item.trigger.{fam.value}"
-                    item_lists[name] = _trigger_route(index, (fam,), qvec, cfg.item_trigger_top, cfg.gate, name, misses)
-            else:
-                item_lists["item.trigger"] = _trigger_route(
-                    index, families, qvec, cfg.item_trigger_top, cfg.gate, "item.trigger", misses
-                )
+        lists.pool = pool
 
         def item_text_of(iid: str) -> str:
             return index.items[index.item_pos[iid]].text
 
+        item_lists = lists.lists(Stage.ITEM)
         kept_items = _rerank(fuse(item_lists, cfg.k0), item_text_of, query, reranker, cfg.rerank_depth)[: cfg.k_items]
 
-    turns = RawTurns(index, tail, query)
-    turn_lists: dict[str, list[Ranked]] = {}
-    if cfg.turn_top > 0 and turns.list:
-        # Each list's best turn_top turns are kept (not the fused top turn_top): a turn that one list alone puts at
-        # its top is what flat retrieval by that list would hand a reader, so it must reach the context's fusion.
-        turn_lists["turn.bm25"] = turns.bm25(cfg.turn_top)
-        turn_lists["turn.dense"] = turns.dense(qvec, cfg.turn_top)
-    if cfg.unbuilt_top > 0 and turns.unbuilt.any():
-        # The unbuilt-turn route: the same two lists restricted to the turns no scene holds yet, so that what was said
-        # since the last build (or everything, before the first) is recalled at once, whatever the rest ranks.
-        turn_lists["turn.unbuilt.bm25"] = turns.bm25(cfg.unbuilt_top, turns.unbuilt)
-        turn_lists["turn.unbuilt.dense"] = turns.dense(qvec, cfg.unbuilt_top, turns.unbuilt)
+    # Raw turns: each list's best turns are kept (not the fused top): a turn that one list alone puts at its top is
+    # what flat retrieval by that list would hand a reader, so it must reach the context's fusion. The unbuilt-turn
+    # routes recall what was said since the last build (or everything, before the first) whatever the rest ranks.
+    turn_lists = lists.lists(Stage.TURN)
     kept_turns = fuse(turn_lists, cfg.k0) if turn_lists else []
 
-    result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, misses)
+    result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, lists.misses)
     result = result.model_copy(update={"unbuilt_turns": int(turns.unbuilt.sum())})
     if cfg.lexical_floor is not None and turns.list:
         best = top_k(turns.scores, ANCHOR_CANDIDATES, positive_only=True)

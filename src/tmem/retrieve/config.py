@@ -13,15 +13,27 @@ Switches (paper §4.4), each removing exactly its component:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from tmem.errors import ConfigError
 from tmem.models import TriggerFamily
+from tmem.retrieve.routes import RouteName, parse_routes
 
 Switch = Literal["SL", "IC", "ET+BT", "PS", "TF", "ST", "HT"]
 SWITCHES: tuple[Switch, ...] = ("SL", "IC", "ET+BT", "PS", "TF", "ST", "HT")
+
+
+def _routes(value: object) -> object:
+    if isinstance(value, str):
+        value = (value,)
+    return parse_routes(value) if isinstance(value, Iterable) else value
+
+
+# Route names, or prefixes ending in '.' that stand for every route they start (validated: an unknown one is refused).
+Routes = Annotated[frozenset[RouteName], BeforeValidator(_routes)]
 
 
 class RetrievalConfig(BaseModel):
@@ -86,9 +98,9 @@ class RetrievalConfig(BaseModel):
         "this is anchorless: the budgeted context then orders hits by the `anchorless_routes` only (docs/retrieval.md). "
         "None = every route always counts.",
     )
-    anchorless_routes: frozenset[str] = Field(
+    anchorless_routes: Routes = Field(
         default=frozenset(),
-        description="Routes (names or prefixes ending in '.') that still count for an anchorless query.",
+        description="Routes that still count for an anchorless query (given as names, or prefixes ending in '.').",
     )
     context_k0: int = Field(
         default=1,
@@ -132,8 +144,10 @@ class RetrievalConfig(BaseModel):
         return self.replace(disabled=self.disabled | frozenset(switches))
 
     def replace(self, **changes: Any) -> RetrievalConfig:
-        """A validated copy with fields changed (field names or the paper's aliases kT, kS, kI, R)."""
-        data = self.model_dump()
+        """A validated copy with fields changed (field names or the paper's aliases kT, kS, kI, R). The copy's
+        explicitly set fields (``model_fields_set``) are this config's and the changed ones: what :meth:`for_space`
+        never replaces."""
+        data = {name: getattr(self, name) for name in self.model_fields_set}
         aliases = {f.alias: name for name, f in type(self).model_fields.items() if f.alias}
         for key, value in changes.items():
             data[aliases.get(key, key)] = value
@@ -141,16 +155,14 @@ class RetrievalConfig(BaseModel):
 
     def for_space(self, descriptive_only: bool) -> RetrievalConfig:
         """Resolve the ``auto`` preset for one space: the ``extractive`` recipe on a space built without an LLM, the
-        ``associative`` recipe (rank admission on trigger routes) otherwise. Fields the caller changed from the
-        paper's defaults are kept; any other preset is returned unchanged."""
+        ``associative`` recipe (rank admission on trigger routes) otherwise: each field that recipe overrides, unless
+        the caller set it explicitly (even to the paper's value: ``model_fields_set``, kept by :meth:`replace`). Any
+        other preset is returned unchanged."""
         if self.name != "auto":
             return self
-        target = PRESETS["extractive" if descriptive_only else "associative"]
-        changes: dict[str, Any] = {"name": f"auto:{target.name}"}
-        for field in type(self).model_fields:  # every field the recipe sets, unless the caller changed it
-            if field != "name" and getattr(self, field) == getattr(_PAPER, field):
-                changes[field] = getattr(target, field)
-        return self.replace(**changes)
+        target = "extractive" if descriptive_only else "associative"
+        changes = {k: v for k, v in PRESET_OVERRIDES[target].items() if k not in self.model_fields_set}
+        return self.replace(**changes, name=f"auto:{target}")
 
     def deepened(self) -> RetrievalConfig:
         """The recipe with lists deep enough for a budgeted context of ``context_depth`` units: as many items and
@@ -176,58 +188,64 @@ class RetrievalConfig(BaseModel):
             raise ConfigError(f"Unknown retrieval preset {name!r}; choose one of {', '.join(PRESETS)}.") from None
 
 
-_PAPER = RetrievalConfig(name="paper")
 # A query whose best BM25 turns hold under a quarter of its IDF mass has no lexical anchor (docs/retrieval.md).
 ANCHOR_FLOOR = 0.25
 
 # Dense similarity over the raw turns no build holds yet: it orders an anchorless context on every space, so a message
 # added since the last build can recall by association like any other turn (docs/retrieval.md).
-UNBUILT_DENSE = "turn.unbuilt.dense"
+UNBUILT_DENSE = RouteName.TURN_UNBUILT_DENSE
 # What still orders the context of an anchorless query on an LLM-built space: the trigger routes that rehearse
 # situations (Scene, Horizon, Bridge) and dense similarity over raw turns (built or not) and scenes.
 ASSOCIATIVE_ROUTES = frozenset(
-    {"turn.dense", UNBUILT_DENSE, "scene.dense", "scene.trigger.scene", "scene.trigger.horizon", "item.trigger.bridge"}
+    {
+        RouteName.TURN_DENSE,
+        UNBUILT_DENSE,
+        RouteName.SCENE_DENSE,
+        RouteName.SCENE_TRIGGER_SCENE,
+        RouteName.SCENE_TRIGGER_HORIZON,
+        RouteName.ITEM_TRIGGER_BRIDGE,
+    }
 )
 
-PRESETS: dict[str, RetrievalConfig] = {
+# Each preset is the paper's recipe (Appendix E, the field defaults) with these fields overridden.
+PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
     # Appendix E: (kT, kS, kI) = (15, 5, 15), R = 10, gate 0.85, k0 = 60 (calibrated for bge-m3).
-    "paper": _PAPER,
+    "paper": {},
     # The same cascade with the item-trigger gate lowered for MiniLM, whose cosines sit well below bge-m3's.
-    "minilm": _PAPER.replace(name="minilm", gate=0.6),
+    "minilm": {"gate": 0.6},
     # The descriptive half only: Entity (not Bridge) views, Scene triggers, no Horizon, no persona.
-    "descriptive": _PAPER.replace(name="descriptive", item_trigger_families=(TriggerFamily.ENTITY,)).without(
-        "HT", "PS"
-    ),
+    "descriptive": {"item_trigger_families": (TriggerFamily.ENTITY,), "disabled": frozenset({"HT", "PS"})},
     # The offline default for spaces built without an LLM: their items are the substantive turns themselves, and
     # only Entity triggers exist, so items are also ranked directly over the whole space (see docs/retrieval.md).
-    "extractive": _PAPER.replace(
-        name="extractive",
-        gate=0.6,
-        item_direct_top=50,
-        scene_via_items_top=50,
-        lexical_floor=ANCHOR_FLOOR,
-        anchorless_routes=frozenset({"turn.dense", UNBUILT_DENSE}),
-        context_k0=0,
-    ),
+    "extractive": {
+        "gate": 0.6,
+        "item_direct_top": 50,
+        "scene_via_items_top": 50,
+        "lexical_floor": ANCHOR_FLOOR,
+        "anchorless_routes": frozenset({RouteName.TURN_DENSE, UNBUILT_DENSE}),
+        "context_k0": 0,
+    },
     # The default for LLM-built spaces, for any embedder: trigger routes admit by rank (top R / top 10), never by an
     # absolute cosine, and Entity and Bridge rank as two lists (docs/retrieval.md: the measurements behind this).
     # An anchorless query (a situation that shares no words with what it needs: the associative case) is ordered by
     # the associative routes and the dense ones only, and a scene enters as its best-matched turn (docs/retrieval.md:
     # chosen with one LLM-built dev memory left out in turn).
-    "associative": _PAPER.replace(
-        name="associative",
-        gate=None,
-        split_item_triggers=True,
-        lexical_floor=ANCHOR_FLOOR,
-        anchorless_routes=ASSOCIATIVE_ROUTES,
-        context_k0=3,
-        excerpt_neighbours=False,
-        scene_titles=False,
-    ),
+    "associative": {
+        "gate": None,
+        "split_item_triggers": True,
+        "lexical_floor": ANCHOR_FLOOR,
+        "anchorless_routes": ASSOCIATIVE_ROUTES,
+        "context_k0": 3,
+        "excerpt_neighbours": False,
+        "scene_titles": False,
+    },
     # The default: `extractive` on spaces built without an LLM, `associative` on the others (resolved per space).
-    "auto": _PAPER.replace(name="auto"),
+    "auto": {},
     # Node indices only: no trigger route at all.
-    "no-triggers": _PAPER.replace(name="no-triggers").without("ET+BT", "ST", "HT"),
+    "no-triggers": {"disabled": frozenset({"ET+BT", "ST", "HT"})},
     # Similarity over every scene, no topic prefilter.
-    "no-filter": _PAPER.replace(name="no-filter").without("TF"),
+    "no-filter": {"disabled": frozenset({"TF"})},
+}
+PRESETS: dict[str, RetrievalConfig] = {
+    name: RetrievalConfig(name=name, **overrides) for name, overrides in PRESET_OVERRIDES.items()
 }

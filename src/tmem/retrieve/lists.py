@@ -1,19 +1,27 @@
 """Ranked lists over a space's nodes and raw turns, as the cascade fuses them: the vector index's nearest entries of
-a part, BM25 rows as ranked entries, and :class:`RawTurns`, every raw turn of a search (the index's, then the tail's:
-:mod:`tmem.index.tail`) with which of them no scene holds yet (the unbuilt-turn route, docs/retrieval.md)."""
+a part, BM25 rows as ranked entries, trigger views grouped by host, :class:`RawTurns`, every raw turn of a search
+(the index's, then the tail's: :mod:`tmem.index.tail`) with which of them no scene holds yet (the unbuilt-turn route,
+docs/retrieval.md), and :class:`StageLists`, which builds a stage's lists from the route table
+(:mod:`tmem.retrieve.routes`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from tmem.index.space import SpaceIndex
+from tmem.index.backend import view_part
+from tmem.index.space import NodeType, SpaceIndex
 from tmem.index.tail import TurnTail
 from tmem.index.topk import Mask, Scores, top_k
-from tmem.models import Turn
-from tmem.retrieve.fusion import Ranked
+from tmem.models import ITEM_FAMILIES, TriggerFamily, Turn
+from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.fusion import Ranked, fuse, split_gate
+from tmem.retrieve.routes import RouteSpec, Scope, Source, Stage, stage_routes
+from tmem.retrieve.types import GateMiss
 
 Vector = npt.NDArray[np.float32]
 
@@ -80,3 +88,125 @@ class RawTurns:
         merged = found + [Ranked(self.tail.turns[int(r)].id, float(cos[r])) for r in rows]
         order = sorted(range(len(merged)), key=lambda m: (-merged[m].score, m))
         return [merged[m] for m in order[:k]]
+
+
+def _trigger_route(
+    index: SpaceIndex, spec: RouteSpec, cfg: RetrievalConfig, qvec: Vector, misses: list[GateMiss]
+) -> list[Ranked]:
+    """Hosts reached through the views of the route's families: host score = max over all those views. Those of the
+    top list under the route's gate are dropped and recorded in ``misses``."""
+    families, top = spec.families_for(cfg), spec.top(cfg)
+    if top <= 0 or not families:
+        return []
+    out: list[Ranked] = []
+    for hit in index.vectors.top_hosts([view_part(f.value) for f in families], qvec, top):
+        winner = TriggerFamily(hit.part.removeprefix("views."))
+        # the item route unites Entity and Bridge views: its view label names the family that gave the max
+        label = f"{winner.value}:{hit.view}" if winner in ITEM_FAMILIES else hit.view
+        out.append(Ranked(hit.host, hit.score, label))
+    kept, fell = split_gate(out, spec.gate_for(cfg))
+    host_kind: Literal["item", "scene"] = "item" if spec.unit is Stage.ITEM else "scene"
+    rank = {e.id: n for n, e in enumerate(out, start=1)}
+    misses.extend(
+        GateMiss(
+            route=spec.name, host_kind=host_kind, host_id=e.id, rank=rank[e.id], score=e.score, view=e.view, gate=g
+        )
+        for e in fell
+        if (g := e.gate) is not None
+    )
+    return kept
+
+
+def _scenes_via_items(
+    index: SpaceIndex, i_bm: Scores, qvec: Vector, admitted: Mask, cfg: RetrievalConfig, top: int
+) -> list[Ranked]:
+    """Scenes ranked by their best item: BM25 + dense over every item, fused, each item voting for its source
+    scenes in rank order (the view names the item that reached the scene). Admitted scenes only: this is a
+    descriptive route, so the topic prefilter applies."""
+    i_ids = index.ids["item"]
+    items = fuse(
+        {
+            "bm25": ranked(i_ids, i_bm, top_k(i_bm, cfg.depth, positive_only=True)),
+            "dense": nearest(index, "item", qvec, cfg.depth),
+        },
+        cfg.k0,
+    )
+    out: dict[str, Ranked] = {}
+    for f in items:
+        for sid in index.items[index.item_pos[f.id]].scene_ids:
+            pos = index.scene_pos.get(sid)
+            if pos is not None and admitted[pos] and sid not in out:
+                out[sid] = Ranked(sid, f.score, view=f.id)
+        if len(out) >= top:
+            break
+    return list(out.values())
+
+
+_NODES: dict[Stage, NodeType] = {Stage.TOPIC: "topic", Stage.SCENE: "scene", Stage.ITEM: "item"}
+
+
+@dataclass
+class StageLists:
+    """The ranked lists of one search, stage by stage, as the route table says: each active route of a stage
+    (:func:`tmem.retrieve.routes.stage_routes`) gives one list, ranked by its source over its scope. Stage 2 reads
+    ``admitted`` (set by the topic prefilter when it ran), Stage 3 ``pool`` (the items of the kept scenes)."""
+
+    index: SpaceIndex
+    query: str
+    qvec: Vector
+    cfg: RetrievalConfig
+    turns: RawTurns
+    misses: list[GateMiss] = field(default_factory=list)  # trigger-route candidates that fell under a gate
+    admitted: Mask | None = None  # scenes admitted by the topic prefilter (None: it did not run, every scene is)
+    pool: Mask | None = None  # items of the kept scenes
+    _bm25: dict[Stage, Scores] = field(default_factory=dict)
+    _bm25_all: Scores | None = None
+
+    def bm25(self, stage: Stage) -> Scores:
+        """BM25 scores of every node of ``stage`` (computed once per search)."""
+        if stage not in self._bm25:
+            if self._bm25_all is None:
+                self._bm25_all = self.index.bm25.scores(self.query)
+            self._bm25[stage] = self.index.bm25_scores(_NODES[stage], self.query, self._bm25_all)
+        return self._bm25[stage]
+
+    def lists(self, stage: Stage) -> dict[str, list[Ranked]]:
+        """Every active route of ``stage`` with its list (a route over an empty scope of raw turns gives none), keyed
+        by its :class:`RouteName`."""
+        out: dict[str, list[Ranked]] = {}
+        for spec in stage_routes(stage, self.cfg):
+            entries = self._turn_list(spec) if spec.stage is Stage.TURN else self._node_list(spec)
+            if entries is not None:
+                out[spec.name] = entries
+        return out
+
+    def _mask(self, scope: Scope) -> Mask | None:
+        if scope is Scope.ADMITTED:
+            return self.admitted
+        if scope is Scope.POOL:
+            return self.pool
+        return None
+
+    def _node_list(self, spec: RouteSpec) -> list[Ranked]:
+        index, k = self.index, spec.top(self.cfg)
+        if spec.source is Source.TRIGGER:
+            return _trigger_route(index, spec, self.cfg, self.qvec, self.misses)
+        mask = self._mask(spec.scope)
+        if spec.source is Source.ITEMS:
+            admitted = mask if mask is not None else np.ones(len(index.scenes), dtype=np.bool_)
+            return _scenes_via_items(index, self.bm25(Stage.ITEM), self.qvec, admitted, self.cfg, k)
+        if spec.scope is Scope.POOL and mask is not None:
+            k = max(k, int(mask.sum()))  # every item of the kept scenes is ranked
+        part = _NODES[spec.unit]
+        ids = index.ids[part]
+        if spec.source is Source.BM25:
+            scores = self.bm25(spec.stage)
+            return ranked(ids, scores, top_k(scores, k, mask, positive_only=True))
+        return nearest(index, part, self.qvec, k, mask, ids)
+
+    def _turn_list(self, spec: RouteSpec) -> list[Ranked] | None:
+        turns, k = self.turns, spec.top(self.cfg)
+        mask = turns.unbuilt if spec.scope is Scope.UNBUILT else None
+        if not turns.list or (mask is not None and not mask.any()):
+            return None
+        return turns.bm25(k, mask) if spec.source is Source.BM25 else turns.dense(self.qvec, k, mask)

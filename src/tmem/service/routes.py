@@ -4,6 +4,7 @@ Every success response is a pydantic model (the library's own return types), so 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date
@@ -15,7 +16,7 @@ from tmem.answer import Answer
 from tmem.answer.budget import Context
 from tmem.edit import ForgetReport, ItemHistory
 from tmem.edit.listing import MAX_PAGE, ItemPage
-from tmem.errors import NotFoundError, SpaceNotFound
+from tmem.errors import InputError, NotFoundError, SpaceNotFound
 from tmem.models import Item, ItemKind
 from tmem.retrieve.types import SearchResult
 from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config, shown
@@ -36,6 +37,27 @@ def _item_hint(space: str, item_id: str) -> Iterator[None]:
         ) from exc
 
 
+WHERE_DOC = (
+    'A filter as JSON: {"metadata": {"key": value or [values]}, "speaker": name or [names], "since": date, '
+    '"until": date}; only memory from matching turns enters, before packing (docs/agents.md).'
+)
+METADATA_DOC = 'Source turns\' metadata as JSON, e.g. {"project": "alpha"} or {"project": ["alpha", "beta"]}.'
+
+
+def json_object(value: str | None, name: str) -> dict[str, Any] | None:
+    """A query parameter holding a JSON object (None when absent); anything else is a 422 saying what to send."""
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        example = '{"project": "alpha"}' if name == "metadata" else '{"metadata": {"project": "alpha"}}'
+        raise InputError(f"Query parameter {name} must be a JSON object, e.g. {name}={example}.")
+    return parsed
+
+
 def register(app: FastAPI) -> None:
     @app.post("/v1/spaces/{space}/search", response_model=SearchResult, tags=["recall"])
     async def search(space: SpaceName, body: SearchIn, tenant: Tenant, state: State) -> dict[str, Any]:
@@ -44,7 +66,7 @@ def register(app: FastAPI) -> None:
         score in each."""
         key = await require_space(state, tenant, space)
         cfg = retrieval_config(body.config, state.settings)
-        result = await state.memory.search(key, body.q, cfg)
+        result = await state.memory.search(key, body.q, cfg, where=body.where)
         data: dict[str, Any] = shown(result.model_dump(mode="json"), key, space)
         if not body.explain:
             for hit in data["scenes"] + data["items"] + data["turns"]:
@@ -59,11 +81,13 @@ def register(app: FastAPI) -> None:
         q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY, description="The query."), Text],
         max_tokens: Annotated[int, Query(ge=0, le=MAX_TOKENS, description="Token budget of the text.")] = 2000,
         preset: Annotated[str | None, Query(max_length=64, description="Retrieval preset (docs/retrieval.md).")] = None,
+        where: Annotated[str | None, Query(max_length=MAX_QUERY, description=WHERE_DOC)] = None,
     ) -> dict[str, Any]:
         """The text to hand a reader for ``q``: hits packed into at most ``max_tokens`` tokens, with their routes, the
-        token count, and how many turns are not built yet."""
+        token count, and how many turns are not built yet; ``where`` filters before packing."""
         key = await require_space(state, tenant, space)
-        result = await state.memory.context(key, q, max_tokens=max_tokens, config=preset)
+        chosen = json_object(where, "where")
+        result = await state.memory.context(key, q, max_tokens=max_tokens, config=preset, where=chosen)
         return dict(shown(result.model_dump(mode="json"), key, space))
 
     @app.post("/v1/spaces/{space}/ask", response_model=Answer, tags=["recall"])
@@ -96,6 +120,7 @@ def register(app: FastAPI) -> None:
             str | None, Query(max_length=MAX_QUERY, description="Substring of the text (any case), or an item id.")
         ] = None,
         live: Annotated[bool, Query(description="Leave out items a newer item superseded.")] = False,
+        metadata: Annotated[str | None, Query(max_length=MAX_QUERY, description=METADATA_DOC)] = None,
         offset: Annotated[int, Query(ge=0, le=10_000_000, description="How many matches to skip.")] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size.")] = 50,
     ) -> dict[str, Any]:
@@ -103,7 +128,16 @@ def register(app: FastAPI) -> None:
         match and ``next_offset`` is the next page's offset (null on the last page)."""
         key = await require_space(state, tenant, space)
         page = await state.memory.list_items(
-            key, kind=kind, speaker=speaker, since=since, until=until, text=text, live=live, offset=offset, limit=limit
+            key,
+            kind=kind,
+            speaker=speaker,
+            since=since,
+            until=until,
+            text=text,
+            live=live,
+            metadata=json_object(metadata, "metadata"),
+            offset=offset,
+            limit=limit,
         )
         return dict(shown(page.model_dump(mode="json"), key, space))
 

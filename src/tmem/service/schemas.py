@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from tmem.construct.report import BuildReport
-from tmem.models import SpaceSummary
+from tmem.models import MetaValue, SpaceSummary
 from tmem.store.control import JobState
 
 MAX_MESSAGES = 500
@@ -52,6 +52,11 @@ class MessageIn(BaseModel):
     caption: Annotated[str, Text] | None = Field(
         default=None, max_length=MAX_TEXT, description="Caption of a shared image."
     )
+    metadata: dict[str, MetaValue] | None = Field(
+        default=None,
+        description="Labels of the message: at most 32 keys (64 characters each), string values of at most 256 "
+        "characters, numbers or booleans. Filters (`where`) select by them (docs/agents.md).",
+    )
 
 
 class MessagesIn(BaseModel):
@@ -79,6 +84,11 @@ class SearchIn(BaseModel):
         description="A preset name (docs/retrieval.md) or RetrievalConfig fields, e.g. {'kS': 3, 'disabled': ['HT']}.",
     )
     explain: bool = Field(default=False, description="Keep each hit's routes (which lists reached it and how).")
+    where: dict[str, Any] | None = Field(
+        default=None,
+        description='Only memory from matching turns: {"metadata": {"key": value or [values]}, "speaker": name or '
+        '[names], "since": date, "until": date} (docs/agents.md).',
+    )
 
 
 class AskIn(BaseModel):

@@ -1,7 +1,9 @@
 """The service's control records: tenants' API keys (stored hashed) and persisted build jobs.
 
-They live in the same database as the memory (their tables come from a migration of the store) but behind their own
-small protocol, because only the HTTP service and the ``tmem keys`` commands use them. A tenant exists as long as it
+They live in the same database as the memory but behind their own small protocol, because only the HTTP service and
+the ``tmem keys`` commands use them: one implementation on SQLAlchemy Core for both backends
+(:mod:`tmem.store.control_sql`), its tables migrated by their own Alembic history (:mod:`tmem.store.control_schema`,
+:mod:`tmem.store.control_migrations`). A tenant exists as long as it
 has a key; its spaces are the store spaces ``TENANT/SPACE`` (the seam agreed in DESIGN.md), so tenant and space names
 contain no ``/``.
 
@@ -27,7 +29,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.errors import ConfigError, InputError
+from tmem.errors import InputError
 from tmem.store.base import Store
 
 JobState = Literal["queued", "running", "succeeded", "failed"]
@@ -203,20 +205,13 @@ REQUEUED_NOTE = "re-queued: the server running it stopped mid-build"
 
 def open_control(store: Store) -> ControlStore:
     """The control store in the same database as ``store`` (a SQLite file or a PostgreSQL database)."""
-    from tmem.store.control_sqlite import SQLiteControl
-    from tmem.store.sqlite import SQLiteStore
+    from tmem.store import opened_url
 
-    if isinstance(store, SQLiteStore):
-        if store.path == ":memory:":
-            raise ConfigError("The service needs a memory directory on disk (--dir or TMEM_HOME), not ':memory:'.")
-        return SQLiteControl.open(store.path)
-    from tmem.store.pg_base import PgBase
+    return open_control_url(opened_url(store))
 
-    if isinstance(store, PgBase):
-        from tmem.store.control_pg import PgControl
 
-        return PgControl.open(store.url)
-    raise ConfigError(
-        f"The service's keys and jobs are kept in SQLite or PostgreSQL; {type(store).__name__} has no control "
-        "tables. Serve a memory directory (--dir or TMEM_HOME) or a PostgreSQL database (TMEM_DATABASE_URL)."
-    )
+def open_control_url(url: str) -> ControlStore:
+    """The control store of the database at ``url`` (``sqlite:///PATH`` or ``postgresql://...``), migrated."""
+    from tmem.store.control_sql import SqlControl
+
+    return SqlControl.open(url)

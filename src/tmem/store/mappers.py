@@ -48,7 +48,7 @@ def session(r: Row) -> m.Session:
 
 
 def turn_row(t: m.Turn) -> dict[str, Any]:
-    return {**_pick(t, _TURN), "time": ts(t.time), "metadata": json.dumps(t.metadata, sort_keys=True)}
+    return {**_pick(t, _TURN), "time": ts(t.time), "metadata": json.dumps(t.metadata, ensure_ascii=False)}
 
 
 def turn(r: Row) -> m.Turn:

@@ -310,6 +310,13 @@ def _m_item_slot(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE items ADD COLUMN slot TEXT")
 
 
+def _m_turn_metadata(db: sqlite3.Connection) -> None:
+    """Turns carry the caller's metadata (issue 19): ``metadata``, a JSON object of string keys and string, number or
+    boolean values; '{}' for turns stored before."""
+    if "metadata" not in _columns(db, "turns"):
+        db.execute("ALTER TABLE turns ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'")
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("001_initial", _m001_initial),
     ("service_control", _m_service_control),
@@ -319,6 +326,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("service_job_owner", _m_service_job_owner),
     ("erasure_ledger", _m_erasures),
     ("004_item_slot", _m_item_slot),
+    ("005_turn_metadata", _m_turn_metadata),
 ]
 
 

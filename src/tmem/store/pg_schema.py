@@ -275,6 +275,10 @@ CREATE INDEX IF NOT EXISTS service_jobs_owner ON service_jobs(owner, state)
 _M_ITEM_SLOT = """
 ALTER TABLE items ADD COLUMN IF NOT EXISTS slot TEXT
 """
+# Turn metadata (see the SQLite migration).
+_M_TURN_METADATA = """
+ALTER TABLE turns ADD COLUMN IF NOT EXISTS metadata TEXT NOT NULL DEFAULT '{}'
+"""
 
 # The erasure ledger (see the SQLite migration). Keyed by (tenant, seq) for Citus; the tenant CHECK as everywhere.
 # No foreign key to spaces: an entry outlives its space. xid: the deleting transaction's id (scrub() checks that no
@@ -303,6 +307,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("service_job_owner", _M_SERVICE_JOB_OWNER),
     ("erasure_ledger", _M_ERASURES),
     ("004_item_slot", _M_ITEM_SLOT),
+    ("005_turn_metadata", _M_TURN_METADATA),
 ]
 
 

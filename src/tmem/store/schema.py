@@ -299,7 +299,9 @@ Index("erasures_pending", erasures.c.erased, erasures.c.seq)
 LINK_TABLES = (scene_turns, topic_scenes, item_scenes, trigger_views)
 
 # Tables in the same database this schema does not own (Alembic's comparison leaves them alone).
-FOREIGN_TABLES = frozenset({"service_keys", "service_jobs", "vector_index", "migrations", "alembic_version"})
+FOREIGN_TABLES = frozenset(
+    {"service_keys", "service_jobs", "vector_index", "migrations", "alembic_version", "alembic_version_control"}
+)
 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:

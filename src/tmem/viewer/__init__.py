@@ -7,8 +7,20 @@
 that maps an API key to its tenant's scope.
 """
 
-from tmem.viewer.app import COOKIE, LOCAL_HOSTS, PREFIX, VISIT_COOKIE, create_local_app, create_router, request_key
-from tmem.viewer.scope import JobView, ScopeResolver, ViewerScope
+from tmem.util.extras import require_extra
+
+require_extra("viewer", "tmem.viewer (the memory viewer)")
+
+from tmem.viewer.app import (  # noqa: E402 - after the check, which names the extra to install
+    COOKIE,
+    LOCAL_HOSTS,
+    PREFIX,
+    VISIT_COOKIE,
+    create_local_app,
+    create_router,
+    request_key,
+)
+from tmem.viewer.scope import JobView, ScopeResolver, ViewerScope  # noqa: E402
 
 __all__ = [
     "COOKIE",

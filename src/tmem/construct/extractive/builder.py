@@ -16,8 +16,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-import numpy.typing as npt
 from tqdm import tqdm
 
 from tmem.construct.extractive.cluster import JOIN_THRESHOLD, OnlineTopics
@@ -27,8 +25,9 @@ from tmem.construct.extractive.reopen import grew_after_build, reopen_session
 from tmem.construct.extractive.scenes import make_scene, make_topic, scene_topic_text, topic_id
 from tmem.construct.extractive.segment import segment_session
 from tmem.construct.report import STATE_MODE, STATE_SESSIONS, BuildReport, StageReport
-from tmem.embed.base import Embedder
+from tmem.embed.base import Embedder, Matrix
 from tmem.embed.cached import CachedEmbedder
+from tmem.embed.texts import turn_embedding_text
 from tmem.errors import BuildError
 from tmem.models import BuildMode, Scene, Session, Topic, TopicSceneLink, Trigger, Turn
 from tmem.store.base import Store
@@ -37,13 +36,6 @@ __all__ = ["STATE_CURSOR", "build_extractive", "turn_embedding_text"]
 
 STATE_CURSOR = "extractive.sessions"  # sessions (in seq order) whose extractive nodes are committed
 STATE_THRESHOLD = "extractive.topic_threshold"  # the clustering threshold the space was built with
-
-Matrix = npt.NDArray[np.float32]
-
-
-def turn_embedding_text(turn: Turn) -> str:
-    """What a turn's vector encodes: its text, plus the caption of an image it shared."""
-    return turn.text if not turn.caption else f"{turn.text} (image: {turn.caption})"
 
 
 def _embed(store: Store, space: str, embedder: Embedder, texts: Sequence[str]) -> Matrix:

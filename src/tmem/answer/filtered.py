@@ -1,0 +1,74 @@
+"""Filtered recall (issue 19): searches and budgeted contexts of the hits a :class:`MemoryFilter` keeps.
+
+Kept in ``tmem.answer`` (not beside the filter in ``tmem.retrieve``) because it packs contexts: ``answer`` stands on
+``retrieve``, never the other way (tests/test_import_graph.py).
+"""
+
+from __future__ import annotations
+
+from tmem.answer.budget import MAX_CONTEXT_DEPTH, Context, Searcher, recall_context
+from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.filters import MemoryFilter, filter_result
+from tmem.retrieve.types import SearchResult
+from tmem.store.base import Store
+from tmem.util.tokens import TokenCounter
+
+FULL = 0.9  # a filtered context at least this share of its budget is full enough: no deeper search
+
+
+def _size(result: SearchResult) -> int:
+    return len(result.scenes) + len(result.items) + len(result.turns)
+
+
+class FilteredSearcher:
+    """A searcher (tmem.answer.budget.Searcher) whose results are filtered, searching at least ``depth`` deep."""
+
+    def __init__(self, retriever: Searcher, store: Store, where: MemoryFilter) -> None:
+        self.retriever = retriever
+        self.store = store
+        self.where = where
+        self.depth = 0
+        self.found = -1  # hits of the last unfiltered search
+
+    def search(self, space: str, query: str, config: RetrievalConfig | None = None) -> SearchResult:
+        cfg = config or RetrievalConfig.preset("auto")
+        if self.depth > cfg.context_depth:
+            cfg = cfg.replace(context_depth=self.depth)
+        result = self.retriever.search(space, query, cfg)
+        self.found = _size(result)
+        return filter_result(result, self.store, self.where)
+
+
+def filtered_search(
+    retriever: Searcher, store: Store, space: str, query: str, config: RetrievalConfig, where: MemoryFilter
+) -> SearchResult:
+    """A search whose hits all match ``where``: lists as deep as a 2000-token context's, then filtered, so that a
+    selective filter still finds matches beyond the plain search's top lists."""
+    searcher = FilteredSearcher(retriever, store, where)
+    searcher.depth = max(config.context_depth, 100)
+    return searcher.search(space, query, config)
+
+
+def filtered_context(
+    retriever: Searcher,
+    store: Store,
+    space: str,
+    query: str,
+    max_tokens: int | None,
+    config: RetrievalConfig,
+    where: MemoryFilter,
+    counter: TokenCounter,
+) -> Context:
+    """The budgeted context of the hits ``where`` keeps. The search is deepened (x4 per round, up to
+    MAX_CONTEXT_DEPTH) until the packed context is ``FULL`` or a deeper search finds nothing more."""
+    searcher = FilteredSearcher(retriever, store, where)
+    depth = 0 if max_tokens is None else max(1, max_tokens // 20)
+    previous = -1
+    while True:
+        searcher.depth = depth
+        ctx = recall_context(searcher, space, query, max_tokens, config, counter=counter)
+        full = max_tokens is None or ctx.tokens >= FULL * max_tokens
+        if full or searcher.found == previous or depth >= MAX_CONTEXT_DEPTH:
+            return ctx
+        previous = searcher.found
+        depth = min(depth * 4, MAX_CONTEXT_DEPTH)
