@@ -14,6 +14,7 @@ from sqlalchemy import create_engine
 
 from tmem.cli.main import cli
 from tmem.construct.check import check_space
+from tmem.errors import StoreError
 from tmem.models import PendingRequest, Session, Turn
 from tmem.store import migrations, open_store
 from tmem.store.rules import tenant_of
@@ -170,3 +171,27 @@ def test_opening_an_upgraded_store_takes_no_write_lock(tmp_path: Path) -> None:
     finally:
         writer.execute("ROLLBACK")
         writer.close()
+
+
+def test_a_new_store_locked_by_another_writer_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "tmem.db"
+    sqlite3.connect(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError, match="locked by another process"):
+            SQLiteStore.open(path, timeout_s=0.2)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_a_store_migrated_by_a_newer_tmem_is_refused_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "tmem.db"
+    SQLiteStore.open(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE alembic_version SET version_num = '9999'")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="newer tmem"):
+        SQLiteStore.open(path)

@@ -20,9 +20,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Connection, create_engine, event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool, StaticPool
 
+from tmem.errors import StoreError
 from tmem.store.schema import include_object, metadata
 
 _REVISIONS = Path(__file__).with_name("revisions")
@@ -30,10 +33,8 @@ _ALEMBIC = threading.Lock()  # Alembic's command API loads its environment modul
 
 
 def _config(connection: Connection | None = None) -> Config:
-    config = Config()
+    config = Config(attributes={} if connection is None else {"connection": connection})
     config.set_main_option("script_location", str(_REVISIONS))
-    if connection is not None:
-        config.attributes["connection"] = connection
     return config
 
 
@@ -55,7 +56,17 @@ def _upgrade(connection: Connection) -> None:
         connection.rollback()  # the read above opened a transaction
         return
     connection.rollback()
-    command.upgrade(_config(connection), "head")
+    try:
+        command.upgrade(_config(connection), "head")
+    except CommandError as exc:  # e.g. a revision this tmem does not know: a newer tmem migrated the database
+        raise StoreError(
+            f"Cannot upgrade the memory store's schema: {exc}. A newer tmem may have migrated this database (its "
+            "table alembic_version names the revision): run that version, or upgrade tmem."
+        ) from exc
+    except DBAPIError as exc:  # the driver's own error, for the backend's messages (locked, read-only, ...)
+        if isinstance(exc.orig, Exception):
+            raise exc.orig from exc
+        raise
 
 
 def upgrade_sqlite(db: sqlite3.Connection) -> None:
