@@ -141,6 +141,9 @@ class PgBase:
         except psycopg.Error as exc:
             pool.close()
             raise pg_store_error(exc, where, "creating or migrating the schema") from exc
+        except StoreError:
+            pool.close()
+            raise
         return pool
 
     @property
