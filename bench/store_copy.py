@@ -3,10 +3,10 @@
 Writing a large synthetic space through the Store API on PostgreSQL takes most of a bounded bench run (row-by-row
 inserts with conflict handling, foreign-key checks per statement, one round trip per batch). The scale benches
 therefore write the space once through the Store API on SQLite, then copy the very same rows into PostgreSQL here:
-every column of every table of the space, plus the ``tenant`` column the PostgreSQL schema derives from the space key.
-The schemas are mirrors (same tables, same column names, same text encodings of dates and JSON), so the copy holds
-the rows the PostgreSQL Store API would have written; tests/test_bench_store_copy.py checks that on a small space,
-table by table. Embedding blobs (float32) become pgvector ``vector`` values through the store's binary adapter.
+every column of every table of the space, the ``tenant`` column written from the space key as the Store API does.
+Both backends have one schema (tmem.store.schema: same tables, columns and text encodings of dates and JSON), so the
+copy holds the rows the PostgreSQL Store API would have written; tests/test_bench_store_copy.py checks that on a
+small space, table by table. Embedding blobs (float32) become pgvector ``vector`` values through the store's binary adapter.
 Each table is analysed right after its copy, inside the transaction, so that the next table's foreign-key checks
 use its primary key instead of scanning it.
 
@@ -45,7 +45,8 @@ TABLES = (
 
 
 def _columns(lite: sqlite3.Connection, table: str) -> list[str]:
-    return [str(r[1]) for r in lite.execute(f"PRAGMA table_info({table})")]
+    """The columns of ``table`` but ``tenant`` (written from the space key, as the Store API does)."""
+    return [str(r[1]) for r in lite.execute(f"PRAGMA table_info({table})") if r[1] != "tenant"]
 
 
 def copy_space(sqlite_path: str, store: PostgresStore, space: str) -> dict[str, int]:

@@ -11,8 +11,6 @@ space's index (reusing what a previous index of the space already holds) and bri
 
 from __future__ import annotations
 
-import sys
-
 from tmem.embed.base import Embedder
 from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex, SyncReport, VectorIndex
 from tmem.index.ivf_saves import IvfSaves
@@ -23,8 +21,7 @@ from tmem.store.base import Store
 
 def persistent_vectors(store: Store) -> bool:
     """Whether ``store``'s spaces keep their vectors in the database (pgvector) rather than in each process."""
-    postgres = sys.modules.get("tmem.store.postgres")  # never imported: the store cannot be a PostgresStore
-    return postgres is not None and isinstance(store, postgres.PostgresStore)
+    return store.is_postgres
 
 
 def open_vector_index(

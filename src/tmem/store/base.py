@@ -1,7 +1,8 @@
 """The store interface. Every method is scoped by space; nothing reads or writes across spaces.
 
-The first backend is SQLite (:mod:`tmem.store.sqlite`); the interface assumes nothing SQLite-specific so that a
-PostgreSQL backend can follow. Writes inside :meth:`Store.transaction` are all-or-nothing; outside one, each write
+Two backends implement it with one set of operations (:mod:`tmem.store.ops_ledger` and its bases, over the
+SQLAlchemy Core schema of :mod:`tmem.store.schema`): SQLite (:mod:`tmem.store.sqlite`) and PostgreSQL
+(:mod:`tmem.store.postgres`). Writes inside :meth:`Store.transaction` are all-or-nothing; outside one, each write
 method is its own transaction.
 
 Upsert semantics: ``put_*`` replaces a record with the same id (and its links) in the same space.
@@ -39,8 +40,21 @@ from tmem.models import (
 Vector = npt.NDArray[np.float32]
 
 
-class Store(Protocol):
-    # ------------------------------------------------------------------ lifecycle
+class StoreBase(Protocol):
+    """The store itself: where it is, what it can do, its transactions and its erasure primitive."""
+
+    @property
+    def url(self) -> str:
+        """The URL the store was opened by (:func:`tmem.store.open_store` opens it again; a PostgreSQL URL includes
+        its password: show it to no one)."""
+        ...
+
+    @property
+    def is_postgres(self) -> bool:
+        """Whether this is the PostgreSQL store: its spaces' vectors live in the database (pgvector), not in each
+        process, and another process may write between two calls."""
+        ...
+
     def close(self) -> None: ...
 
     def transaction(self) -> AbstractContextManager[None]:
@@ -54,7 +68,17 @@ class Store(Protocol):
         is not: take the snapshot first."""
         ...
 
-    # ------------------------------------------------------------------ spaces
+    def scrub(self, *, vacuum: bool = True) -> bool:
+        """Erasure primitive: after deletions have committed, leave no bytes of deleted content in the store's files
+        (SQLite: secure delete + WAL checkpoint TRUNCATE + VACUUM). ``vacuum=False`` is cheaper and suffices for
+        content written by this version. Returns False when concurrent readers kept it from completing (run it
+        again later). Never call it inside a transaction."""
+        ...
+
+
+class ConversationRepo(Protocol):
+    """Spaces, sessions and turns: the conversation as it arrived."""
+
     def ensure_space(self, name: str) -> Space: ...
 
     def get_space(self, name: str) -> Space:
@@ -72,14 +96,6 @@ class Store(Protocol):
         the removal an erasure (``Memory.delete_space`` does)."""
         ...
 
-    def scrub(self, *, vacuum: bool = True) -> bool:
-        """Erasure primitive: after deletions have committed, leave no bytes of deleted content in the store's files
-        (SQLite: secure delete + WAL checkpoint TRUNCATE + VACUUM). ``vacuum=False`` is cheaper and suffices for
-        content written by this version. Returns False when concurrent readers kept it from completing (run it
-        again later). Never call it inside a transaction."""
-        ...
-
-    # ------------------------------------------------------------------ sessions and turns
     def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None: ...
 
     def sessions(self, space: str) -> list[Session]:
@@ -89,110 +105,6 @@ class Store(Protocol):
     def turns(self, space: str, ids: Sequence[str] | None = None) -> list[Turn]:
         """In arrival order (seq); when ids are given, only those (unknown ids raise NotFoundError)."""
         ...
-
-    # ------------------------------------------------------------------ scenes
-    def put_scenes(self, space: str, scenes: Sequence[Scene]) -> None:
-        """Upsert; a turn may belong to one scene only (violations raise IntegrityError)."""
-        ...
-
-    def scenes(self, space: str, ids: Sequence[str] | None = None) -> list[Scene]:
-        """In seq order."""
-        ...
-
-    def delete_scenes(self, space: str, ids: Sequence[str]) -> None:
-        """Also removes their topic links, item links and scene-hosted triggers."""
-        ...
-
-    # ------------------------------------------------------------------ topics
-    def put_topics(self, space: str, topics: Sequence[Topic]) -> None: ...
-
-    def topics(self, space: str, ids: Sequence[str] | None = None) -> list[Topic]: ...
-
-    def link_topics(self, space: str, links: Sequence[TopicSceneLink]) -> None:
-        """Idempotent: an existing link is kept as is."""
-        ...
-
-    def topic_links(self, space: str) -> list[TopicSceneLink]: ...
-
-    def delete_topics(self, space: str, ids: Sequence[str]) -> None:
-        """Also removes their scene links (used when a provisional scene is re-segmented)."""
-        ...
-
-    # ------------------------------------------------------------------ items
-    def put_items(self, space: str, items: Sequence[Item]) -> None:
-        """Upsert. Items whose id has an ``item`` tombstone (:meth:`add_tombstones`) are skipped silently: a forgotten
-        item never comes back, whichever build or rebuild writes it again."""
-        ...
-
-    def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]:
-        """In seq order, superseded items included (check ``superseded_by``)."""
-        ...
-
-    def delete_items(self, space: str, ids: Sequence[str]) -> None:
-        """Also removes their scene links and item-hosted triggers."""
-        ...
-
-    # ------------------------------------------------------------------ triggers
-    def put_triggers(self, space: str, triggers: Sequence[Trigger]) -> None: ...
-
-    def triggers(
-        self,
-        space: str,
-        *,
-        family: TriggerFamily | None = None,
-        host_ids: Sequence[str] | None = None,
-    ) -> list[Trigger]: ...
-
-    def delete_triggers(self, space: str, host_ids: Sequence[str]) -> None: ...
-
-    # ------------------------------------------------------------------ persona
-    def put_persona(self, space: str, persona: Persona) -> None: ...
-
-    def personas(self, space: str) -> list[Persona]: ...
-
-    def delete_personas(self, space: str) -> None:
-        """Removes every persona of the space (a rebuild starts without them)."""
-        ...
-
-    # ------------------------------------------------------------------ build checkpoints
-    def get_state(self, space: str, key: str) -> str | None:
-        """Small key/value checkpoints for the build (e.g. 'segment.cursor')."""
-        ...
-
-    def set_state(self, space: str, key: str, value: str | None) -> None:
-        """None deletes the key."""
-        ...
-
-    def state_keys(self, space: str, prefix: str = "") -> dict[str, str]: ...
-
-    # ------------------------------------------------------------------ embeddings cache
-    def get_embeddings(self, space: str, model_id: str, text_hashes: Sequence[str]) -> dict[str, Vector]:
-        """Only the hashes that are cached are returned."""
-        ...
-
-    def put_embeddings(self, space: str, model_id: str, vectors: dict[str, Vector]) -> None: ...
-
-    # ------------------------------------------------------------------ LLM log, cache and batch protocol
-    def log_llm_call(self, call: LLMCall) -> None: ...
-
-    def cached_response(self, space: str, request_hash: str) -> str | None:
-        """The validated JSON of the newest successful call with this hash, if any."""
-        ...
-
-    def llm_calls(self, space: str | None = None) -> list[LLMCall]:
-        """All logged calls (of one space, or of all), oldest first."""
-        ...
-
-    def put_pending(self, requests: Sequence[PendingRequest]) -> None: ...
-
-    def pending(self, space: str | None = None) -> list[PendingRequest]: ...
-
-    def delete_pending(self, request_hashes: Sequence[str], *, space: str | None = None) -> None:
-        """Forget pending requests by hash: in every space (a batch result answers them all), or in ``space`` only."""
-        ...
-
-    # ------------------------------------------------------------------ agent operations (issue 9)
-    # Every method below is id-scoped: its cost depends on the ids or rows it names, never on the size of the space.
 
     def last_turn(self, space: str) -> Turn | None:
         """The turn with the highest seq (None for a space without turns)."""
@@ -230,6 +142,69 @@ class Store(Protocol):
         """Delete turns and their scene membership rows (scenes themselves are left to the caller)."""
         ...
 
+
+class MemoryRepo(Protocol):
+    """The memory nodes a build writes: scenes, topics, items, triggers, personas and their links."""
+
+    def put_scenes(self, space: str, scenes: Sequence[Scene]) -> None:
+        """Upsert; a turn may belong to one scene only (violations raise IntegrityError)."""
+        ...
+
+    def scenes(self, space: str, ids: Sequence[str] | None = None) -> list[Scene]:
+        """In seq order."""
+        ...
+
+    def delete_scenes(self, space: str, ids: Sequence[str]) -> None:
+        """Also removes their topic links, item links and scene-hosted triggers."""
+        ...
+
+    def put_topics(self, space: str, topics: Sequence[Topic]) -> None: ...
+
+    def topics(self, space: str, ids: Sequence[str] | None = None) -> list[Topic]: ...
+
+    def link_topics(self, space: str, links: Sequence[TopicSceneLink]) -> None:
+        """Idempotent: an existing link is kept as is."""
+        ...
+
+    def topic_links(self, space: str) -> list[TopicSceneLink]: ...
+
+    def delete_topics(self, space: str, ids: Sequence[str]) -> None:
+        """Also removes their scene links (used when a provisional scene is re-segmented)."""
+        ...
+
+    def put_items(self, space: str, items: Sequence[Item]) -> None:
+        """Upsert. Items whose id has an ``item`` tombstone (:meth:`add_tombstones`) are skipped silently: a forgotten
+        item never comes back, whichever build or rebuild writes it again."""
+        ...
+
+    def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]:
+        """In seq order, superseded items included (check ``superseded_by``)."""
+        ...
+
+    def delete_items(self, space: str, ids: Sequence[str]) -> None:
+        """Also removes their scene links and item-hosted triggers."""
+        ...
+
+    def put_triggers(self, space: str, triggers: Sequence[Trigger]) -> None: ...
+
+    def triggers(
+        self,
+        space: str,
+        *,
+        family: TriggerFamily | None = None,
+        host_ids: Sequence[str] | None = None,
+    ) -> list[Trigger]: ...
+
+    def delete_triggers(self, space: str, host_ids: Sequence[str]) -> None: ...
+
+    def put_persona(self, space: str, persona: Persona) -> None: ...
+
+    def personas(self, space: str) -> list[Persona]: ...
+
+    def delete_personas(self, space: str) -> None:
+        """Removes every persona of the space (a rebuild starts without them)."""
+        ...
+
     def scenes_of_turns(self, space: str, turn_ids: Sequence[str]) -> list[Scene]:
         """The scenes holding any of ``turn_ids``, in seq order."""
         ...
@@ -243,6 +218,57 @@ class Store(Protocol):
     ) -> list[TopicSceneLink]:
         """Topic links touching any of the given scenes or topics."""
         ...
+
+
+class CacheRepo(Protocol):
+    """Build checkpoints, the embedding cache, and the LLM log with its batch queue."""
+
+    def get_state(self, space: str, key: str) -> str | None:
+        """Small key/value checkpoints for the build (e.g. 'segment.cursor')."""
+        ...
+
+    def set_state(self, space: str, key: str, value: str | None) -> None:
+        """None deletes the key."""
+        ...
+
+    def state_keys(self, space: str, prefix: str = "") -> dict[str, str]: ...
+
+    def get_embeddings(self, space: str, model_id: str, text_hashes: Sequence[str]) -> dict[str, Vector]:
+        """Only the hashes that are cached are returned."""
+        ...
+
+    def put_embeddings(self, space: str, model_id: str, vectors: dict[str, Vector]) -> None: ...
+
+    def delete_embeddings(self, space: str, text_hashes: Sequence[str]) -> None:
+        """Drop cached vectors of these text hashes, for every model."""
+        ...
+
+    def log_llm_call(self, call: LLMCall) -> None: ...
+
+    def cached_response(self, space: str, request_hash: str) -> str | None:
+        """The validated JSON of the newest successful call with this hash, if any."""
+        ...
+
+    def llm_calls(self, space: str | None = None) -> list[LLMCall]:
+        """All logged calls (of one space, or of all), oldest first."""
+        ...
+
+    def delete_llm_responses(self, space: str, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()) -> int:
+        """Delete logged calls of ``space`` whose stored response contains any of ``containing`` (as written, or
+        JSON-escaped), and every call whose stage starts with one of ``stage_prefixes``. Returns the rows deleted."""
+        ...
+
+    def put_pending(self, requests: Sequence[PendingRequest]) -> None: ...
+
+    def pending(self, space: str | None = None) -> list[PendingRequest]: ...
+
+    def delete_pending(self, request_hashes: Sequence[str], *, space: str | None = None) -> None:
+        """Forget pending requests by hash: in every space (a batch result answers them all), or in ``space`` only."""
+        ...
+
+
+class LedgerRepo(Protocol):
+    """Forgetting and ownership: tombstones, the erasure ledger, item edit history and build leases. Every method is id-scoped: its cost depends on the ids or rows it names, never on the size of the space."""
 
     def add_tombstones(self, space: str, kind: TombstoneKind, ids: Sequence[str]) -> None:
         """Record forgotten turn or item ids (ids only: a tombstone holds no text). Idempotent."""
@@ -286,15 +312,6 @@ class Store(Protocol):
         """Remove the edit history of items (forgetting an item forgets its old texts too)."""
         ...
 
-    def delete_embeddings(self, space: str, text_hashes: Sequence[str]) -> None:
-        """Drop cached vectors of these text hashes, for every model."""
-        ...
-
-    def delete_llm_responses(self, space: str, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()) -> int:
-        """Delete logged calls of ``space`` whose stored response contains any of ``containing`` (as written, or
-        JSON-escaped), and every call whose stage starts with one of ``stage_prefixes``. Returns the rows deleted."""
-        ...
-
     def acquire_lease(self, space: str, name: str, holder: str, ttl_seconds: float, now: float) -> bool:
         """Take the lease ``name`` of ``space`` for ``holder`` until ``now + ttl_seconds`` (wall-clock seconds), if it
         is free, expired, or already held by ``holder`` (then it is extended). Atomic across processes."""
@@ -307,6 +324,11 @@ class Store(Protocol):
     def lease_holder(self, space: str, name: str) -> str | None:
         """Who holds the lease ``name`` of ``space`` (expired or not), or None."""
         ...
+
+
+class Store(StoreBase, ConversationRepo, MemoryRepo, CacheRepo, LedgerRepo, Protocol):
+    """The whole store: every repository of one database (callers that need one aggregate may ask for its
+    repository protocol instead)."""
 
 
 def iter_batches(seq: Sequence[str], size: int) -> Iterator[Sequence[str]]:

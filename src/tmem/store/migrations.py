@@ -1,6 +1,10 @@
-"""Schema migrations for the SQLite store: an ordered list of small functions, each recorded in ``migrations``.
+"""The SQLite store's schema steps from before Alembic: an ordered list of small functions, each recorded in
+``migrations``. Frozen history: Alembic's first revision (``tmem/store/revisions/versions/r0001_legacy_history.py``)
+applies the steps a database lacks; later schema changes are Alembic revisions over :mod:`tmem.store.schema`.
+:func:`migrate` stays for the service's control store, which opens the same file on its own connection (its steps
+are all recorded once the store has opened it).
 
-Never edit a released migration; append a new one. ``migrations.applied_at`` is left NULL: tmem reads no date from
+Never edit these steps; change the schema with a new Alembic revision. ``migrations.applied_at`` is left NULL: tmem reads no date from
 the machine's clock except the LLM log's bookkeeping time.
 """
 

@@ -17,11 +17,12 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
+from sqlalchemy import Table
 
 from tmem.errors import InputError, IntegrityError, StoreError
-from tmem.store.pg_schema import migrate
 from tmem.store.pg_vector import configure_session, ensure_registered
-from tmem.store.rules import not_utf8, tenant_of
+from tmem.store.rules import not_utf8
+from tmem.store.upgrade import upgrade_postgres
 
 
 def redact(url: str) -> str:
@@ -136,15 +137,13 @@ class PgBase:
                 "TMEM_DATABASE_URL / --database-url names the right host, port, database, user and password."
             ) from exc
         try:
-            with pool.connection() as conn:
-                conn.autocommit = True
-                try:
-                    migrate(conn)
-                finally:
-                    conn.autocommit = False
+            upgrade_postgres(lambda: psycopg.connect(conninfo))
         except psycopg.Error as exc:
             pool.close()
             raise pg_store_error(exc, where, "creating or migrating the schema") from exc
+        except StoreError:
+            pool.close()
+            raise
         return pool
 
     @property
@@ -218,7 +217,19 @@ class PgBase:
             raise pg_store_error(exc, self._where, "loading the vector type") from exc
         self._local.conn = conn
 
-    def _rows(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
+    def _named(self, sql: str, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
+        """Run one query; rows as {column name: value}."""
+        with self._conn() as conn:
+            try:
+                cursor = conn.execute(sql, params, binary=binary)
+                names = [d.name for d in cursor.description or ()]
+                return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            except psycopg.Error as exc:
+                raise pg_store_error(exc, self._where, f"reading ({_verb(sql)})") from exc
+            except UnicodeEncodeError as exc:
+                raise not_utf8(exc) from exc
+
+    def _rows(self, sql: str, params: Any = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
         """Run one query; ``binary`` asks for results in binary form (vectors arrive as raw float4s, not text)."""
         with self._conn() as conn:
             try:
@@ -228,7 +239,7 @@ class PgBase:
             except UnicodeEncodeError as exc:
                 raise not_utf8(exc) from exc
 
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
+    def _exec(self, sql: str, params: Any = ()) -> int:
         """Run one statement; returns the number of rows it touched."""
         with self._conn() as conn:
             try:
@@ -238,7 +249,7 @@ class PgBase:
             except UnicodeEncodeError as exc:
                 raise not_utf8(exc) from exc
 
-    def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    def _many(self, sql: str, rows: Sequence[Any]) -> None:
         if not rows:
             return
         with self._conn() as conn:
@@ -251,9 +262,10 @@ class PgBase:
                 raise not_utf8(exc) from exc
 
     @staticmethod
-    def _key(space: str) -> tuple[str, str]:
-        """(tenant, space): the leading key of every row and every statement."""
-        return tenant_of(space), space
+    def _identity(table: Table, column: str) -> dict[str, Any]:
+        """PostgreSQL numbers identity columns itself."""
+        del table, column
+        return {}
 
 
 def _verb(sql: str) -> str:

@@ -1,5 +1,7 @@
-"""Schema migrations of the PostgreSQL store: the same ordered list as :mod:`tmem.store.migrations` (same names,
-same versions), written as PostgreSQL DDL.
+"""The PostgreSQL store's schema steps from before Alembic: the same ordered list as :mod:`tmem.store.migrations`
+(same names, same versions), written as PostgreSQL DDL. Frozen history: Alembic's first revision
+(``tmem/store/revisions/versions/r0001_legacy_history.py``) applies the steps a database lacks; later schema changes
+are Alembic revisions over :mod:`tmem.store.schema`.
 
 Every table is keyed by ``(tenant, space, ...)``. ``tenant`` is an ordinary column the store writes from the space
 key (``T/S`` -> ``T``; a plain local name -> ``''``), held equal to it by a CHECK constraint. It leads every primary
@@ -8,12 +10,10 @@ key, unique index and foreign key, so that the schema can be distributed by tena
 names its tenant, and each space's rows live on one shard. docs/scaling.md says why it is a stored column and not a
 generated one.
 
-Never edit a released migration; append one with the same name as its SQLite counterpart.
+Never edit these steps; change the schema with a new Alembic revision.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 # tenant is the part of the space key before its one '/', or '' for a plain (local) space name.
 _TENANT_OF_SPACE = "CASE WHEN strpos(space, '/') > 0 THEN split_part(space, '/', 1) ELSE '' END"
@@ -310,30 +310,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("005_turn_metadata", _M_TURN_METADATA),
 ]
 
-_LOCK_KEY = 7_460_135_001  # pg_advisory_xact_lock key: one process migrates at a time
-
 
 def statements(script: str) -> list[str]:
     """The statements of a DDL script (no statement here contains a ';' inside a literal)."""
     return [s.strip() for s in script.split(";") if s.strip()]
-
-
-def migrate(conn: Any) -> list[str]:
-    """Apply every migration not yet recorded, each in its own transaction, under an advisory lock so that workers
-    starting together migrate once. ``conn`` is a psycopg connection outside a transaction. Returns names applied."""
-    applied: list[str] = []
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT)"
-        )
-        done = {row[0] for row in conn.execute("SELECT version FROM migrations").fetchall()}
-        for version, (name, script) in enumerate(MIGRATIONS, start=1):
-            if version in done:
-                continue
-            with conn.transaction():  # a savepoint: one migration is all-or-nothing
-                for statement in statements(script):
-                    conn.execute(statement)
-                conn.execute("INSERT INTO migrations(version, name) VALUES (%s, %s)", (version, name))
-            applied.append(name)
-    return applied

@@ -1,5 +1,5 @@
 """Connection, transactions, statement helpers and errors of the SQLite store (the record methods live in
-:mod:`tmem.store.sqlite_records` and :mod:`tmem.store.sqlite`): one file in the memory directory, WAL journal, busy
+:mod:`tmem.store.ops_ledger` and its bases, :mod:`tmem.store.sqlite`): one file in the memory directory, WAL journal, busy
 timeout, foreign keys on."""
 
 from __future__ import annotations
@@ -8,33 +8,19 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
+from sqlalchemy import Table, func, select
+
 from tmem.errors import IntegrityError, StoreError
-from tmem.store.base import iter_batches
-from tmem.store.migrations import migrate
 from tmem.store.rules import not_utf8
-
-_CHUNK = 500  # ids per IN (...) clause, well under SQLite's parameter limit
-
-
-def _ts(value: datetime) -> str:
-    return value.isoformat()
-
-
-def _dt(value: str) -> datetime:
-    return datetime.fromisoformat(value)
+from tmem.store.upgrade import upgrade_sqlite
 
 
 def _verb(sql: str) -> str:
     """The head of a statement for error messages (``INSERT INTO items``)."""
     return " ".join(sql.split("(")[0].split()[:4])
-
-
-def _placeholders(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def store_error(exc: sqlite3.Error, path: str, doing: str) -> StoreError:
@@ -94,7 +80,7 @@ class SQLiteBase:
             if target != ":memory:":
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = NORMAL")
-            migrate(db)
+            upgrade_sqlite(db)
         except sqlite3.OperationalError as exc:
             raise store_error(exc, target, "opening and migrating it") from exc
         except sqlite3.DatabaseError as exc:
@@ -176,40 +162,26 @@ class SQLiteBase:
         except UnicodeEncodeError as exc:
             raise not_utf8(exc) from exc
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
         with self._lock, self._errors(f"reading ({_verb(sql)})"):
             return list(self._db.execute(sql, params).fetchall())
 
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> None:
-        with self._errors(f"running {_verb(sql)}"):
-            self._db.execute(sql, params)
+    def _named(self, sql: str, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
+        del binary  # SQLite returns blobs as they are
+        with self._lock, self._errors(f"reading ({_verb(sql)})"):
+            cursor = self._db.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
-    def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self._errors(f"running {_verb(sql)}"):
+    def _exec(self, sql: str, params: Any = ()) -> int:
+        with self._lock, self._errors(f"running {_verb(sql)}"):
+            return self._db.execute(sql, params).rowcount
+
+    def _many(self, sql: str, rows: Sequence[Any]) -> None:
+        with self._lock, self._errors(f"running {_verb(sql)}"):
             self._db.executemany(sql, rows)
 
-    def _select_ids(self, table: str, space: str, ids: Sequence[str] | None, order: str) -> list[sqlite3.Row]:
-        if ids is None:
-            return self._rows(f"SELECT * FROM {table} WHERE space = ? ORDER BY {order}", (space,))
-        rows: list[sqlite3.Row] = []
-        for chunk in iter_batches(list(dict.fromkeys(ids)), _CHUNK):
-            rows += self._rows(
-                f"SELECT * FROM {table} WHERE space = ? AND id IN ({_placeholders(len(chunk))})",
-                (space, *chunk),
-            )
-        return rows
-
-    def _links(
-        self, table: str, key: str, other: str, space: str, ids: Sequence[str] | None, found: list[str]
-    ) -> list[sqlite3.Row]:
-        """(key, other) link rows in position order: of the whole space, or of the ``found`` records only."""
-        if ids is None:
-            return self._rows(f"SELECT {key}, {other} FROM {table} WHERE space = ? ORDER BY {key}, position", (space,))
-        out: list[sqlite3.Row] = []
-        for chunk in iter_batches(found, _CHUNK):
-            out += self._rows(
-                f"SELECT {key}, {other} FROM {table} WHERE space = ? AND {key} IN ({_placeholders(len(chunk))}) "
-                f"ORDER BY {key}, position",
-                (space, *chunk),
-            )
-        return out
+    @staticmethod
+    def _identity(table: Table, column: str) -> dict[str, Any]:
+        """SQLite numbers an identity itself: one past the largest, safe under the one writer's BEGIN IMMEDIATE."""
+        return {column: select(func.coalesce(func.max(table.c[column]), 0) + 1).scalar_subquery()}

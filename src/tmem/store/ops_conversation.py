@@ -1,0 +1,173 @@
+"""Spaces, sessions and turns: the conversation as it arrived, once for both backends (each method is documented
+in :class:`tmem.store.base.Store`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Table, delete, exists, func, select, update
+
+from tmem.errors import IntegrityError, NotFoundError
+from tmem.models import Session, Space, SpaceSummary, Turn
+from tmem.store import mappers
+from tmem.store.rules import build_state, check_session_turns, check_space_name, missing_space, tenant_of
+from tmem.store.schema import LINK_TABLES, scene_turns, sessions, spaces, turns
+from tmem.store.sql import SQLOps
+from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
+
+
+class ConversationOps(SQLOps):
+    if TYPE_CHECKING:
+
+        def state_keys(self, space: str, prefix: str = "") -> dict[str, str]: ...
+
+    # ------------------------------------------------------------------ spaces
+    def _add_space(self, name: str) -> None:
+        self._insert_new(spaces, [{"tenant": tenant_of(name), "name": name}])
+
+    def ensure_space(self, name: str) -> Space:
+        check_space_name(name)
+        with self.transaction():
+            self._add_space(name)
+        return self.get_space(name)
+
+    def get_space(self, name: str) -> Space:
+        rows = self._fetch(select(spaces.c.name, spaces.c.speakers).where(self._in(spaces, name)))
+        if not rows:
+            known = self._fetch(select(spaces.c.name).where(spaces.c.tenant == tenant_of(name)))
+            raise missing_space(name, [r["name"] for r in known])
+        return Space(name=rows[0]["name"], speakers=json.loads(rows[0]["speakers"]))
+
+    def has_space(self, name: str) -> bool:
+        return bool(self._fetch(select(spaces.c.name).where(self._in(spaces, name))))
+
+    def set_speakers(self, space: str, speakers: Sequence[str]) -> None:
+        self.get_space(space)
+        with self.transaction():
+            self._run(update(spaces).where(self._in(spaces, space)).values(speakers=json.dumps(list(speakers))))
+
+    def list_spaces(self) -> list[SpaceSummary]:
+        n_sessions = select(func.count()).where(sessions.c.tenant == spaces.c.tenant, sessions.c.space == spaces.c.name)
+        in_space = (turns.c.tenant == spaces.c.tenant, turns.c.space == spaces.c.name)
+        query = select(
+            spaces.c.name,
+            n_sessions.scalar_subquery().label("sessions"),
+            select(func.count()).where(*in_space).scalar_subquery().label("turns"),
+            select(func.min(self._bytewise(turns.c.time))).where(*in_space).scalar_subquery().label("first"),
+            select(func.max(self._bytewise(turns.c.time))).where(*in_space).scalar_subquery().label("last"),
+        )
+        out: list[SpaceSummary] = []
+        for r in sorted(self._fetch(query), key=lambda r: str(r["name"])):
+            name = r["name"]
+            state = self.state_keys(name, "build.")
+            appended = self.count_turns_after(name, int(state[STATE_TURN_SEQ])) if STATE_TURN_SEQ in state else 0
+            out.append(
+                SpaceSummary(
+                    name=name,
+                    sessions=r["sessions"],
+                    turns=r["turns"],
+                    first_date=mappers.dt(r["first"]) if r["first"] else None,
+                    last_date=mappers.dt(r["last"]) if r["last"] else None,
+                    build_state=build_state(r["sessions"], state, appended_turns=appended),
+                    build_mode=state.get(STATE_MODE),
+                )
+            )
+        return out
+
+    def _bytewise(self, column: object) -> object:
+        """``column`` compared byte by byte (ISO times sort as text): PostgreSQL's "C" collation, SQLite's default."""
+        return column.collate("C") if self.is_postgres else column  # type: ignore[attr-defined]
+
+    def delete_space(self, name: str) -> None:
+        self.get_space(name)
+        with self.transaction():
+            # Every table cascades from spaces; the link tables go first so that the cascade has less to check.
+            for table in LINK_TABLES:
+                self._run(delete(table).where(self._in(table, name)))
+            self._run(delete(spaces).where(self._in(spaces, name)))
+
+    # ------------------------------------------------------------------ sessions and turns
+    def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None:
+        check_session_turns(session, turns)
+        self.get_space(space)
+        with self.transaction():
+            self._run_many(sessions.insert(), self._scoped(space, [mappers.session_row(session)]))
+            self._insert_turns(space, turns)
+
+    def _insert_turns(self, space: str, rows: Sequence[Turn]) -> None:
+        self._run_many(turns.insert(), self._scoped(space, [mappers.turn_row(t) for t in rows]))
+
+    def sessions(self, space: str) -> list[Session]:
+        rows = self._fetch(select(sessions).where(self._in(sessions, space)).order_by(sessions.c.seq))
+        return [mappers.session(r) for r in rows]
+
+    def turns(self, space: str, ids: Sequence[str] | None = None) -> list[Turn]:
+        if ids is None:
+            return self._turns(space)
+        found = self.find_turns(space, ids)
+        missing = set(ids) - {t.id for t in found}
+        if missing:
+            raise NotFoundError(f"Unknown turn ids in space {space!r}: {sorted(missing)[:10]}")
+        return found
+
+    def _turns(self, space: str, *where: object, last: bool = False) -> list[Turn]:
+        """Turns of ``space`` matching ``where``, in seq order (only the last one with ``last``)."""
+        query = select(turns).where(self._in(turns, space), *where)  # type: ignore[arg-type]
+        query = query.order_by(turns.c.seq.desc()).limit(1) if last else query.order_by(turns.c.seq)
+        return [mappers.turn(r) for r in self._fetch(query)]
+
+    def last_turn(self, space: str) -> Turn | None:
+        found = self._turns(space, last=True)
+        return found[0] if found else None
+
+    def last_session(self, space: str) -> Session | None:
+        query = select(sessions).where(self._in(sessions, space)).order_by(sessions.c.seq.desc()).limit(1)
+        rows = self._fetch(query)
+        return mappers.session(rows[0]) if rows else None
+
+    def find_turns(self, space: str, ids: Sequence[str]) -> list[Turn]:
+        found = [t for chunk in self._chunks(ids) for t in self._turns(space, turns.c.id.in_(chunk))]
+        return sorted(found, key=lambda t: t.seq)
+
+    def find_sessions(self, space: str, ids: Sequence[str]) -> list[Session]:
+        found = [
+            mappers.session(r)
+            for chunk in self._chunks(ids)
+            for r in self._fetch(select(sessions).where(self._in(sessions, space), sessions.c.id.in_(chunk)))
+        ]
+        return sorted(found, key=lambda s: s.seq)
+
+    def add_turns(self, space: str, session_id: str, turns: Sequence[Turn]) -> None:
+        if not self.find_sessions(space, [session_id]):
+            raise IntegrityError(f"Space {space!r} has no session {session_id!r} to append turns to.")
+        for t in turns:
+            if t.session_id != session_id:
+                raise IntegrityError(f"Turn {t.id} names session {t.session_id!r}, expected {session_id!r}.")
+        with self.transaction():
+            self._insert_turns(space, turns)
+
+    def turns_after(self, space: str, seq: int) -> list[Turn]:
+        return self._turns(space, turns.c.seq > seq)
+
+    def count_turns_after(self, space: str, seq: int) -> int:
+        return int(self._scalar(select(func.count()).where(self._in(turns, space), turns.c.seq > seq)))
+
+    def count_turns_outside_scenes(self, space: str) -> int:
+        held = exists().where(
+            scene_turns.c.tenant == turns.c.tenant,
+            scene_turns.c.space == turns.c.space,
+            scene_turns.c.turn_id == turns.c.id,
+        )
+        return int(self._scalar(select(func.count()).select_from(turns).where(self._in(turns, space), ~held)))
+
+    def delete_turns(self, space: str, ids: Sequence[str]) -> None:
+        with self.transaction():
+            for chunk in self._chunks(ids):
+                self._delete_in(scene_turns, space, scene_turns.c.turn_id, chunk)
+                self._delete_in(turns, space, turns.c.id, chunk)
+
+    def _delete_in(self, table: Table, space: str, column: object, ids: Sequence[str]) -> int:
+        """Delete the rows of ``space`` in ``table`` whose ``column`` is among ``ids`` (one chunk)."""
+        return self._run(delete(table).where(self._in(table, space), column.in_(ids)))  # type: ignore[attr-defined]

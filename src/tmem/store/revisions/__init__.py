@@ -1,0 +1,1 @@
+"""Alembic revisions of the store schema (:mod:`tmem.store.schema`), applied by :mod:`tmem.store.upgrade`."""
