@@ -178,9 +178,10 @@ def os_warm(files: dict[str, tuple[str, int]], names: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def explain(store: PostgresStore, index: PgVectorIndex, q: npt.NDArray[np.float32], k: int) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) of both scans of one search (the queries PgVectorIndex sends): the index each
-    uses, its shared buffers hit / read (read: not in shared buffers, from the OS), execution time."""
+def explain(store: PostgresStore, index: PgVectorIndex, qs: npt.NDArray[np.float32], k: int) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of both scans of a search (the queries PgVectorIndex sends) for each of ``qs``:
+    the index each uses, medians of its shared buffers hit / read (read: not in shared buffers, from the OS) and of
+    its execution time."""
     out = []
     for name, parts, limit in (("items", "part = 'item'", k), ("views", f"part IN ('{BRIDGE}', '{ENTITY}')", 2 * k)):
         sql = (
@@ -188,14 +189,19 @@ def explain(store: PostgresStore, index: PgVectorIndex, q: npt.NDArray[np.float3
             f"FROM vector_index WHERE tenant = %s AND space = %s AND model_id = %s AND {parts} AND dim = {DIM} "
             f"ORDER BY {index._approx_dist()} LIMIT {max(limit, 32) if name == 'views' else limit}"
         )
-        top = store._rows(sql, [q, *store._key(SPACE), MODEL, q])[0][0][0]
-        node = top["Plan"]
-        while node.get("Plans") and "Index" not in node.get("Node Type", ""):
-            node = node["Plans"][0]
-        used = str(node.get("Index Name", node.get("Node Type"))).removeprefix("vector_index_hnsw_")
+        used, hit, read, ms = set(), [], [], []
+        for q in qs:
+            top = store._rows(sql, [q, *store._key(SPACE), MODEL, q])[0][0][0]
+            node = top["Plan"]
+            while node.get("Plans") and "Index" not in node.get("Node Type", ""):
+                node = node["Plans"][0]
+            used.add(str(node.get("Index Name", node.get("Node Type"))).removeprefix("vector_index_hnsw_"))
+            hit.append(node.get("Shared Hit Blocks", 0))
+            read.append(node.get("Shared Read Blocks", 0))
+            ms.append(top["Execution Time"])
         out.append(
-            f"{name} {used}: hit {node.get('Shared Hit Blocks', 0)}, read {node.get('Shared Read Blocks', 0)}, "
-            f"{top['Execution Time']:.1f} ms"
+            f"{name} {'/'.join(sorted(used))}: hit {statistics.median(hit):.0f}, read {statistics.median(read):.0f}, "
+            f"{statistics.median(ms):.1f} ms"
         )
     return "; ".join(out)
 
@@ -253,7 +259,7 @@ def measure(args: argparse.Namespace, server: Any) -> None:
             lat.setdefault((ef, mode), []).extend(times)
             got[(ef, mode)] = answers
             stmts[(ef, mode)] = calls[0]
-            plans[(ef, mode)] = explain(store, index, qs[0], args.k)
+            plans[(ef, mode)] = explain(store, index, qs[: args.explain], args.k)
             loads.append(os.getloadavg()[0])
             print(ef, mode, f"p50 {statistics.median(times):.1f}", plans[(ef, mode)], flush=True)
     postmaster = psutil.Process(server.get_pid())
@@ -276,12 +282,15 @@ def measure(args: argparse.Namespace, server: Any) -> None:
         f"{'in ' + format(warm_s, '.0f') + ' s' if args.os_warm else 'no'}; {args.warm_rounds} warm-up rounds at "
         f"ef_search {max(efs)} ({warm_q_s:.0f} s); postgres processes RSS {server_rss:.2f} GiB at the end\n",
         f"Build ({build_info['finished']}): COPY {build_info['copy_s']:.0f} s, HNSW (m 16, ef_construction 64, "
-        f"maintenance_work_mem {build_info['maintenance_work_mem']}, no parallel workers) {graphs}\n",
+        f"maintenance_work_mem {build_info['maintenance_work_mem']}, no parallel workers) {graphs}; load average at "
+        f"its end {build_info['load_at_end'][0]:.1f} / {build_info['load_at_end'][1]:.1f} / "
+        f"{build_info['load_at_end'][2]:.1f}\n",
         f"{len(qs)} queries x {args.rounds} interleaved rounds; a search = top-{args.k} items + top-{args.k} hosts "
         "over Entity + Bridge views in one read transaction (PgVectorIndex, float2 graphs, joint view graph); recall "
-        "vs the exact in-process answers; EXPLAIN (ANALYZE, BUFFERS) of the first query's two scans\n",
+        f"vs the exact in-process answers; EXPLAIN (ANALYZE, BUFFERS) of both scans of the first {args.explain} "
+        "queries: medians\n",
         f"| ef_search | iterative_scan | p50 ms | p95 ms | recall@{args.k} | items / hosts recall@{args.k} | "
-        "recall@10 | SQL statements / search | first query's scans (EXPLAIN ANALYZE) |",
+        "recall@10 | SQL statements / search | scans: graph, buffers hit / read, execution (medians) |",
         "|---:|---|---:|---:|---:|---|---:|---:|---|",
     ]
     for (ef, mode), times in lat.items():
@@ -311,6 +320,7 @@ def main() -> None:
     m.add_argument("--shared-buffers", default="128MB")
     m.add_argument("--os-warm", action="store_true", help="read the table and graph files into the OS page cache")
     m.add_argument("--warm-rounds", type=int, default=1)
+    m.add_argument("--explain", type=int, default=10, help="queries whose two scans are EXPLAINed per configuration")
     m.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.cmd == "build":

@@ -42,7 +42,7 @@ def _build_and_measure(bench: ModuleType, root: Path, out: Path) -> None:
     assert (root / "build.json").exists()
     args = argparse.Namespace(
         dir=root, queries=8, k=10, ef_search="100,10", iterative="relaxed_order,off", rounds=1,
-        shared_buffers="160MB", os_warm=True, warm_rounds=1, out=out,
+        shared_buffers="160MB", os_warm=True, warm_rounds=1, explain=3, out=out,
     )  # fmt: skip
     bench.measure(args)
     rows = [line.split("|")[1:-1] for line in out.read_text().splitlines() if line.startswith("| 1")]
