@@ -107,6 +107,36 @@ def build(args: argparse.Namespace, server: Any) -> None:
     store.close()
 
 
+@stopped
+def regraph(args: argparse.Namespace, server: Any) -> None:
+    """Rebuild the joint Entity + Bridge view graph with other HNSW parameters (under the name PgVectorIndex
+    expects, so that a later sync keeps it); the old graph is dropped once the new one is built."""
+    import psycopg
+
+    name = "vector_index_hnsw_h384_views_bridge_views_entity"
+    url = server.get_uri()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
+        conn.execute("SET max_parallel_maintenance_workers = 0")
+        conn.execute(f"DROP INDEX IF EXISTS {name}_new")
+        t0 = time.perf_counter()
+        conn.execute(
+            f"CREATE INDEX {name}_new ON vector_index USING hnsw ((vec::halfvec({DIM})) halfvec_cosine_ops) "
+            f"WITH (m = {args.m}, ef_construction = {args.ef_construction}) "
+            f"WHERE dim = {DIM} AND part IN ('{BRIDGE}', '{ENTITY}')"
+        )
+        took = time.perf_counter() - t0
+        conn.execute(f"DROP INDEX {name}")
+        conn.execute(f"ALTER INDEX {name}_new RENAME TO {name}")
+    info = json.loads((args.dir / "build.json").read_text())
+    info["graphs_s"]["views.bridge+views.entity"] = took
+    info["views_graph"] = {"m": args.m, "ef_construction": args.ef_construction}
+    info["regraph_load_at_end"] = os.getloadavg()
+    info["regraph_finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    (args.dir / "build.json").write_text(json.dumps(info, indent=1))
+    print(json.dumps(info), flush=True)
+
+
 def reference(root: Path, views: int, n: int, k: int) -> tuple[npt.NDArray[np.float32], list[list[str]]]:
     """The queries and their exact answers (the in-process exact backend, as scale_vectors.py), cached in ``root``."""
     cache = root / f"exact_{views}_{n}_{k}.json"
@@ -322,11 +352,13 @@ def main() -> None:
     m.add_argument("--warm-rounds", type=int, default=1)
     m.add_argument("--explain", type=int, default=10, help="queries whose two scans are EXPLAINed per configuration")
     m.add_argument("--out", type=Path, default=None)
+    r = sub.add_parser("regraph", help="rebuild the joint view graph with other HNSW parameters")
+    r.add_argument("--dir", type=Path, required=True)
+    r.add_argument("--m", type=int, default=16)
+    r.add_argument("--ef-construction", type=int, default=128)
+    r.add_argument("--maintenance-work-mem", default="4GB")
     args = ap.parse_args()
-    if args.cmd == "build":
-        build(args)
-    else:
-        measure(args)
+    {"build": build, "measure": measure, "regraph": regraph}[args.cmd](args)
 
 
 if __name__ == "__main__":
