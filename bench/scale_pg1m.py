@@ -351,7 +351,9 @@ def measure(args: argparse.Namespace, server: Any) -> None:
         f"Server: shared_buffers {shown_sb}; relation sizes: {sizes}; OS cache warmed by reading them "
         f"{'in ' + format(warm_s, '.0f') + ' s' if args.os_warm else 'no'}; {args.warm_rounds} warm-up rounds at "
         f"ef_search {max(efs)} ({warm_q_s:.0f} s); postgres processes RSS {server_rss:.2f} GiB at the end\n",
-        f"Build ({build_info['finished']}): COPY {build_info['copy_s']:.0f} s, HNSW (m 16, ef_construction 64, "
+        f"Build ({build_info['finished']}): COPY {build_info['copy_s']:.0f} s, HNSW (m 16, ef_construction 64; "
+        f"view graph rebuilt with {build_info.get('views_graph', 'the same')} at "
+        f"{build_info.get('regraph_finished', '-')}; "
         f"maintenance_work_mem {build_info['maintenance_work_mem']}, no parallel workers) {graphs}; load average at "
         f"its end {build_info['load_at_end'][0]:.1f} / {build_info['load_at_end'][1]:.1f} / "
         f"{build_info['load_at_end'][2]:.1f}\n",
