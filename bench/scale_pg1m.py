@@ -6,8 +6,10 @@ few minutes on the built index. Same corpus, queries and search as ``scale_vecto
 with 2 Entity + 1 Bridge view each; a search = top-k items + top-k hosts over the Entity and Bridge views, through
 :class:`tmem.index.pgvector.PgVectorIndex` with its default float2 graphs and joint view graph).
 
-    nice python bench/scale_pg1m.py build --dir /tmp/h23 --views 1000000       # COPY + HNSW graphs, once
-    nice python bench/scale_pg1m.py measure --dir /tmp/h23 --out bench/results/scale.md   # < 10 minutes
+    python bench/scale_pg1m.py build --dir /tmp/h23 --views 1000000     # COPY + HNSW graphs, once (40 min here)
+    python bench/scale_pg1m.py measure --dir /tmp/h23 --shared-buffers 128MB,3GB --out bench/results/scale.md
+    python bench/scale_pg1m.py misses --dir /tmp/h23    # exact top-100 views found by the graph scan
+    python bench/scale_pg1m.py regraph --dir /tmp/h23 --ef-construction 128    # the view graph, other parameters
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tmem.index.backend import MemoryVectorIndex
-from tmem.index.pgvector import PgVectorIndex
+from tmem.index.pgvector import HNSW_BUILD, PgVectorIndex
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
 
@@ -99,6 +101,7 @@ def build(args: argparse.Namespace, server: Any) -> None:
         "copy_s": total - sum(graphs.values()),
         "graphs_s": graphs,
         "maintenance_work_mem": args.maintenance_work_mem,
+        "hnsw": HNSW_BUILD,
         "load_at_end": os.getloadavg(),
         "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
@@ -351,7 +354,8 @@ def measure(args: argparse.Namespace, server: Any) -> None:
         f"Server: shared_buffers {shown_sb}; relation sizes: {sizes}; OS cache warmed by reading them "
         f"{'in ' + format(warm_s, '.0f') + ' s' if args.os_warm else 'no'}; {args.warm_rounds} warm-up rounds at "
         f"ef_search {max(efs)} ({warm_q_s:.0f} s); postgres processes RSS {server_rss:.2f} GiB at the end\n",
-        f"Build ({build_info['finished']}): COPY {build_info['copy_s']:.0f} s, HNSW (m 16, ef_construction 64; "
+        f"Build ({build_info['finished']}): COPY {build_info['copy_s']:.0f} s, HNSW "
+        f"({build_info.get('hnsw', 'm = 16, ef_construction = 64')}; "
         f"view graph rebuilt with {build_info.get('views_graph', 'the same')} at "
         f"{build_info.get('regraph_finished', '-')}; "
         f"maintenance_work_mem {build_info['maintenance_work_mem']}, no parallel workers) {graphs}; load average at "
@@ -389,7 +393,9 @@ def main() -> None:
     m.add_argument("--ef-search", default="400,200,100")
     m.add_argument("--iterative", default="relaxed_order", help="hnsw.iterative_scan values: off,relaxed_order,...")
     m.add_argument("--rounds", type=int, default=2)
-    m.add_argument("--shared-buffers", default="128MB")
+    m.add_argument(
+        "--shared-buffers", default="128MB", help="comma list: one sweep (and table) per value, server restarted"
+    )
     m.add_argument("--os-warm", action="store_true", help="read the table and graph files into the OS page cache")
     m.add_argument("--warm-rounds", type=int, default=1)
     m.add_argument("--explain", type=int, default=10, help="queries whose two scans are EXPLAINed per configuration")
@@ -405,7 +411,11 @@ def main() -> None:
     d.add_argument("--k", type=int, default=50)
     d.add_argument("--ef-search", default="100,400,1000")
     args = ap.parse_args()
-    {"build": build, "measure": measure, "regraph": regraph, "misses": misses}[args.cmd](args)
+    if args.cmd == "measure":
+        for value in args.shared_buffers.split(","):
+            measure(argparse.Namespace(**{**vars(args), "shared_buffers": value}))
+    else:
+        {"build": build, "regraph": regraph, "misses": misses}[args.cmd](args)
 
 
 if __name__ == "__main__":
