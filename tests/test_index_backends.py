@@ -153,6 +153,12 @@ def test_pgvector_hnsw_recall_against_exact(pg_url: str, halfvec: bool, grouped:
         else {f"vector_index_hnsw_{h}{DIM}_views_bridge", f"vector_index_hnsw_{h}{DIM}_views_entity"}
     )
     assert {n for n in names if n.startswith("vector_index_hnsw")} == {f"vector_index_hnsw_{h}{DIM}_item", *views}
+    options = store._rows(
+        "SELECT c.relname, c.reloptions FROM pg_class c WHERE c.relname LIKE 'vector_index_hnsw%%' AND c.relkind = 'i'"
+    )
+    assert {name: sorted(opts) for name, opts in options} == {
+        name: ["ef_construction=128", "m=16"] for name in {f"vector_index_hnsw_{h}{DIM}_item", *views}
+    }  # the build parameters measured at 1M views (HNSW_BUILD), not pgvector's default ef_construction 64
     dist = approx._approx_dist()
     item_sql = f"SELECT id FROM vector_index WHERE part = 'item' AND dim = {DIM} ORDER BY {dist} LIMIT 10"
     assert f"vector_index_hnsw_{h}{DIM}_item" in _plan(store, item_sql, vectors[0])

@@ -74,6 +74,13 @@ def _part_sql(part: str) -> str:
 GROUPS: tuple[tuple[str, ...], ...] = (("views.bridge", "views.entity"),)
 
 
+# HNSW build parameters of every graph. pgvector's default ef_construction (64) left views unreachable in the joint
+# view graph at 1M views: recall@50 of the hosts 0.930 at ef_search 400 and no higher at 800 (the scan returned 95-100
+# of the exact top-100 views, missing some at ranks 10-20); rebuilt with 128, 0.999 at ef_search 200 and 400
+# (bench/results/scale.md, bench/scale_pg1m.py).
+HNSW_BUILD = "m = 16, ef_construction = 128"
+
+
 def graph_of(part: str, grouped: bool = True) -> tuple[str, ...]:
     """The parts whose entries share ``part``'s HNSW graph (sorted)."""
     for group in GROUPS if grouped else ():
@@ -157,7 +164,7 @@ class PgVectorIndex:
             store._exec("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             store._exec(
                 f"CREATE INDEX IF NOT EXISTS {name} ON vector_index USING hnsw ((vec::{self._kind}({self._dim})) "
-                f"{self._kind}_cosine_ops) WHERE dim = {self._dim} AND {_parts_sql(parts)}"
+                f"{self._kind}_cosine_ops) WITH ({HNSW_BUILD}) WHERE dim = {self._dim} AND {_parts_sql(parts)}"
             )
             if not self._keep_other:
                 other = "vector" if self._kind == "halfvec" else "halfvec"
