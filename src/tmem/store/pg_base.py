@@ -71,7 +71,9 @@ def pg_store_error(exc: psycopg.Error, where: str, doing: str) -> StoreError | I
     )
 
 
-PROBE_SECONDS = 2.0  # an unreachable database fails within this (libpq's connect_timeout, whole seconds, 2 at the least)
+PROBE_SECONDS = (
+    2.0  # an unreachable database fails within this (libpq's connect_timeout, whole seconds, 2 at the least)
+)
 
 
 def probe(conninfo: str, timeout_s: float) -> None:
