@@ -9,7 +9,13 @@ For each probe and budget, three contexts are read:
 
 * ``tmem``: ``Memory.context`` (recall_context, the default preset, persona left out) of the built space;
 * ``flat dense`` / ``flat hybrid``: every raw turn ranked by cosine (all-MiniLM-L6-v2) or by RRF of BM25 and cosine,
-  packed best first to the budget (tmem.eval.baselines) and rendered in rank order, one dated turn a line.
+  packed best first to the budget (tmem.eval.baselines: first fit, so a turn that would overflow is skipped and a
+  later, shorter one may still fill the rest) and rendered in rank order, one dated turn a line.
+
+Every system's budget is counted by one tokenizer, cl100k (:mod:`tmem.util.tokens`, the counter of ``Memory.context``):
+tmem's context and the flat packings are handed the same counter, every text is counted again by it after rendering,
+and a text over its budget stops the bench. The report gives each system's mean tokens per budget, so that a system
+left short of its budget shows.
 
 Two measures, on the context's lines (a line: one fact, or one turn):
 
@@ -63,6 +69,7 @@ from tmem.llm.base import ChatRequest  # noqa: E402
 from tmem.llm.scripted import scripted_llm  # noqa: E402
 from tmem.retrieve.cascade import Retriever  # noqa: E402
 from tmem.store.sqlite import SQLiteStore  # noqa: E402
+from tmem.util.tokens import TokenCounter, token_counter  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "updates.json"
 PROBES = ROOT / "bench" / "data" / "updates_probes.json"
@@ -159,30 +166,42 @@ def flat_text(baselines: SpaceBaselines, turn_ids: Sequence[str]) -> str:
     return "\n".join(format_turn(by_id[t], dated=True) for t in turn_ids)
 
 
-def evaluate(store: SQLiteStore, embedder: SentenceTransformerEmbedder, probes: list[Probe]) -> dict[str, Any]:
+def evaluate(
+    store: SQLiteStore, embedder: SentenceTransformerEmbedder, probes: list[Probe], counter: TokenCounter
+) -> dict[str, Any]:
     retriever = Retriever(store, embedder)
     counts: dict[tuple[str, int], list[int]] = {(s, b): [0, 0] for s in SYSTEMS for b in BUDGETS}
+    tokens: dict[tuple[str, int], list[int]] = {(s, b): [] for s in SYSTEMS for b in BUDGETS}
+    per_space: dict[tuple[str, str, int], list[int]] = {}
     misses: list[str] = []
     for space in dict.fromkeys(p.space for p in probes):
-        baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder))
+        baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder), counter)
         for probe in (p for p in probes if p.space == space):
             flat = baselines.packed_many(probe.question, probe.question, BUDGETS)
             for budget in BUDGETS:
-                ctx = recall_context(retriever, space, probe.question, budget, include_persona=False)
+                ctx = recall_context(retriever, space, probe.question, budget, include_persona=False, counter=counter)
                 texts = {
                     "tmem": ctx.text,
                     "flat dense": flat_text(baselines, flat[budget]["dense"].turn_ids),
                     "flat hybrid": flat_text(baselines, flat[budget]["hybrid"].turn_ids),
                 }
                 for system, text in texts.items():
+                    used = counter.count(text)
+                    if used > budget:
+                        raise SystemExit(f"{system}'s context for {probe.question!r} is {used} > {budget} tokens")
+                    tokens[system, budget].append(used)
                     current, stale_first = score(text, probe)
                     counts[system, budget][0] += current
                     counts[system, budget][1] += stale_first
+                    cell = per_space.setdefault((space, system, budget), [0, 0, 0])
+                    cell[0] += 1
+                    cell[1] += current
+                    cell[2] += stale_first
                     if system == "tmem" and (stale_first or not current):
                         misses.append(
                             f"{budget} {space}: {probe.question} (current {current}, stale first {stale_first})"
                         )
-    return {"counts": counts, "misses": misses}
+    return {"counts": counts, "tokens": tokens, "per_space": per_space, "misses": misses}
 
 
 async def build(
@@ -203,16 +222,27 @@ async def build(
 
 
 def table(title: str, n: int, result: dict[str, Any]) -> list[str]:
-    counts = result["counts"]
-    lines = [f"**{title}** ({n} probes): current value in the context / stale value first", ""]
-    lines.append("| system | " + " | ".join(f"current @{b} | stale first @{b}" for b in BUDGETS) + " |")
-    lines.append("|---|" + "---:|---:|" * len(BUDGETS))
+    counts, tokens = result["counts"], result["tokens"]
+    lines = [f"**{title}** ({n} probes): current value in the context / stale value first / mean cl100k tokens", ""]
+    lines.append("| system | " + " | ".join(f"current @{b} | stale first @{b} | tokens @{b}" for b in BUDGETS) + " |")
+    lines.append("|---|" + "---:|---:|---:|" * len(BUDGETS))
     for system in SYSTEMS:
         cells = []
         for b in BUDGETS:
             cur, stale = counts[system, b]
-            cells.append(f"{cur} ({100 * cur / n:.1f} %) | {stale} ({100 * stale / n:.1f} %)")
+            mean = sum(tokens[system, b]) / max(1, len(tokens[system, b]))
+            cells.append(f"{cur} ({100 * cur / n:.1f} %) | {stale} ({100 * stale / n:.1f} %) | {mean:.0f}")
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    per_space = result["per_space"]
+    lines += ["", "Per conversation, current / stale first (probes): " + ", ".join(SYSTEMS), ""]
+    lines.append("| conversation (probes) | " + " | ".join(f"@{b}" for b in BUDGETS) + " |")
+    lines.append("|---|" + "---|" * len(BUDGETS))
+    for space in dict.fromkeys(key[0] for key in per_space):
+        size = per_space[space, SYSTEMS[0], BUDGETS[0]][0]
+        cells = [
+            " · ".join(f"{per_space[space, s, b][1]}/{per_space[space, s, b][2]}" for s in SYSTEMS) for b in BUDGETS
+        ]
+        lines.append(f"| {space} ({size}) | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -227,9 +257,10 @@ def main() -> None:
     probes = [Probe(**p) for p in raw["probes"]]
     labels = raw["slot_labels"]
     embedder = SentenceTransformerEmbedder()
+    counter = token_counter("cl100k")
     out = [
         f"Update probes: {len(probes)} (bench/data/updates_probes.json), budgets {list(BUDGETS)} tokens "
-        "(tmem.util.text.count_tokens, the same counter for every system).",
+        f"({counter.name}, tmem.util.tokens: the same counter for every system).",
         "",
     ]
     with tempfile.TemporaryDirectory() as tmp:
@@ -237,7 +268,7 @@ def main() -> None:
             for match in args.match.split(",") if mode == "llm" else ["-"]:
                 store = asyncio.run(build(mode, match, embedder, labels, Path(tmp)))
                 superseded = sum(1 for s in store.list_spaces() for it in store.items(s.name) if it.superseded_by)
-                result = evaluate(store, embedder, probes)
+                result = evaluate(store, embedder, probes, counter)
                 title = "extractive build (offline)" if mode == "extractive" else f"scripted LLM build, slots {match}"
                 out += [*table(f"{title}, {superseded} items superseded", len(probes), result), ""]
                 if args.misses:

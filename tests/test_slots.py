@@ -14,7 +14,7 @@ from tmem.answer.budget import pack_context
 from tmem.construct.check import check_space
 from tmem.construct.slots import attributes_of, link_slots, normalise_slot, slot_key
 from tmem.models import Item, ItemKind, Turn
-from tmem.retrieve.types import Route, SearchResult, TurnHit
+from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.store.sqlite import SQLiteStore
 from tmem.util.tokens import default_counter
 
@@ -94,41 +94,85 @@ def test_the_shipped_llm_built_memories_open_and_upgrade(name: str, tmp_path: Pa
 # ------------------------------------------------------------------------------------------ the current value first
 
 
-def _turn_hit(n: int, text: str, day: int, rank: int) -> TurnHit:
-    turn = Turn(id=f"t{n}", session_id=f"s{day}", seq=n, speaker="Dana", text=text, time=datetime(2023, 5, day, 9))
-    return TurnHit(turn=turn, score=1.0 / rank, routes=[Route(name="turn.dense", rank=rank, score=1.0 / rank)])
+def _item_hit(n: int, text: str, day: int, rank: int, slot: str | None) -> ItemHit:
+    item = Item(
+        id=f"i{n}",
+        text=text,
+        kind=ItemKind.ATOMIC,
+        scene_ids=["S1"],
+        speaker="Dana",
+        date=f"2023-05-{day:02d}",
+        slot=slot,
+        turn_ids=[f"t{n}"],
+        seq=n,
+    )
+    return ItemHit(item=item, source_scenes=[], source_turn_ids=[f"t{n}"], score=1.0 / rank, routes=[_route(rank)])
+
+
+def _route(rank: int) -> Route:
+    return Route(name="item.dense", rank=rank, score=1.0 / rank)
 
 
 def test_the_newer_statement_on_a_slot_comes_first_and_the_older_is_marked_earlier() -> None:
-    """The older job statement ranks first for the query; the context reads the newer one first, as a fact, and
-    the older one after it, marked earlier until the newer one's day. An unrelated turn stays a raw turn."""
+    """The older job statement ranks first for the query; the context reads the newer one first and the older one
+    after it, marked earlier until the newer one's day. An item without a slot stays where it was."""
     hits = [
-        _turn_hit(0, "I have been working at Acme Logistics as a dispatcher for years.", 2, 1),
-        _turn_hit(1, "We watched a film about whales last night.", 3, 2),
-        _turn_hit(2, "Big news: I joined Globex Energy as a planner this week.", 20, 3),
+        _item_hit(0, "Dana has worked at Acme Logistics as a dispatcher for years.", 2, 1, "Dana / employer"),
+        _item_hit(1, "Dana watched a film about whales.", 3, 2, None),
+        _item_hit(2, "Dana joined Globex Energy as a planner.", 20, 3, "Dana / job"),
     ]
-    result = SearchResult(space="s", query="Where does Dana work?", preset="p", scenes=[], items=[], turns=hits)
+    result = SearchResult(space="s", query="Where does Dana work?", preset="p", scenes=[], items=hits)
     ctx = pack_context(result, 1000, include_persona=False)
     lines = ctx.text.splitlines()
-    assert lines[:3] == [
+    assert lines[:4] == [
         "Facts:",
-        "- [20 May 2023] Dana: Big news: I joined Globex Energy as a planner this week.",
-        "- [2 May 2023] Dana: I have been working at Acme Logistics as a dispatcher for years. "
-        "(earlier, until 20 May 2023)",
+        "- Dana joined Globex Energy as a planner. (2023-05-20)",
+        "- Dana watched a film about whales. (2023-05-03)",
+        "- Dana has worked at Acme Logistics as a dispatcher for years. (2023-05-02) (earlier, until 20 May 2023)",
     ]
-    assert "Dana: We watched a film about whales last night." in lines  # in its block, not a fact
     assert ctx.text.count("Globex") == 1 and ctx.text.count("Acme") == 1  # each statement once
     assert ctx.tokens <= 1000
     small = pack_context(result, default_counter().count("Facts:\n" + lines[1]) + 2, include_persona=False)
     assert "Globex" in small.text and "Acme" not in small.text  # the older one only when it fits, never instead
 
 
-def test_statements_of_one_day_or_of_other_speakers_are_left_as_they_are() -> None:
-    same_day = [
-        _turn_hit(0, "I have been working at Acme Logistics as a dispatcher for years.", 2, 1),
-        _turn_hit(2, "I joined Globex Energy as a planner.", 2, 2),
+def test_statements_no_model_labelled_keep_their_order() -> None:
+    """Raw turns (a space never built, or turns added since the last build) and unlabelled items are not grouped by
+    the cue words they share: the context keeps the search's order and their raw form (issue 21, measured)."""
+    turns = [
+        ("I have been working at Acme Logistics as a dispatcher for years.", 2),
+        ("Big news: I quit Acme, I work at Globex Energy now.", 20),
     ]
-    result = SearchResult(space="s", query="q", preset="p", scenes=[], items=[], turns=same_day)
-    assert "Facts:" not in pack_context(result, 1000, include_persona=False).text
+    hits = [
+        TurnHit(
+            turn=Turn(
+                id=f"t{n}", session_id=f"s{day}", seq=n, speaker="Dana", text=text, time=datetime(2023, 5, day, 9)
+            ),
+            score=1.0 / (n + 1),
+            routes=[Route(name="turn.dense", rank=n + 1, score=1.0 / (n + 1))],
+        )
+        for n, (text, day) in enumerate(turns)
+    ]
+    result = SearchResult(space="s", query="Where does Dana work?", preset="p", scenes=[], items=[], turns=hits)
+    text = pack_context(result, 1000, include_persona=False).text
+    assert "Facts:" not in text and "earlier" not in text
+    assert text.index("Acme Logistics") < text.index("Globex")
+    items = [
+        _item_hit(0, "Dana has worked at Acme Logistics as a dispatcher for years.", 2, 1, None),
+        _item_hit(1, "Dana quit Acme and works at Globex Energy now.", 20, 2, None),
+    ]
+    result = SearchResult(space="s", query="Where does Dana work?", preset="p", scenes=[], items=items)
+    text = pack_context(result, 1000, include_persona=False).text
+    assert "earlier" not in text and text.index("Acme Logistics") < text.index("Globex")
+
+
+def test_statements_of_one_day_are_left_as_they_are() -> None:
+    same_day = [
+        _item_hit(0, "Dana has worked at Acme Logistics as a dispatcher for years.", 2, 1, "Dana / employer"),
+        _item_hit(2, "Dana joined Globex Energy as a planner.", 2, 2, "Dana / employer"),
+    ]
+    result = SearchResult(space="s", query="q", preset="p", scenes=[], items=same_day)
+    text = pack_context(result, 1000, include_persona=False).text
+    assert "earlier" not in text and text.index("Acme") < text.index("Globex")
     assert attributes_of("Free company!") == set()  # not a first-person statement
     assert "employer" in attributes_of("I was hired by a bakery")

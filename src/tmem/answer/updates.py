@@ -1,21 +1,21 @@
 """The current value first: a context never shows a changed fact's older statement before its newer one.
 
-Among the hits of one context, statements *on one slot* (tmem.construct.slots) made on different days form a group:
+Among the hits of one context, items *on one slot* (tmem.construct.slots) stated on different days form a group. A
+statement is on a slot only when a model labelled it (an LLM build's item with a stored slot): extractive items and
+raw turn hits carry no label and are never grouped, on any space (built offline, by a model, or never built).
 
-* an item with a stored slot (an LLM build) is on that slot;
-* an item of an extractive build, and a raw turn hit, when it is a first-person statement, is on each attribute
-  family its cue words name (:func:`tmem.construct.slots.attributes_of`), for its speaker.
-
-Measured and left out (bench/results/updates.md): also grouping by shared content words ("my Canon camera", "I sold
-the Canon") and splitting scene excerpts into their turns halved stale-first contexts on the update dev set, but
-cost 7-10 points of LoCoMo evidence coverage at 500 and 1000 tokens on conv-26 (every shared word made a group).
+Measured and left out (docs/retrieval.md, bench/results/updates.md): grouping unlabelled statements by the attribute
+families their cue words name (:func:`tmem.construct.slots.attributes_of`) put the offline LoCoMo and LoCoMo-Plus
+budgeted tables under the flat baselines on extractive spaces (e5c4bc2), and on never-built spaces cost 1.9 / 2.2 /
+3.3 / 7.3 points of LoCoMo evidence coverage at 500 / 1000 / 2000 / 4000 tokens (3 dev conversations); requiring
+also that the group's newest statement say that something changed (a cue such as "now", "moved", "quit", "sold",
+"switched", "no longer") still put LoCoMo-Plus under flat dense at 500 tokens (34.1 against 34.5) and narrowed the
+LoCoMo margin over flat hybrid at 500 and 4000 tokens; grouping by shared content words cost more.
 
 In a group the members trade places, newest first: the newest statement (latest date, then latest turn) takes the
 place of the group's best-ranked member, the next newest the second place, and so on, so that the context spends its
-budget where it would have; every member enters the context as a fact line (a raw turn as ``- [date] Speaker:
-text``), so the current value is read first. The older members follow it, each marked ``(earlier, until DATE)``
-with the day of the newest one; they enter only while the budget allows, like any hit, and never instead of the
-current one. A statement on several slots is placed by its best-ranked group only. docs/retrieval.md gives the rule, bench/results/updates.md what it measured.
+budget where it would have; the older members are marked ``(earlier, until DATE)`` with the day of the newest one;
+they enter only while the budget allows, like any hit, and never instead of the current one.
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ from collections.abc import Sequence
 from datetime import date
 from typing import TYPE_CHECKING
 
-from tmem.answer.context import format_turn
-from tmem.construct.slots import attributes_of, slot_key, subject_of
-from tmem.models import BuildMode
+from tmem.construct.slots import slot_key
 from tmem.util.dates import format_day
 
 if TYPE_CHECKING:
@@ -38,53 +36,29 @@ __all__ = ["current_first"]
 Slot = tuple[str, str]
 
 
-def _quoted(text: str) -> str:
-    """What an extractive item quotes (``On 8 May 2023, Dana said: "..."``), without the frame."""
-    _, sep, rest = text.partition(' said: "')
-    return rest if sep else text
-
-
-def _statement(unit: _Unit, names: Sequence[str]) -> tuple[set[Slot], date, int] | None:
+def _statement(unit: _Unit) -> tuple[set[Slot], date, int] | None:
     """The slots a hit states, its date and its position in the conversation; None when it is no statement."""
-    if unit.kind == "item" and unit.item is not None:
-        item = unit.item
-        if item.slot is not None:
-            slots = {slot_key(item.slot)}
-        elif item.mode is BuildMode.EXTRACTIVE and item.speaker:
-            slots = {(subject_of(item.speaker), a) for a in attributes_of(_quoted(item.text), names)}
-        else:
-            return None  # an LLM item without a slot: the model said it is not a value that changes
-        if not item.date or not slots:
-            return None
-        try:
-            when = date.fromisoformat(item.date)
-        except ValueError:
-            return None
-        return slots, when, item.seq
-    if unit.kind == "turn" and unit.turns:
-        turn = unit.turns[0]
-        slots = {(subject_of(turn.speaker), a) for a in attributes_of(turn.text, names)}
-        return (slots, turn.time.date(), turn.seq) if slots else None
-    return None
+    item = unit.item if unit.kind == "item" else None
+    if item is None or item.slot is None or not item.date:
+        return None  # no slot a model labelled: a raw turn, an extractive item, an item the model left unlabelled
+    try:
+        when = date.fromisoformat(item.date)
+    except ValueError:
+        return None
+    return {slot_key(item.slot)}, when, item.seq
 
 
 def _as_fact(unit: _Unit, until: date | None) -> _Unit:
+    assert unit.fact is not None  # an item: its fact line
     mark = f" (earlier, until {format_day(until)})" if until is not None else ""
-    if unit.kind == "item":
-        assert unit.fact is not None
-        return dataclasses.replace(unit, fact=unit.fact + mark)
-    turn = unit.turns[0]
-    return dataclasses.replace(unit, fact=f"- {format_turn(turn, dated=True)}{mark}", fact_turns=[turn.id])
+    return dataclasses.replace(unit, fact=unit.fact + mark)
 
 
 def current_first(order: Sequence[_Unit]) -> list[_Unit]:
     """``order`` with each slot group's newest statement at the group's best place and its members as fact lines,
     the older ones marked earlier (see the module docstring)."""
     units = list(order)
-    names = sorted(
-        {t.speaker for unit in units for t in unit.turns} | {u.item.speaker for u in units if u.item and u.item.speaker}
-    )
-    facts = {n: s for n, unit in enumerate(units) if (s := _statement(unit, names)) is not None}
+    facts = {n: s for n, unit in enumerate(units) if (s := _statement(unit)) is not None}
     groups: dict[Slot, list[int]] = {}
     for n, (slots, _, _) in facts.items():
         for slot in sorted(slots):  # a fixed order: groups that tie on their best member keep it (no hash order)

@@ -137,7 +137,9 @@ def link_slots(items: Sequence[Item], turn_seq: Callable[[str], int]) -> dict[st
 # then read from cue words, one family each, named as the canonical attributes above: a statement belongs to every
 # family whose cue it holds, and two statements of one speaker share a slot when they share a family. The families
 # are the common kinds of fact that change (work, home, partner, studies, health and diet, a vehicle, a phone, pets,
-# plans and favourites); the cues are general words of each, not names.
+# plans and favourites); the cues are general words of each, not names. No context groups statements this way since
+# 66c9d49 (tmem.answer.updates: it cost the offline LoCoMo / LoCoMo-Plus tables and never-built spaces, measured in
+# bench/results/updates.md); the families are kept for the measurements that compare against them.
 _CUES: dict[str, str] = {
     "employer": r"job|jobs|employer|hired|promot\w*|resign\w*|laid off|fired|career|freelanc\w*|colleagues?"
     r"|work(?:ing|s|ed)? (?:at|for|as|nights|days)|start(?:ed|ing)? at|joined",
