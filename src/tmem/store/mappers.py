@@ -48,11 +48,13 @@ def session(r: Row) -> m.Session:
 
 
 def turn_row(t: m.Turn) -> dict[str, Any]:
-    return {**_pick(t, _TURN), "time": ts(t.time), "metadata": json.dumps(t.metadata, ensure_ascii=False)}
+    meta = json.dumps(t.metadata, ensure_ascii=False) if t.metadata else "{}"  # most turns carry none
+    return {**_pick(t, _TURN), "time": ts(t.time), "metadata": meta}
 
 
 def turn(r: Row) -> m.Turn:
-    return m.Turn(**_take(r, _TURN), time=dt(r["time"]), metadata=json.loads(r["metadata"]))
+    meta = r["metadata"]
+    return m.Turn(**_take(r, _TURN), time=dt(r["time"]), metadata=json.loads(meta) if meta != "{}" else {})
 
 
 def scene_row(s: m.Scene) -> dict[str, Any]:

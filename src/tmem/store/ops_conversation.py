@@ -17,6 +17,11 @@ from tmem.store.schema import LINK_TABLES, scene_turns, sessions, spaces, turns
 from tmem.store.sql import SQLOps
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
+# Statements built once: SQLAlchemy memoizes a statement object's cache key, so an import's thousands of calls look
+# their compiled form up without walking the statement again (bench/results/store_perf.md).
+_INSERT_SESSION = sessions.insert()
+_INSERT_TURNS = turns.insert()
+
 
 class ConversationOps(SQLOps):
     if TYPE_CHECKING:
@@ -93,11 +98,11 @@ class ConversationOps(SQLOps):
         check_session_turns(session, turns)
         self.get_space(space)
         with self.transaction():
-            self._run_many(sessions.insert(), self._scoped(space, [mappers.session_row(session)]))
+            self._run_many(_INSERT_SESSION, self._scoped(space, [mappers.session_row(session)]))
             self._insert_turns(space, turns)
 
     def _insert_turns(self, space: str, rows: Sequence[Turn]) -> None:
-        self._run_many(turns.insert(), self._scoped(space, [mappers.turn_row(t) for t in rows]))
+        self._run_many(_INSERT_TURNS, self._scoped(space, [mappers.turn_row(t) for t in rows]))
 
     def sessions(self, space: str) -> list[Session]:
         rows = self._fetch(select(sessions).where(self._in(sessions, space)).order_by(sessions.c.seq))
