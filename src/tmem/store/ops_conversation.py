@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Table, delete, exists, func, select, update
+from sqlalchemy import Table, bindparam, delete, exists, func, select, update
 
 from tmem.errors import IntegrityError, NotFoundError
 from tmem.models import Session, Space, SpaceSummary, Turn
@@ -21,6 +21,9 @@ from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 # their compiled form up without walking the statement again (bench/results/store_perf.md).
 _INSERT_SESSION = sessions.insert()
 _INSERT_TURNS = turns.insert()
+_GET_SPACE = select(spaces.c.name, spaces.c.speakers).where(
+    spaces.c.tenant == bindparam("tenant"), spaces.c.name == bindparam("name")
+)
 
 
 class ConversationOps(SQLOps):
@@ -39,7 +42,7 @@ class ConversationOps(SQLOps):
         return self.get_space(name)
 
     def get_space(self, name: str) -> Space:
-        rows = self._fetch(select(spaces.c.name, spaces.c.speakers).where(self._in(spaces, name)))
+        rows = self._fetch(_GET_SPACE, values={"tenant": tenant_of(name), "name": name})
         if not rows:
             known = self._fetch(select(spaces.c.name).where(spaces.c.tenant == tenant_of(name)))
             raise missing_space(name, [r["name"] for r in known])

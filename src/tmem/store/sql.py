@@ -65,22 +65,29 @@ class SQLOps:
         return self.dialect == "postgresql"
 
     # ------------------------------------------------------------------ statements
-    def _compile(self, stmt: ClauseElement, keys: Sequence[str] | None = None) -> tuple[str, dict[str, Any]]:
+    def _compile(
+        self, stmt: ClauseElement, keys: Sequence[str] | None = None, values: Mapping[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """The SQL text and parameters of ``stmt`` for this dialect (``keys``: the columns an executemany insert
         binds). Compiled forms are cached by SQLAlchemy's cache key, as an engine's execution does: two calls of one
-        operation differ in their values only, and IN lists are expanded per call."""
+        operation differ in their values only, and IN lists are expanded per call. ``values`` fill the statement's
+        ``bindparam`` s of no value: a statement built once at import time and run with each call's values."""
         compiled, extracted, *_ = stmt._compile_w_cache(
             self._sa_dialect, compiled_cache=_COMPILED[self.dialect], column_keys=list(keys or ())
         )
         sql_compiler = cast(SQLCompiler, compiled)
-        params = sql_compiler.construct_params(extracted_parameters=extracted, _check=False)
+        params = sql_compiler.construct_params(
+            params=dict(values) if values else None, extracted_parameters=extracted, _check=False
+        )
         if keys is not None:
             return sql_compiler.string, dict(params)
         state = sql_compiler.construct_expanded_state(params)
         return state.statement, dict(state.parameters)
 
-    def _fetch(self, stmt: ClauseElement, *, binary: bool = False) -> list[dict[str, Any]]:
-        sql, params = self._compile(stmt)
+    def _fetch(
+        self, stmt: ClauseElement, *, binary: bool = False, values: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        sql, params = self._compile(stmt, values=values)
         return self._named(sql, params, binary=binary)
 
     def _scalar(self, stmt: ClauseElement) -> Any:
