@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.live_server import LiveServer
+from tests.support.live_server import LiveServer, wait_healthy
 from tests.test_service import NO_AUTO_BUILD, auth, dev_messages, wait_job
 from tmem.service import create_app
 from tmem.settings import Settings
@@ -60,14 +59,7 @@ def tmem_serve(env: dict[str, str]) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url + "/healthz", timeout=5)
-                break
-            except httpx.TransportError:
-                assert server.poll() is None and time.monotonic() < deadline, "tmem serve did not start"
-                time.sleep(0.2)
+        wait_healthy(url, server)
         yield url
     finally:
         server.terminate()

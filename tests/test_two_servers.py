@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.live_server import wait_healthy
 from tests.test_service import NO_AUTO_BUILD, auth, dev_messages, wait_job
 from tests.test_service_postgres import TMEM
 from tmem.edit.forget import canary_free
@@ -61,14 +62,7 @@ def _serve(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url + "/healthz", timeout=5)
-                break
-            except httpx.TransportError:
-                assert server.poll() is None and time.monotonic() < deadline, "tmem serve did not start"
-                time.sleep(0.2)
+        wait_healthy(url, server)
         yield url, server
     finally:
         if server.poll() is None:

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from types import TracebackType
 from typing import Any
 
+import httpx
 import uvicorn
+
+
+def wait_healthy(url: str, server: subprocess.Popen[Any], timeout: float = 60) -> None:
+    """Wait until a ``tmem serve`` subprocess answers ``/healthz``; fail if it exits or takes over ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url + "/healthz", timeout=5)
+            return
+        except httpx.TransportError:
+            assert server.poll() is None and time.monotonic() < deadline, "tmem serve did not start"
+            time.sleep(0.2)
 
 
 class LiveServer:
