@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,13 +21,16 @@ from tests.test_retrieve_fixtures import (
     CountingEmbedder,
     make_store,
 )
+from tmem.embed.base import EmbeddingResult
+from tmem.embed.hashing import HashEmbedder
 from tmem.errors import ConfigError, NotFoundError
 from tmem.index.backend import MemoryVectorIndex
 from tmem.index.views import ViewRow, ViewTable
 from tmem.models import BuildMode, Item, ItemKind, Session, TriggerFamily, Turn
-from tmem.retrieve.cascade import Retriever
+from tmem.retrieve.cascade import QUERY_MEMO, Retriever
 from tmem.retrieve.config import SWITCHES, RetrievalConfig
 from tmem.retrieve.types import SearchResult
+from tmem.store import open_store
 from tmem.store.sqlite import SQLiteStore
 
 CFG = RetrievalConfig.preset("paper")
@@ -468,3 +472,33 @@ def test_approximate_parts_answer_like_exact_ones(store: SQLiteStore) -> None:
         assert sorted(item_ids(a)) == sorted(item_ids(e)) and sorted(scene_ids(a)) == sorted(scene_ids(e))
         assert [h.score for h in a.items] == pytest.approx([h.score for h in e.items], abs=2e-3)
         assert [h.score for h in a.scenes] == pytest.approx([h.score for h in e.scenes], abs=2e-3)
+
+
+class _Counting(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__(dim=64)
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> EmbeddingResult:
+        self.calls.append(list(texts))
+        return super().embed(texts)
+
+
+def test_a_query_searched_again_is_not_embedded_again(tmp_path: Path) -> None:
+    """A filtered context deepens its search with the same query each round: the vector is kept, not re-embedded."""
+    store = open_store(tmp_path / "q.db")
+    try:
+        embedder = _Counting()
+        retriever = Retriever(store, embedder)
+        first = retriever.embed_query("where does dana work")
+        first[:] = 0.0  # a caller writing into its vector does not change what is kept
+        again = retriever.embed_query("where does dana work")
+        assert embedder.calls == [["where does dana work"]]
+        assert np.array_equal(again, HashEmbedder(dim=64).embed(["where does dana work"]).vectors[0])
+        for n in range(QUERY_MEMO):  # the oldest query falls out once QUERY_MEMO others came after it
+            retriever.embed_query(f"other question {n}")
+        embedder.calls.clear()
+        retriever.embed_query("where does dana work")
+        assert embedder.calls == [["where does dana work"]]
+    finally:
+        store.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
@@ -173,6 +174,7 @@ def _result(
 
 _HeldTail = tuple["weakref.ref[SpaceIndex]", TurnTail]
 DEFAULT_CACHE_BYTES = 2 * 2**30  # per Retriever: the built indices it keeps (vectors + an estimate of the records)
+QUERY_MEMO = 64  # query vectors a Retriever keeps (Retriever.embed_query)
 
 
 def index_bytes(index: SpaceIndex) -> int:
@@ -212,6 +214,8 @@ class Retriever:
         self._rerankers: dict[str, Reranker] = {}
         self._tails: dict[str, _HeldTail] = {}  # per space: the index a tail extends, and the tail
         self._tail_lock = threading.Lock()
+        self._queries: OrderedDict[str, Vector] = OrderedDict()  # recent query vectors (embed_query)
+        self._queries_lock = threading.Lock()
 
     @property
     def builds(self) -> int:
@@ -286,7 +290,19 @@ class Retriever:
                 self._tails.pop(space, None)
 
     def embed_query(self, query: str) -> Vector:
+        """The query's vector; the last ``QUERY_MEMO`` queries are kept, since one read often searches the same query
+        again (a filtered context deepens its search round by round; ``ask`` and the viewer search what a context
+        searched). A copy is returned: the kept vector stays as the embedder made it."""
+        with self._queries_lock:
+            kept = self._queries.get(query)
+            if kept is not None:
+                self._queries.move_to_end(query)
+                return kept.copy()
         vec: Vector = self.embedder.embed([query]).vectors[0]
+        with self._queries_lock:
+            self._queries[query] = vec.copy()
+            while len(self._queries) > QUERY_MEMO:
+                self._queries.popitem(last=False)
         return vec
 
     def _reranker_for(self, cfg: RetrievalConfig) -> Reranker | None:
