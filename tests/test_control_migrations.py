@@ -172,10 +172,22 @@ def test_a_memory_database_is_refused() -> None:
         store.close()
 
 
-def test_a_store_not_opened_by_open_store_has_no_known_database(tmp_path: Path) -> None:
+def test_a_store_opened_directly_shares_its_database_with_the_control_store(tmp_path: Path) -> None:
+    """The control store follows ``store.url``: a store opened without open_store has its keys in the same file."""
     store = SQLiteStore.open(tmp_path / "tmem.db")
     try:
-        with pytest.raises(ConfigError, match="open_store"):
-            open_control(store)
+        control = open_control(store)
+        try:
+            _, key = control.create_key("acme")
+            assert control.authenticate(key) == "acme"
+        finally:
+            control.close()
+        assert store.url == f"sqlite:///{tmp_path / 'tmem.db'}"
     finally:
         store.close()
+    reopened = open_control_url(f"sqlite:///{tmp_path / 'tmem.db'}")
+    try:
+        listed = reopened.keys(tenant="acme")
+        assert [k.tenant for k in listed] == ["acme"]
+    finally:
+        reopened.close()

@@ -7,18 +7,15 @@ backend. Every caller (``Memory``, the CLI, the service, evaluation) opens its s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-from weakref import WeakKeyDictionary
 
 from tmem.errors import ConfigError
 from tmem.store.base import Store
 from tmem.util.extras import require_extra
 
-__all__ = ["Store", "open_store", "opened_url", "sqlite_url"]
+__all__ = ["Store", "open_store", "sqlite_url"]
 
 _SQLITE = "sqlite://"
 _POSTGRES = ("postgresql://", "postgres://", "postgresql+psycopg://")
-_OPENED: WeakKeyDictionary[Any, str] = WeakKeyDictionary()  # store -> the URL open_store opened it with
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -34,7 +31,6 @@ def open_store(url: str | Path) -> Store:
         from tmem.store.postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
 
         store: Store = PostgresStore.open(text)
-        _OPENED[store] = text
         return store
     if text.startswith(_SQLITE):
         path = text[len(_SQLITE) :]
@@ -50,18 +46,4 @@ def open_store(url: str | Path) -> Store:
         path = text
     from tmem.store.sqlite import SQLiteStore
 
-    sqlite_store = SQLiteStore.open(path)
-    _OPENED[sqlite_store] = sqlite_url(path)
-    return sqlite_store
-
-
-def opened_url(store: Store) -> str:
-    """The URL :func:`open_store` opened ``store`` with (``sqlite:///PATH`` for a plain path), for what shares its
-    database (the service's control store). Raises ConfigError for a store opened some other way."""
-    url = _OPENED.get(store)
-    if url is None:
-        raise ConfigError(
-            f"This {type(store).__name__} was not opened with tmem.store.open_store, so its database is unknown: "
-            "open it with open_store(URL)."
-        )
-    return url
+    return SQLiteStore.open(path)

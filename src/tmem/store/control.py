@@ -205,9 +205,7 @@ REQUEUED_NOTE = "re-queued: the server running it stopped mid-build"
 
 def open_control(store: Store) -> ControlStore:
     """The control store in the same database as ``store`` (a SQLite file or a PostgreSQL database)."""
-    from tmem.store import opened_url
-
-    return open_control_url(opened_url(store))
+    return open_control_url(store.url)
 
 
 def open_control_url(url: str) -> ControlStore:
