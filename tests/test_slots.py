@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tmem.answer.budget import pack_context
 from tmem.construct.check import check_space
-from tmem.construct.slots import attributes_of, link_slots, normalise_slot, slot_key
+from tmem.construct.slots import link_slots, normalise_slot, slot_key
 from tmem.models import Item, ItemKind, Turn
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.store.sqlite import SQLiteStore
@@ -174,5 +174,3 @@ def test_statements_of_one_day_are_left_as_they_are() -> None:
     result = SearchResult(space="s", query="q", preset="p", scenes=[], items=same_day)
     text = pack_context(result, 1000, include_persona=False).text
     assert "earlier" not in text and text.index("Acme") < text.index("Globex")
-    assert attributes_of("Free company!") == set()  # not a first-person statement
-    assert "employer" in attributes_of("I was hired by a bakery")

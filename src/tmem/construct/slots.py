@@ -27,10 +27,9 @@ import itertools
 import re
 from collections.abc import Callable, Sequence
 
-from tmem.construct.extractive.keyphrases import FIRST_PERSON, content_words
 from tmem.models import Item
 
-__all__ = ["SYNONYMS", "attributes_of", "link_slots", "normalise_slot", "slot_key", "subject_of"]
+__all__ = ["SYNONYMS", "link_slots", "normalise_slot", "slot_key"]
 
 _QUALIFIERS = frozenset(
     {"a", "an", "the", "current", "currently", "new", "old", "former", "latest", "present", "previous"}
@@ -129,51 +128,3 @@ def link_slots(items: Sequence[Item], turn_seq: Callable[[str], int]) -> dict[st
                 continue  # the conversation says both; or the model linked the newer one to another item
             links[older.id] = newer.id
     return links
-
-
-# ------------------------------------------------------------------------------------------ slots without a model
-#
-# An extractive build has no model to label slots, and a raw turn has no label at all. A statement's attributes are
-# then read from cue words, one family each, named as the canonical attributes above: a statement belongs to every
-# family whose cue it holds, and two statements of one speaker share a slot when they share a family. The families
-# are the common kinds of fact that change (work, home, partner, studies, health and diet, a vehicle, a phone, pets,
-# plans and favourites); the cues are general words of each, not names. No context groups statements this way since
-# 66c9d49 (tmem.answer.updates: it cost the offline LoCoMo / LoCoMo-Plus tables and never-built spaces, measured in
-# bench/results/updates.md); the families are kept for the measurements that compare against them.
-_CUES: dict[str, str] = {
-    "employer": r"job|jobs|employer|hired|promot\w*|resign\w*|laid off|fired|career|freelanc\w*|colleagues?"
-    r"|work(?:ing|s|ed)? (?:at|for|as|nights|days)|start(?:ed|ing)? at|joined",
-    "home": r"live|lives|living|lived|moved|move|moving|relocat\w*|flat|apartment|house|keys|rent\w*"
-    r"|neighbou?rhood|settling|new place",
-    "partner": r"girlfriend|boyfriend|partner|wife|husband|married|engaged|dating|single|broke up|split up"
-    r"|divorc\w*|seeing someone|fianc\w*",
-    "study": r"school|college|university|degree|course|studying|student|master's|phd|exams?|certificate",
-    "health": r"diagnos\w*|sick|illness|injur\w*|surgery|recover\w*|physio\w*|pain|cast|medication|migraines?"
-    r"|allerg\w*|smok\w*|cigarettes?|diet|vegetarian|vegan|meat|keto|knee|wrist|doctor|therapy",
-    "car": r"car|cars|vehicle|bike|motorbike|motorcycle|scooter|truck|van|driving|drive",
-    "phone": r"phone|iphone|smartphone|mobile",
-    "pet": r"dogs?|cats?|puppy|puppies|kittens?|pets?",
-    "plan": r"plan|plans|planning|planned|trip|holiday|vacation|postpone\w*|cancel\w*|booked|wedding",
-    "favourite": r"favou?rite|obsessed|prefer\w*",
-}
-_CUE_RES = {name: re.compile(rf"\b(?:{cues})\b", re.IGNORECASE) for name, cues in _CUES.items()}
-
-
-def attributes_of(text: str, names: Sequence[str] = (), *, words: bool = False) -> set[str]:
-    """The attributes a first-person statement names: the families its cue words name, and each content word it
-    holds (``word:canon``), so that two statements of one speaker naming the same thing ("my Canon camera", "I sold
-    the Canon") share a slot. ``names`` (the speakers) are no attribute. Empty for a statement not in the first
-    person: a speaker's own facts are said as "I", "my", "we"."""
-    text = text.replace("\u2019", "'")
-    if not FIRST_PERSON.search(text):
-        return set()
-    found = {name for name, cue in _CUE_RES.items() if cue.search(text)}
-    if words:
-        skip = {w for n in names for w in _words(n)}
-        found |= {f"word:{_singular(w)}" for w in content_words(text) if w not in skip}
-    return found
-
-
-def subject_of(speaker: str) -> str:
-    """A speaker as a slot subject: case-folded, as normalise_slot writes it."""
-    return " ".join(_words(speaker))
