@@ -5,7 +5,7 @@ statement is on a slot only when a model labelled it (an LLM build's item with a
 raw turn hits carry no label and are never grouped, on any space (built offline, by a model, or never built).
 
 Measured and left out (docs/retrieval.md, bench/results/updates.md): grouping unlabelled statements by the attribute
-families their cue words name (:func:`tmem.construct.slots.attributes_of`) put the offline LoCoMo and LoCoMo-Plus
+families their cue words name (``attributes_of`` of ``tmem/construct/slots.py`` at 66c9d49, removed since) put the offline LoCoMo and LoCoMo-Plus
 budgeted tables under the flat baselines on extractive spaces (e5c4bc2), and on never-built spaces cost 1.9 / 2.2 /
 3.3 / 7.3 points of LoCoMo evidence coverage at 500 / 1000 / 2000 / 4000 tokens (3 dev conversations); requiring
 also that the group's newest statement say that something changed (a cue such as "now", "moved", "quit", "sold",
