@@ -17,7 +17,7 @@ from tmem.client.plans import _config
 from tmem.errors import InputError
 from tmem.retrieve import routes
 from tmem.retrieve.cascade import Retriever
-from tmem.retrieve.config import ASSOCIATIVE_ROUTES, PRESET_OVERRIDES, PRESETS, RetrievalConfig
+from tmem.retrieve.config import ASSOCIATIVE_ROUTES, PRESET_OVERRIDES, PRESETS, SWITCHES, RetrievalConfig
 from tmem.retrieve.routes import ROUTES, SPECS, RouteName, Scope, Source, Stage, is_ranked_list, spec, stage_routes
 from tmem.retrieve.types import SearchResult
 from tmem.service.deps import retrieval_config
@@ -207,3 +207,14 @@ def test_a_request_naming_an_unknown_route_is_refused() -> None:
     cfg = retrieval_config({"name": "auto", "anchorless_routes": ["turn.dense"], "kS": 5}, Settings())
     assert isinstance(cfg, RetrievalConfig) and cfg.for_space(descriptive_only=False).k_scenes == 5
     assert cfg.for_space(descriptive_only=False).anchorless_routes == {"turn.dense"}
+
+
+def test_a_route_set_dumps_in_the_route_tables_order() -> None:
+    # a set's iteration order hangs on the hash seed and on how it was built; its JSON must not (the client sends it,
+    # tests and reports compare it)
+    names = [r.value for r in RouteName]
+    for order in (names, list(reversed(names)), names[1::2] + names[::2]):
+        dumped = RetrievalConfig(anchorless_routes=order).model_dump(mode="json")["anchorless_routes"]
+        assert dumped == names
+    switches = RetrievalConfig(disabled=frozenset(reversed(SWITCHES))).model_dump(mode="json")["disabled"]
+    assert switches == list(SWITCHES)

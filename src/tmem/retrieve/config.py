@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from tmem.errors import ConfigError
 from tmem.models import TriggerFamily
@@ -32,8 +32,20 @@ def _routes(value: object) -> object:
     return parse_routes(value) if isinstance(value, Iterable) else value
 
 
+def _route_list(routes: frozenset[RouteName]) -> list[str]:
+    """A set of routes as JSON, in the route table's order: two equal sets dump the same list whatever order
+    they were built in (a set's iteration order is not)."""
+    order = list(RouteName)
+    return [r.value for r in sorted(routes, key=order.index)]
+
+
+def _switch_list(switches: frozenset[Switch]) -> list[str]:
+    """Ablation switches as JSON, in the paper's order (see _route_list)."""
+    return [s for s in SWITCHES if s in switches]
+
+
 # Route names, or prefixes ending in '.' that stand for every route they start (validated: an unknown one is refused).
-Routes = Annotated[frozenset[RouteName], BeforeValidator(_routes)]
+Routes = Annotated[frozenset[RouteName], BeforeValidator(_routes), PlainSerializer(_route_list, when_used="json")]
 
 
 class RetrievalConfig(BaseModel):
@@ -131,7 +143,9 @@ class RetrievalConfig(BaseModel):
         default=None, description="CrossEncoder model name or path used when the Retriever has no reranker."
     )
     rerank_depth: int = Field(default=20, ge=1, description="Fused candidates per stage handed to the reranker.")
-    disabled: frozenset[Switch] = Field(default_factory=frozenset, description="Ablation switches turned off.")
+    disabled: Annotated[frozenset[Switch], PlainSerializer(_switch_list, when_used="json")] = Field(
+        default_factory=frozenset, description="Ablation switches turned off."
+    )
 
     def enabled(self, switch: Switch) -> bool:
         return switch not in self.disabled
