@@ -229,24 +229,20 @@ def test_every_turn_read_returns_metadata(store: Store) -> None:  # noqa: F811 -
 def test_turns_stored_before_migration_005_read_empty_metadata(tmp_path: Path) -> None:
     import sqlite3
 
-    from tmem.store import open_store
-    from tmem.store.migrations import MIGRATIONS, migrate
+    from tests.support.history import legacy_sqlite
+    from tmem.store import legacy, open_store
 
+    assert legacy.STEPS[-1] == "005_turn_metadata"
+    legacy_sqlite(tmp_path / "tmem.db", len(legacy.STEPS) - 1)
     db = sqlite3.connect(tmp_path / "tmem.db", isolation_level=None)
-    names = [name for name, _ in MIGRATIONS]
-    assert names[-1] == "005_turn_metadata"
-    db.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT)")
-    for version, (name, fn) in enumerate(MIGRATIONS[:-1], start=1):
-        fn(db)
-        db.execute("INSERT INTO migrations(version, name) VALUES (?, ?)", (version, name))
     db.execute("INSERT INTO spaces(name) VALUES ('old')")
     db.execute("INSERT INTO sessions VALUES ('old', 's1', 0, '2024-01-01T09:00:00', 'h')")
     db.execute("INSERT INTO turns VALUES ('old', 't0', 's1', 0, 'A', 'before', '2024-01-01T09:00:00', NULL)")
-    assert migrate(db) == ["005_turn_metadata"]
     db.close()
     reopened = open_store(tmp_path / "tmem.db")
     try:
         (old,) = reopened.turns("old")
         assert old.text == "before" and old.metadata == {}
+        assert reopened._rows("SELECT name FROM migrations ORDER BY version")[-1][0] == "005_turn_metadata"  # type: ignore[attr-defined]
     finally:
         reopened.close()

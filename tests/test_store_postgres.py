@@ -9,17 +9,12 @@ import pytest
 
 from tmem.errors import InputError, StoreError
 from tmem.models import Session, Topic, Turn
-from tmem.store import migrations as sqlite_migrations
-from tmem.store import open_store, pg_schema
+from tmem.store import legacy, open_store
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
 T0 = datetime(2023, 5, 8, 13, 56)
-
-
-def test_the_migration_list_mirrors_the_sqlite_one() -> None:
-    assert [name for name, _ in pg_schema.MIGRATIONS] == [name for name, _ in sqlite_migrations.MIGRATIONS]
 
 
 def test_every_table_is_keyed_by_tenant_and_space(pg_url: str) -> None:
@@ -56,7 +51,7 @@ def test_two_processes_opening_at_once_migrate_once(pg_url: str) -> None:
     for t in threads:
         t.join()
     assert errors == [] and len(stores) == 4
-    assert stores[0]._rows("SELECT COUNT(*) FROM migrations") == [(len(pg_schema.MIGRATIONS),)]
+    assert stores[0]._rows("SELECT COUNT(*) FROM migrations") == [(len(legacy.STEPS),)]
     for s in stores:
         s.close()
 

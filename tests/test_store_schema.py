@@ -12,11 +12,12 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine
 
+from tests.support.history import legacy_sqlite
 from tmem.cli.main import cli
 from tmem.construct.check import check_space
 from tmem.errors import StoreError
 from tmem.models import PendingRequest, Session, Turn
-from tmem.store import migrations, open_store
+from tmem.store import open_store
 from tmem.store.rules import tenant_of
 from tmem.store.sqlite import SQLiteStore
 from tmem.store.upgrade import head, schema_diff
@@ -80,10 +81,8 @@ def test_any_space_key_has_the_tenant_the_rules_give(store_url: str, name: str) 
 
 def _schema_1(path: Path) -> None:
     """A v0.1 memory: only the first migration, one space of a tenant and one local space, a queued request."""
+    legacy_sqlite(path, 1)
     db = sqlite3.connect(path, isolation_level=None)
-    db.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT)")
-    migrations.MIGRATIONS[0][1](db)
-    db.execute("INSERT INTO migrations(version, name) VALUES (1, '001_initial')")
     for name in ("acme/support", "local"):
         db.execute("INSERT INTO spaces(name, speakers) VALUES (?, '[\"ann\"]')", (name,))
         db.execute("INSERT INTO sessions VALUES (?, 's1', 0, '2024-03-01T09:30:00', 'h')", (name,))

@@ -35,7 +35,6 @@ import numpy.typing as npt
 from tmem.errors import StoreError
 from tmem.index.backend import Entry, Hit, HostHit, SyncReport, changes, part_order
 from tmem.index.dense import Matrix, query_vector, unit_rows
-from tmem.store.pg_schema import statements
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
 
@@ -149,8 +148,7 @@ class PgVectorIndex:
             return
         with store.transaction():
             store._exec("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-            for statement in statements(_SCHEMA):
-                store._exec(statement)
+            store._exec(_SCHEMA)
             store._exec("ALTER TABLE vector_index ADD COLUMN IF NOT EXISTS ord INTEGER NOT NULL DEFAULT 0")
 
     def _ensure_graph(self, parts: tuple[str, ...]) -> None:
