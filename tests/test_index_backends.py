@@ -204,6 +204,24 @@ def test_the_store_protocol_is_enough_to_build_an_index(store_url: str) -> None:
     store.close()
 
 
+def test_the_store_says_where_its_vectors_live(store_url: str) -> None:
+    """The index backend follows the store's capability: pgvector where the database keeps the vectors."""
+    from tmem.embed.hashing import HashEmbedder
+    from tmem.index.factory import open_vector_index, persistent_vectors
+    from tmem.index.pgvector import PgVectorIndex
+    from tmem.store import open_store
+
+    store: Store = open_store(store_url)
+    store.ensure_space("a")
+    host = store.vector_host()
+    in_database = store_url.startswith("postgresql")
+    assert (host is store) == in_database and (host is None) != in_database
+    assert persistent_vectors(store) == in_database
+    index = open_vector_index(store, "a", HashEmbedder(DIM))
+    assert isinstance(index, PgVectorIndex if in_database else MemoryVectorIndex)
+    store.close()
+
+
 def test_exact_ties_follow_entry_order_on_both_backends(make_index: tuple[str, object]) -> None:
     """Equal cosines are ranked by the entries' order (node order in a space; views listed in the order of their
     hosts, as SpaceIndex lists them), also after a sync that reorders them, so that both backends rank a space

@@ -21,7 +21,7 @@ from tmem.store.base import Store
 
 def persistent_vectors(store: Store) -> bool:
     """Whether ``store``'s spaces keep their vectors in the database (pgvector) rather than in each process."""
-    return store.is_postgres
+    return store.vector_host() is not None
 
 
 def open_vector_index(
@@ -29,12 +29,11 @@ def open_vector_index(
 ) -> VectorIndex:
     """The vector backend for ``space`` of ``store``: pgvector with PostgreSQL, in-process otherwise (parts of
     ``approx_above`` entries or more held approximately; None: every part exact)."""
-    if persistent_vectors(store):
+    host = store.vector_host()
+    if host is not None:
         from tmem.index.pgvector import PgVectorIndex
-        from tmem.store.postgres import PostgresStore
 
-        if isinstance(store, PostgresStore):
-            return PgVectorIndex(store, space, embedder.model_id, embedder.dim)
+        return PgVectorIndex(host, space, embedder.model_id, embedder.dim)
     return MemoryVectorIndex(embedder.dim, approx_above)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +37,9 @@ from tmem.models import (
     Turn,
 )
 
+if TYPE_CHECKING:
+    from tmem.store.postgres import PostgresStore
+
 Vector = npt.NDArray[np.float32]
 
 
@@ -49,10 +52,10 @@ class StoreBase(Protocol):
         its password: show it to no one)."""
         ...
 
-    @property
-    def is_postgres(self) -> bool:
-        """Whether this is the PostgreSQL store: its spaces' vectors live in the database (pgvector), not in each
-        process, and another process may write between two calls."""
+    def vector_host(self) -> PostgresStore | None:
+        """The store whose database keeps its spaces' vectors (PostgreSQL with pgvector: the vector index reads and
+        writes them there, :mod:`tmem.index.pgvector`, and another process may write between two calls), or None
+        where each searching process holds them (SQLite)."""
         ...
 
     def close(self) -> None: ...

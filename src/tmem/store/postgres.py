@@ -34,6 +34,10 @@ class PostgresStore(PgBase, LedgerOps):
     def open(cls, url: str, *, max_size: int = 8, timeout_s: float = 30.0) -> PostgresStore:
         return cls(cls.connect(url, max_size=max_size, timeout_s=timeout_s), url)
 
+    def vector_host(self) -> PostgresStore:
+        """This store: its database keeps the spaces' vectors (pgvector, :mod:`tmem.index.pgvector`)."""
+        return self
+
     def _vector_param(self, vec: Vector) -> Any:
         return np.asarray(vec, np.float32)
 

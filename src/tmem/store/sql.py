@@ -25,6 +25,9 @@ from sqlalchemy.util import LRUCache
 from tmem.store.base import Vector, iter_batches
 from tmem.store.rules import tenant_of
 
+if TYPE_CHECKING:
+    from tmem.store.postgres import PostgresStore
+
 # Compiled statements by SQLAlchemy cache key, per dialect (an engine's compiled cache, bounded the same way).
 _COMPILED: dict[str, LRUCache[Any, Any]] = {"sqlite": LRUCache(2000), "postgresql": LRUCache(2000)}
 CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
@@ -61,8 +64,12 @@ class SQLOps:
     # ------------------------------------------------------------------ capabilities
     @property
     def is_postgres(self) -> bool:
-        """Whether the store is the PostgreSQL one (its spaces' vectors live in the database: pgvector)."""
+        """Whether the store's dialect is PostgreSQL (for the few statements the dialects write differently)."""
         return self.dialect == "postgresql"
+
+    def vector_host(self) -> PostgresStore | None:
+        """None: each searching process holds the spaces' vectors (the PostgreSQL store returns itself)."""
+        return None
 
     # ------------------------------------------------------------------ statements
     def _compile(
