@@ -202,7 +202,10 @@ def statements(step: str, dialect: str) -> list[str]:
     """The statements of ``step`` on ``dialect`` ('sqlite' or 'postgresql'), as that backend's tmem ran them."""
     words = _WORDS.get(dialect)
     if words is None:
-        raise StoreError(f"The memory store runs on SQLite or PostgreSQL, not {dialect!r}.")
+        raise StoreError(
+            f"The memory store runs on SQLite or PostgreSQL, not {dialect!r}: open it by a sqlite:/// or "
+            "postgresql:// URL."
+        )
     found: list[str] = []
     for line in _STEPS[step]:
         only, _, rest = line.partition(": ")
