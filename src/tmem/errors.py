@@ -27,6 +27,7 @@ named. No front end edits a message's text after it was raised.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 SPACE_FIELDS = frozenset({"space"})  # fields holding a space: its name when a ``tenant`` field is beside it, else a
 # store key ("T/S" on a server, "S" locally)
@@ -40,6 +41,15 @@ def space_for(key: str, tenant: str | None) -> str:
         return key
     head, sep, name = key.partition("/")
     return name if sep and head == tenant else WITHHELD
+
+
+@runtime_checkable
+class Scoped(Protocol):
+    """A tenant's space (:class:`tmem.scope.Scope`, which imports this module): a ``space`` field given as one is
+    kept as its two fields, ``tenant`` and the space's name."""
+
+    tenant: str
+    space: str
 
 
 def _rendered(fields: dict[str, object], reader: str | None) -> dict[str, object]:
@@ -71,6 +81,9 @@ class TmemError(Exception):
     """
 
     def __init__(self, message: str = "", /, **fields: object) -> None:
+        scoped = fields.get("space")
+        if isinstance(scoped, Scoped):
+            fields = {**fields, "tenant": scoped.tenant, "space": scoped.space}
         self.template = message
         self.fields: dict[str, object] = fields
         super().__init__(message.format(**_rendered(fields, None)) if fields else message)

@@ -76,3 +76,11 @@ class Scope:
 
     def __str__(self) -> str:
         return self.space
+
+
+SpaceRef = str | Scope  # a space as the public API takes it: a name (read by Scope.local) or a Scope
+
+
+def as_scope(space: SpaceRef) -> Scope:
+    """The scope of a space as the public API takes it: a Scope as given, a name as :meth:`Scope.local` reads it."""
+    return space if isinstance(space, Scope) else Scope.local(space)

@@ -59,6 +59,7 @@ from tmem.models import (
     TriggerFamily,
     Turn,
 )
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.dates import DATE_PRECISIONS
 from tmem.util.state import STATE_TURN_SEQ
@@ -129,14 +130,14 @@ class MemorySnapshot(BaseModel):
     state: dict[str, str]
 
 
-def load_snapshot(store: Store, space: str) -> MemorySnapshot:
+def load_snapshot(store: Store, space: Scope) -> MemorySnapshot:
     """Read the whole space in one snapshot of the store (raises NotFoundError naming the known spaces when it does
     not exist): a build committing meanwhile is seen whole or not at all."""
     with store.snapshot():
         return _read(store, space)
 
 
-def _read(store: Store, space: str) -> MemorySnapshot:
+def _read(store: Store, space: Scope) -> MemorySnapshot:
     return MemorySnapshot(
         space=store.get_space(space),
         sessions=store.sessions(space),
@@ -152,7 +153,7 @@ def _read(store: Store, space: str) -> MemorySnapshot:
     )
 
 
-def check_space(store: Store, space: str) -> CheckReport:
+def check_space(store: Store, space: Scope) -> CheckReport:
     return check_snapshot(load_snapshot(store, space))
 
 

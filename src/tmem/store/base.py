@@ -258,7 +258,9 @@ class CacheRepo(Protocol):
         """All logged calls (of one space, or of all), oldest first."""
         ...
 
-    def delete_llm_responses(self, scope: Scope, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()) -> int:
+    def delete_llm_responses(
+        self, scope: Scope, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()
+    ) -> int:
         """Delete logged calls of ``space`` whose stored response contains any of ``containing`` (as written, or
         JSON-escaped), and every call whose stage starts with one of ``stage_prefixes``. Returns the rows deleted."""
         ...

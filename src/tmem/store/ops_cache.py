@@ -94,7 +94,9 @@ class CacheOps(MemoryOps):
             query = query.where(self._in(llm_calls, scope))
         return [mappers.llm_call(r) for r in self._fetch(query)]
 
-    def delete_llm_responses(self, scope: Scope, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()) -> int:
+    def delete_llm_responses(
+        self, scope: Scope, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()
+    ) -> int:
         needles: set[str] = set()
         for text in containing:
             if text.strip():
