@@ -58,6 +58,7 @@ from tmem.models import (
 )
 from tmem.retrieve.cascade import Retriever, run_cascade
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
@@ -115,11 +116,11 @@ def bench_locomo(
 ) -> dict[str, object]:
     store = SQLiteStore.open(db_dir / "tmem.db")
     try:
-        if not store.has_space(conv):
+        if not store.has_space(Scope.local(conv)):
             space = next(s for s in read_file(DATA) if s.name == conv)
             import_spaces(store, [space], source=str(DATA))
             t = time.perf_counter()
-            asyncio.run(build_extractive(store, conv, embedder=embedder))
+            asyncio.run(build_extractive(store, Scope.local(conv), embedder=embedder))
             print(f"extractive build of {conv}: {time.perf_counter() - t:.1f}s", file=sys.stderr)
         retriever = Retriever(store, embedder)
         t = time.perf_counter()
@@ -153,10 +154,10 @@ def bench_packing(conv: str, embedder: Embedder, n_queries: int, db_dir: Path, b
     takes_counter = "counter" in inspect.signature(pack_context).parameters
     store = SQLiteStore.open(db_dir / "tmem.db")
     try:
-        if not store.has_space(conv):
+        if not store.has_space(Scope.local(conv)):
             space = next(s for s in read_file(DATA) if s.name == conv)
             import_spaces(store, [space], source=str(DATA))
-            asyncio.run(build_extractive(store, conv, embedder=embedder))
+            asyncio.run(build_extractive(store, Scope.local(conv), embedder=embedder))
         retriever = Retriever(store, embedder)
         questions = [q["question"] for c in json.loads(DATA.read_text()) if c["sample_id"] == conv for q in c["qa"]]
         cfg = RetrievalConfig.preset("auto")
@@ -278,7 +279,7 @@ def synthetic_records(n_views: int, rng: np.random.Generator, vocab: list[str]) 
             )
         )
     return SpaceRecords(
-        space=f"synthetic-{n_views}",
+        space=Scope.local(f"synthetic-{n_views}"),
         topics=topics,
         scenes=scenes,
         items=items,

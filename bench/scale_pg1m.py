@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from tmem.index.backend import MemoryVectorIndex
 from tmem.index.pgvector import HNSW_BUILD, PgVectorIndex
+from tmem.scope import Scope
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
 
@@ -77,7 +78,7 @@ def build(args: argparse.Namespace, server: Any) -> None:
     entries, vectors = corpus(args.views)
     print(f"corpus {len(entries):,} vectors in {time.perf_counter() - t0:.1f} s", flush=True)
     store = PostgresStore.open(url, max_size=2)
-    store.ensure_space(SPACE)
+    store.ensure_space(Scope.local(SPACE))
     index = PgVectorIndex(store, SPACE, MODEL, DIM, exact_below=0)
     graphs: dict[str, float] = {}
     ensure = index._ensure_graph

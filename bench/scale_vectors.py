@@ -39,6 +39,7 @@ import numpy.typing as npt
 from tmem.index.backend import Entry, MemoryVectorIndex, VectorIndex, view_part
 from tmem.index.ivf import DEFAULT_NPROBE
 from tmem.index.ivf_saves import IvfSaves
+from tmem.scope import Scope
 
 DIM = 384
 ENTITY, BRIDGE = view_part("entity"), view_part("bridge")
@@ -247,7 +248,7 @@ def pg_run(
             conn.execute("ALTER SYSTEM SET maintenance_work_mem = '2GB'")
             conn.execute("SELECT pg_reload_conf()")
         store = PostgresStore.open(url, max_size=2)
-        store.ensure_space("bench")
+        store.ensure_space(Scope.local("bench"))
         efs = [int(x) for x in str(args.ef_search).split(",")]
         out: list[dict[str, Any]] = []
         configs = [(k, lay) for k in str(args.pg_kinds).split(",") for lay in str(args.pg_layouts).split(",")]

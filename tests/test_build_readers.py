@@ -24,6 +24,7 @@ from tmem.embed.base import EmbeddingResult
 from tmem.embed.hashing import HashEmbedder
 from tmem.ingest.messages import MessageInput
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.store import open_store
 
 T0 = datetime(2026, 3, 2, 10, 0)
@@ -88,7 +89,7 @@ def test_readers_never_lose_a_fact_during_an_incremental_build(store_url: str, t
     def check_mid_build() -> None:  # what `tmem check` reads while the build runs (its own connection)
         store = open_store(store_url)
         try:
-            violations.extend(v.code for v in check_space(store, "u").violations)
+            violations.extend(v.code for v in check_space(store, Scope.local("u")).violations)
         finally:
             store.close()
 

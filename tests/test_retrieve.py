@@ -30,6 +30,7 @@ from tmem.models import BuildMode, Item, ItemKind, Session, TriggerFamily, Turn
 from tmem.retrieve.cascade import QUERY_MEMO, Retriever
 from tmem.retrieve.config import SWITCHES, RetrievalConfig
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.store import open_store
 from tmem.store.sqlite import SQLiteStore
 
@@ -319,8 +320,8 @@ def test_new_nodes_rebuild_without_reembedding_stored_texts(store: SQLiteStore) 
     fresh.search(SPACE, "Gina")
     assert emb.texts == ["Gina"]
     new_item = Item(id="i7", text="Jon started teaching salsa classes.", kind=ItemKind.ATOMIC, scene_ids=["s3"])
-    store.put_items(SPACE, [new_item])
-    store.set_state(SPACE, "build.sessions", "7")  # what a build does when it commits
+    store.put_items(Scope.local(SPACE), [new_item])
+    store.set_state(Scope.local(SPACE), "build.sessions", "7")  # what a build does when it commits
     emb.texts.clear()
     res = fresh.search(SPACE, "salsa classes", CFG.replace(kS=5))
     assert fresh.builds == 2
@@ -334,7 +335,7 @@ def test_unknown_space_raises_not_found(retriever: Retriever) -> None:
 
 
 def test_empty_space_returns_empty_result(store: SQLiteStore) -> None:
-    store.ensure_space("empty")
+    store.ensure_space(Scope.local("empty"))
     res = Retriever(store, CountingEmbedder()).search("empty", "anything")
     assert res.scenes == [] and res.items == [] and res.topics == [] and not res.descriptive_only
 
@@ -342,10 +343,10 @@ def test_empty_space_returns_empty_result(store: SQLiteStore) -> None:
 def test_space_with_turns_but_no_memory_answers_from_its_raw_turns(store: SQLiteStore) -> None:
     """A space never built is searched as raw turns (the unbuilt-turn route), never refused; the result says how many
     turns no build holds yet."""
-    store.ensure_space("raw")
+    store.ensure_space(Scope.local("raw"))
     when = datetime(2023, 5, 8, 13, 56)
     store.add_session(
-        "raw",
+        Scope.local("raw"),
         Session(id="session_1", seq=0, started_at=when, content_hash="h1"),
         [
             Turn(id="D1:1", session_id="session_1", seq=0, speaker="Gina", text="I opened a dance studio.", time=when),

@@ -18,6 +18,7 @@ from tmem.ingest.importer import import_spaces
 from tmem.ingest.reader import read_file
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 DEV = DEV_LOCOMO
@@ -30,7 +31,7 @@ QUESTION = "When did Caroline go to the LGBTQ support group?"  # gold evidence D
 def _build(store: SQLiteStore) -> None:
     conv = next(s for s in read_file(DEV) if s.name == SPACE)
     import_spaces(store, [conv.model_copy(update={"sessions": conv.sessions[:4]})], source=str(DEV))
-    asyncio.run(build_extractive(store, SPACE, embedder=HashEmbedder()))
+    asyncio.run(build_extractive(store, Scope.local(SPACE), embedder=HashEmbedder()))
 
 
 @pytest.fixture(scope="module")
