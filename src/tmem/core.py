@@ -246,8 +246,7 @@ class MemoryCore:
 
     def add_sessions(self, space: SpaceRef, sessions: Sequence[SessionInput]) -> ImportReport:
         """Append sessions to ``space`` (created if new); known sessions are skipped by content hash."""
-        space = as_scope(space)
-        return import_sessions(self.store, space, list(sessions))
+        return import_sessions(self.store, as_scope(space), list(sessions))
 
     def add_messages(
         self,
@@ -259,7 +258,6 @@ class MemoryCore:
         """Append messages as they arrive (open session or a new one after the idle gap); idempotent by id (a message
         without one is stored on every call).
         ``received_at`` dates messages that carry no time (a live agent's arrival time); see docs/agents.md."""
-        space = as_scope(space)
         parsed: list[MessageInput] = []
         for n, m in enumerate(messages):
             try:
@@ -271,7 +269,7 @@ class MemoryCore:
                     "nothing of this call was stored."
                 ) from None
         gap = timedelta(minutes=self.settings.session_gap_minutes)
-        return add_messages(self.store, space, parsed, gap=gap, received_at=received_at)
+        return add_messages(self.store, as_scope(space), parsed, gap=gap, received_at=received_at)
 
     def delete_space(self, space: SpaceRef) -> ErasureState:
         """Delete the space and every trace of it (conversation, memory, embeddings, LLM log), erased from disk.
@@ -294,8 +292,7 @@ class MemoryCore:
     ) -> list[Erasure]:
         """The store's erasure ledger (of ``space`` or ``tenant`` when given; only pending entries with ``pending``):
         one entry per forget or deletion, pending until its bytes are erased."""
-        space = None if space is None else as_scope(space)
-        return self.store.erasures(scope=space, tenant=tenant, pending=pending)
+        return self.store.erasures(scope=None if space is None else as_scope(space), tenant=tenant, pending=pending)
 
     def upkeep(self) -> bool:
         """One round of erasure upkeep: finish pending erasures, drop this process's local copies of erased spaces.
@@ -316,8 +313,7 @@ class MemoryCore:
         self, space: SpaceRef, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
     ) -> BuildReport:
         """Build or extend the memory of ``space`` (only what is new); BuildBusy if another build of it runs."""
-        space = as_scope(space)
-        return self._loop.run(self._abuild(space, options, rebuild=rebuild, progress=progress))
+        return self._loop.run(self._abuild(as_scope(space), options, rebuild=rebuild, progress=progress))
 
     async def _abuild(
         self, space: Scope, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
@@ -350,7 +346,6 @@ class MemoryCore:
     def build_if_due(self, space: SpaceRef, idle_seconds: float) -> BuildReport | None:
         """Build when the build policy says so (``TMEM_BUILD_AFTER_TURNS`` / ``TMEM_BUILD_IDLE_SECONDS``) and no other
         build of the space runs; ``idle_seconds``: time since the space's last message arrived. None otherwise."""
-        space = as_scope(space)
         if not self.build_policy().due(self.staleness(space).stale_turns, idle_seconds):
             return None
         try:
@@ -425,8 +420,7 @@ class MemoryCore:
 
     # ------------------------------------------------------------------ one memory at a time
     def get_item(self, space: SpaceRef, item_id: str) -> Item:
-        space = as_scope(space)
-        return get_item(self.store, space, item_id)
+        return get_item(self.store, as_scope(space), item_id)
 
     def list_items(
         self,
@@ -445,11 +439,10 @@ class MemoryCore:
         """One page of the items of ``space`` in arrival order, filtered (all filters must hold; see
         :mod:`tmem.edit.listing`): ``kind``, ``speaker``, a date range ``since``..``until`` over each item's own
         date, ``text`` (substring or id), ``live`` (no superseded items), ``metadata`` (of the source turns)."""
-        space = as_scope(space)
         filters = item_filters(
             kind=kind, speaker=speaker, since=since, until=until, text=text, live=live, metadata=metadata
         )
-        return list_items(self.store, space, filters, offset=offset, limit=limit)
+        return list_items(self.store, as_scope(space), filters, offset=offset, limit=limit)
 
     def update_item(self, space: SpaceRef, item_id: str, text: str) -> Item:
         """New text for one item: its triggers are regenerated, the old text is kept in its history."""
@@ -460,7 +453,6 @@ class MemoryCore:
 
     def delete_item(self, space: SpaceRef, item_id: str) -> ForgetReport:
         """Delete one item for good: the same as ``forget(space, item_ids=[item_id])``."""
-        space = as_scope(space)
         return self.forget(space, item_ids=[item_id])
 
     def forget(self, space: SpaceRef, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
@@ -483,18 +475,15 @@ class MemoryCore:
 
     def history(self, space: SpaceRef, item_id: str) -> ItemHistory:
         """The item's versions (extracted, then each edit, with times) and its supersession chain."""
-        space = as_scope(space)
-        return item_history(self.store, space, item_id)
+        return item_history(self.store, as_scope(space), item_id)
 
     # ------------------------------------------------------------------ inspection and export
     def export(self, space: SpaceRef) -> SpaceExport:
         """Every record of ``space``; ``export(...).model_dump_json()`` is a complete, readable backup."""
-        space = as_scope(space)
-        return export_space(self.store, space)
+        return export_space(self.store, as_scope(space))
 
     def export_file(self, space: SpaceRef, path: str | Path) -> Path:
         """Write :meth:`export` of ``space`` as JSON to ``path``; returns the path."""
-        space = as_scope(space)
         target = Path(path)
         target.write_text(json.dumps(self.export(space).model_dump(mode="json"), indent=1, ensure_ascii=False))
         return target

@@ -261,7 +261,7 @@ class CacheRepo(Protocol):
     def delete_llm_responses(
         self, scope: Scope, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()
     ) -> int:
-        """Delete logged calls of ``space`` whose stored response contains any of ``containing`` (as written, or
+        """Delete logged calls of ``scope`` whose stored response contains any of ``containing`` (as written, or
         JSON-escaped), and every call whose stage starts with one of ``stage_prefixes``. Returns the rows deleted."""
         ...
 
@@ -270,7 +270,7 @@ class CacheRepo(Protocol):
     def pending(self, scope: Scope | None = None) -> list[PendingRequest]: ...
 
     def delete_pending(self, request_hashes: Sequence[str], *, scope: Scope | None = None) -> None:
-        """Forget pending requests by hash: in every space (a batch result answers them all), or in ``space`` only."""
+        """Forget pending requests by hash: in every space (a batch result answers them all), or in ``scope`` only."""
         ...
 
 
@@ -286,7 +286,7 @@ class LedgerRepo(Protocol):
         ...
 
     def add_erasure(self, scope: Scope, kind: ErasureKind) -> int:
-        """Record in the erasure ledger that ``space`` lost content; call it last inside the deleting transaction
+        """Record in the erasure ledger that ``scope`` lost content; call it last inside the deleting transaction
         (it commits with it, and ledger entries commit in ``seq`` order across processes). Returns the entry's seq.
         The entry is pending until :meth:`mark_erased`."""
         ...
@@ -294,12 +294,12 @@ class LedgerRepo(Protocol):
     def erasures(
         self, *, after: int = 0, scope: Scope | None = None, tenant: str | None = None, pending: bool = False
     ) -> list[Erasure]:
-        """Ledger entries with ``seq > after`` in seq order, only of ``space`` or of ``tenant`` when given, only those
+        """Ledger entries with ``seq > after`` in seq order, only of ``scope`` or of ``tenant`` when given, only those
         not yet erased with ``pending``."""
         ...
 
     def latest_erasure(self, scope: Scope | None = None) -> int:
-        """The highest ledger seq (of ``space`` when given), 0 when there is none."""
+        """The highest ledger seq (of ``scope`` when given), 0 when there is none."""
         ...
 
     def mark_erased(self, through: int) -> int:
@@ -320,7 +320,7 @@ class LedgerRepo(Protocol):
         ...
 
     def acquire_lease(self, scope: Scope, name: str, holder: str, ttl_seconds: float, now: float) -> bool:
-        """Take the lease ``name`` of ``space`` for ``holder`` until ``now + ttl_seconds`` (wall-clock seconds), if it
+        """Take the lease ``name`` of ``scope`` for ``holder`` until ``now + ttl_seconds`` (wall-clock seconds), if it
         is free, expired, or already held by ``holder`` (then it is extended). Atomic across processes."""
         ...
 
@@ -329,7 +329,7 @@ class LedgerRepo(Protocol):
         ...
 
     def lease_holder(self, scope: Scope, name: str) -> str | None:
-        """Who holds the lease ``name`` of ``space`` (expired or not), or None."""
+        """Who holds the lease ``name`` of ``scope`` (expired or not), or None."""
         ...
 
 
