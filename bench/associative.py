@@ -133,7 +133,7 @@ def collect(data: Path, work: Path) -> list[Probe]:
         try:
             memo.prime([r["query"] for r in rows])
             retriever = Retriever(store, memo)
-            index = retriever.index(space)
+            index = retriever.index(Scope.local(space))
             baselines = SpaceBaselines(
                 store, Scope.local(space), cached_vectorizer(store, Scope.local(space), memo), counter
             )
@@ -143,7 +143,9 @@ def collect(data: Path, work: Path) -> list[Probe]:
                     cfg = RetrievalConfig.preset("associative").replace(
                         lexical_floor=0.25, excerpt_neighbours=neighbours
                     )
-                    p.results[(neighbours, budget)] = retriever.search(space, p.query, context_config(cfg, budget))
+                    p.results[(neighbours, budget)] = retriever.search(
+                        Scope.local(space), p.query, context_config(cfg, budget)
+                    )
                 flat = baselines.packed_many(p.query, p.key, list(BUDGETS))
                 for budget in BUDGETS:
                     for name in ("dense", "hybrid"):

@@ -162,7 +162,7 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
     copied = copy_space(lite_path, pg, SPACE)
     pg_figures = {"write_s": time.perf_counter() - t0, "rows": float(sum(copied.values()))}
     t0 = time.perf_counter()
-    PgVectorIndex(pg, SPACE, embedder.model_id, DIM).sync(entries, vectors)
+    PgVectorIndex(pg, Scope.local(SPACE), embedder.model_id, DIM).sync(entries, vectors)
     pg_figures["pgvector_sync_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     with pg._pool.connection() as conn:  # steady state before measuring: no autovacuum running during the loads
@@ -203,7 +203,7 @@ def load_once(url: str, mode: str, home: str) -> dict[str, float]:
         from tmem.store.postgres import PostgresStore
 
         assert isinstance(store, PostgresStore)
-        index = PgVectorIndex(store, SPACE, embedder.model_id, DIM)
+        index = PgVectorIndex(store, Scope.local(SPACE), embedder.model_id, DIM)
         q = embedder.embed([QUERY]).vectors[0]
         index.top_k("item", q, 50)
         index.top_hosts([view_part("entity")], q, 50)

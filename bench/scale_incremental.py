@@ -94,7 +94,7 @@ def main() -> None:
     embedder = HashEmbedder(cold.DIM)
     kept = Retriever(store, embedder)
     t0 = time.perf_counter()
-    first = kept.index(cold.SPACE)
+    first = kept.index(Scope.local(cold.SPACE))
     first_s = time.perf_counter() - t0
     cfg = RetrievalConfig.preset("paper").replace(gate=None)
     rng = np.random.default_rng(1)
@@ -105,7 +105,7 @@ def main() -> None:
         refresh_space(store, Scope.local(cold.SPACE), embedder)  # the build embeds its new texts into the cache
         store.set_state(Scope.local(cold.SPACE), "build.sessions", str(args.turns // 20 + n + 1))
         t0 = time.perf_counter()
-        updated = kept.index(cold.SPACE)
+        updated = kept.index(Scope.local(cold.SPACE))
         incr.append(time.perf_counter() - t0)
         assert updated.synced is not None
         written.append(updated.synced.written)
@@ -115,7 +115,7 @@ def main() -> None:
         fresh.index(cold.SPACE)
         full.append(time.perf_counter() - t0)
         query = "what did she say about the trip to the lake"
-        assert kept.search(cold.SPACE, query, cfg) == fresh.search(cold.SPACE, query, cfg)
+        assert kept.search(Scope.local(cold.SPACE), query, cfg) == fresh.search(cold.SPACE, query, cfg)
     store.close()
     stamp = datetime.now().strftime("%Y-%m-%d %H:%M")  # bookkeeping date, not a memory date
     lines = [

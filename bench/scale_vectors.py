@@ -194,11 +194,11 @@ def approx_run(
     times, got = run_queries(index, qs, args.k)
     with tempfile.TemporaryDirectory(prefix="tmem-ivf-") as root:  # what a fresh process pays with saved parts
         t0 = time.perf_counter()
-        index.save(IvfSaves(Path(root), "bench", "bench-model"))
+        index.save(IvfSaves(Path(root), Scope.local("bench"), "bench-model"))
         save_s = time.perf_counter() - t0
         fresh = MemoryVectorIndex(DIM)
         t0 = time.perf_counter()
-        restored = fresh.restore(entries, IvfSaves(Path(root), "bench", "bench-model"))
+        restored = fresh.restore(entries, IvfSaves(Path(root), Scope.local("bench"), "bench-model"))
         restore_s = time.perf_counter() - t0
         complete = restored == len(entries)  # else exact parts are missing from ``fresh``: no comparison
         same = complete and run_queries(fresh, qs[:10], args.k)[1] == got[:10]
@@ -256,7 +256,7 @@ def pg_run(
         def open_index(kind: str, layout: str, ef: int) -> PgVectorIndex:
             return PgVectorIndex(
                 store,
-                "bench",
+                Scope.local("bench"),
                 "bench-model",
                 DIM,
                 exact_below=0,

@@ -159,7 +159,7 @@ async def test_incremental_extraction_sees_old_context_supersedes_and_skips_dupl
         connected_items=[],
     )
     llm = scripted_llm(store, replies=[first])
-    await run_items(store, Scope.local("s"), StageRun("items", llm, "s", 2, False), BuildOptions())
+    await run_items(store, Scope.local("s"), StageRun("items", llm, Scope.local("s"), 2, False), BuildOptions())
     (old,) = store.items(Scope.local("s"))
     assert old.id == item_id(ItemKind.ATOMIC, EXISTING.text, ["sc1"]) and load_covered(store, Scope.local("s")) == {
         "t1": ["sc1"]
@@ -178,7 +178,7 @@ async def test_incremental_extraction_sees_old_context_supersedes_and_skips_dupl
         connected_items=[_connected()],
     )
     llm2 = scripted_llm(store, replies=[second])
-    await run_items(store, Scope.local("s"), StageRun("items", llm2, "s", 2, False), BuildOptions())
+    await run_items(store, Scope.local("s"), StageRun("items", llm2, Scope.local("s"), 2, False), BuildOptions())
     prompt = llm2.backend.requests[0].messages[1].content  # type: ignore[attr-defined]
     assert "[S1] 8 May 2023 · Scene 1: s" in prompt and "[S2] (new)" in prompt and f"[E1] {EXISTING.text}" in prompt
     items = {it.id: it for it in store.items(Scope.local("s"))}
@@ -190,7 +190,7 @@ async def test_incremental_extraction_sees_old_context_supersedes_and_skips_dupl
     assert [it.seq for it in store.items(Scope.local("s"))] == [0, 1, 2]
 
     llm3 = scripted_llm(store)  # nothing new: no request at all
-    await run_items(store, Scope.local("s"), StageRun("items", llm3, "s", 2, False), BuildOptions())
+    await run_items(store, Scope.local("s"), StageRun("items", llm3, Scope.local("s"), 2, False), BuildOptions())
     assert llm3.backend.requests == []  # type: ignore[attr-defined]
 
 
@@ -211,7 +211,10 @@ async def test_a_topic_with_many_new_scenes_is_read_in_chunks_that_see_earlier_i
 
     llm = scripted_llm(store, fn=reply)
     await run_items(
-        store, Scope.local("s"), StageRun("items", llm, "s", 2, False), BuildOptions(item_scenes_per_call=2)
+        store,
+        Scope.local("s"),
+        StageRun("items", llm, Scope.local("s"), 2, False),
+        BuildOptions(item_scenes_per_call=2),
     )
     first, second = (r.messages[1].content for r in llm.backend.requests)  # type: ignore[attr-defined]
     assert "[S1] (new)" in first and "[S2] (new)" in first and "(none)" in first
@@ -239,7 +242,10 @@ async def test_an_item_keeps_the_precision_of_its_date(given: str, start: str, e
     store.link_topics(Scope.local("s"), [TopicSceneLink(topic_id="t1", scene_id="sc2")])
     reply = ItemReply(atomic_items=[_atomic(date=given, scene="S1")], connected_items=[])  # sc2 is the only scene
     await run_items(
-        store, Scope.local("s"), StageRun("items", scripted_llm(store, replies=[reply]), "s", 1, False), BuildOptions()
+        store,
+        Scope.local("s"),
+        StageRun("items", scripted_llm(store, replies=[reply]), Scope.local("s"), 1, False),
+        BuildOptions(),
     )
     (item,) = store.items(Scope.local("s"))
     assert (item.date, item.date_end, item.date_precision) == (start, end, precision)
@@ -259,7 +265,11 @@ async def test_a_contradiction_is_kept_on_both_items_and_neither_supersedes() ->
         store,
         Scope.local("s"),
         StageRun(
-            "items", scripted_llm(store, replies=[ItemReply(atomic_items=[said], connected_items=[])]), "s", 1, False
+            "items",
+            scripted_llm(store, replies=[ItemReply(atomic_items=[said], connected_items=[])]),
+            Scope.local("s"),
+            1,
+            False,
         ),
         BuildOptions(),
     )
@@ -302,7 +312,7 @@ async def test_items_on_one_slot_are_linked_in_code_even_when_no_request_saw_the
 
     llm = scripted_llm(store, fn=reply)
     options = BuildOptions(item_scenes_per_call=2, few_rounds=True)
-    await run_items(store, Scope.local("s"), StageRun("items", llm, "s", 2, False), options)
+    await run_items(store, Scope.local("s"), StageRun("items", llm, Scope.local("s"), 2, False), options)
     assert len(llm.backend.requests) == 2  # type: ignore[attr-defined]
     items = {it.text.split(" Caroline ", 1)[1]: it for it in store.items(Scope.local("s"))}
     acme, globex = items["worked at Acme."], items["started working at Globex."]

@@ -266,7 +266,7 @@ async def test_a_rebuild_that_changes_only_texts_is_seen_by_a_running_retriever(
     store = _store(slice(0, 2))
     await _build(store)
     retriever = Retriever(store, HashEmbedder())
-    before = retriever.index(SPACE)
+    before = retriever.index(Scope.local(SPACE))
 
     def moodier(request: ChatRequest) -> str:
         reply = scripted_reply(request)
@@ -280,7 +280,7 @@ async def test_a_rebuild_that_changes_only_texts_is_seen_by_a_running_retriever(
     reset_space(store, Scope.local(SPACE))
     other = scripted_llm(store, fn=moodier, model="another-model")  # another model: the cached replies do not apply
     await build_space(store, Scope.local(SPACE), llm=other, embedder=HashEmbedder(), options=OPTIONS)
-    after = retriever.index(SPACE)
+    after = retriever.index(Scope.local(SPACE))
     assert after is not before
     emotions = [t.fields["emotion"] for t in store.triggers(Scope.local(SPACE), family=TriggerFamily.SCENE)]
     assert emotions and all(e.startswith("Quietly elated. ") for e in emotions)
@@ -300,7 +300,7 @@ async def test_an_llm_build_leaves_every_index_text_embedded_so_the_first_search
     assert build_embedder.texts  # node texts and trigger views were embedded during the build
 
     search_embedder = CountingEmbedder()
-    Retriever(store, search_embedder).search(SPACE, "Caroline support group")
+    Retriever(store, search_embedder).search(Scope.local(SPACE), "Caroline support group")
     assert search_embedder.texts == ["Caroline support group"]
 
 

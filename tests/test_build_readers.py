@@ -77,7 +77,7 @@ def test_readers_never_lose_a_fact_during_an_incremental_build(store_url: str, t
     writer.add_messages("u", _messages([*FACTS, *chatter], 0))
     writer.build("u")
     with _memory(store_url, tmp_path, HashEmbedder()) as probe:
-        before = {q: _found(probe.search("u", q)) for q in QUERIES}
+        before = {q: _found(probe.search(Scope.local("u"), q)) for q in QUERIES}
     assert all(before.values()), "each fact is found through the built memory before the build"
 
     # Messages appended to the open (built) session: the next build reopens and rebuilds that session.

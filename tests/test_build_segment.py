@@ -97,7 +97,7 @@ async def test_run_segment_slides_the_buffer_and_marks_the_provisional_tail() ->
     llm = scripted_llm(
         store, replies=[_reply(("D1:1", "D1:3"), ("D1:4", "D1:5")), _reply(("D1:6", "D1:8"), ("D1:9", "D1:10"))]
     )
-    run = StageRun("segment", llm, "s", 1, False)
+    run = StageRun("segment", llm, Scope.local("s"), 1, False)
     await run_segment(store, Scope.local("s"), run, options)
     scenes = store.scenes(Scope.local("s"))
     assert [s.turn_ids for s in scenes] == [
@@ -123,7 +123,7 @@ async def test_an_invalid_reply_is_fed_back_and_corrected() -> None:
     await run_segment(
         store,
         Scope.local("s"),
-        StageRun("segment", llm, "s", 1, False),
+        StageRun("segment", llm, Scope.local("s"), 1, False),
         BuildOptions(segment_window=6, max_scene_turns=4),
     )
     retry = llm.backend.requests[1].messages  # type: ignore[attr-defined]
@@ -147,7 +147,7 @@ async def test_a_window_the_model_never_segments_is_a_failed_unit_or_falls_back(
         }
     )
     llm = scripted_llm(store, fn=lambda _req: bad, settings=Settings(llm="openai", llm_model="m", llm_output_retries=1))
-    run = StageRun("segment", llm, "s", 1, False)
+    run = StageRun("segment", llm, Scope.local("s"), 1, False)
     await run_segment(store, Scope.local("s"), run, BuildOptions(fallback=False))
     assert store.scenes(Scope.local("s")) == []
     (unit,) = run.failed

@@ -90,7 +90,10 @@ async def test_run_topics_groups_scenes_in_arrival_order_and_links_them() -> Non
     ]
     llm = scripted_llm(store, replies=replies)
     await run_topics(
-        store, Scope.local("s"), StageRun("topics", llm, "s", 1, False), BuildOptions(topic_scenes_per_call=2)
+        store,
+        Scope.local("s"),
+        StageRun("topics", llm, Scope.local("s"), 1, False),
+        BuildOptions(topic_scenes_per_call=2),
     )
     topics = store.topics(Scope.local("s"))
     assert [(t.seq, t.label) for t in topics] == [(0, "Adoption"), (1, "Art")]

@@ -155,14 +155,22 @@ async def test_trigger_stages_group_nodes_and_only_serve_nodes_without_triggers(
 
     llm = scripted_llm(store, fn=reply)
     options = BuildOptions(items_per_trigger_call=2)
-    await run_item_triggers(store, Scope.local("s"), StageRun("triggers.item", llm, "s", 2, False), options)
-    await run_scene_triggers(store, Scope.local("s"), StageRun("triggers.scene", llm, "s", 2, False), options)
+    await run_item_triggers(
+        store, Scope.local("s"), StageRun("triggers.item", llm, Scope.local("s"), 2, False), options
+    )
+    await run_scene_triggers(
+        store, Scope.local("s"), StageRun("triggers.scene", llm, Scope.local("s"), 2, False), options
+    )
     assert len(llm.backend.requests) == 3 + 1  # type: ignore[attr-defined]  # 5 items in groups of 2, one scene
     assert len(store.triggers(Scope.local("s"), family=TriggerFamily.BRIDGE)) == 15
     assert len(store.triggers(Scope.local("s"), family=TriggerFamily.HORIZON, host_ids=["sc1"])) == 1
     store.put_items(Scope.local("s"), [ITEM.model_copy(update={"id": "i9", "seq": 9, "text": "Caroline fact 9."})])
-    await run_item_triggers(store, Scope.local("s"), StageRun("triggers.item", llm, "s", 2, False), options)
-    await run_scene_triggers(store, Scope.local("s"), StageRun("triggers.scene", llm, "s", 2, False), options)
+    await run_item_triggers(
+        store, Scope.local("s"), StageRun("triggers.item", llm, Scope.local("s"), 2, False), options
+    )
+    await run_scene_triggers(
+        store, Scope.local("s"), StageRun("triggers.scene", llm, Scope.local("s"), 2, False), options
+    )
     assert len(llm.backend.requests) == 5  # type: ignore[attr-defined]  # only the new item was sent
     assert "[I1] Caroline fact 9." in llm.backend.requests[-1].messages[1].content  # type: ignore[attr-defined]
 
@@ -212,7 +220,10 @@ async def test_persona_folds_chunks_and_skips_superseded_items() -> None:
 
     llm = scripted_llm(store, fn=reply)
     await run_persona(
-        store, Scope.local("s"), StageRun("persona", llm, "s", 2, False), BuildOptions(persona_items_per_call=3)
+        store,
+        Scope.local("s"),
+        StageRun("persona", llm, Scope.local("s"), 2, False),
+        BuildOptions(persona_items_per_call=3),
     )
     first, second = llm.backend.requests  # type: ignore[attr-defined]  # Melanie has no items: no call
     (persona,) = store.personas(Scope.local("s"))
@@ -234,7 +245,7 @@ async def test_superseded_items_get_no_triggers() -> None:
         return ItemTriggerReply(items=[ItemTriggersOut(item=r, triggers=[TUP] * 3) for r in refs]).model_dump_json()
 
     llm = scripted_llm(store, fn=reply)
-    run = StageRun("triggers.item", llm, "s", 2, False)
+    run = StageRun("triggers.item", llm, Scope.local("s"), 2, False)
     await run_item_triggers(store, Scope.local("s"), run, BuildOptions(items_per_trigger_call=10))
     (request,) = llm.backend.requests  # type: ignore[attr-defined]
     assert "fact 4" not in request.messages[1].content

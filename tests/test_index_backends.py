@@ -60,7 +60,7 @@ def _index(kind: tuple[str, object], space: str, exact_below: int = 20_000) -> V
 
     assert isinstance(store, PostgresStore)
     store.ensure_space(Scope.local(space))
-    return PgVectorIndex(store, space, "test-model", DIM, exact_below=exact_below)
+    return PgVectorIndex(store, Scope.local(space), "test-model", DIM, exact_below=exact_below)
 
 
 def test_queries_match_brute_force(make_index: tuple[str, object]) -> None:
@@ -115,11 +115,11 @@ def test_pgvector_keeps_spaces_apart_and_goes_with_its_space(pg_url: str) -> Non
     entries, vectors = _corpus(3, n_items=10)
     for space in ("acme/a", "b"):
         store.ensure_space(Scope.local(space))
-        PgVectorIndex(store, space, "m", DIM).sync(entries, vectors)
-    a = PgVectorIndex(store, "acme/a", "m", DIM)
+        PgVectorIndex(store, Scope.local(space), "m", DIM).sync(entries, vectors)
+    a = PgVectorIndex(store, Scope.local("acme/a"), "m", DIM)
     a.sync(entries[:5], vectors[:5])
-    assert a.count("item") < PgVectorIndex(store, "b", "m", DIM).count("item")
-    assert PgVectorIndex(store, "acme/a", "other-model", DIM).count("item") == 0  # per embedder
+    assert a.count("item") < PgVectorIndex(store, Scope.local("b"), "m", DIM).count("item")
+    assert PgVectorIndex(store, Scope.local("acme/a"), "other-model", DIM).count("item") == 0  # per embedder
     store.delete_space(Scope.local("b"))
     assert store._rows("SELECT COUNT(*) FROM vector_index WHERE space = 'b'") == [(0,)]
     store.close()
@@ -143,8 +143,10 @@ def test_pgvector_hnsw_recall_against_exact(pg_url: str, halfvec: bool, grouped:
     store = PostgresStore.open(pg_url)
     store.ensure_space(Scope.local("a"))
     entries, vectors = _corpus(4, n_items=600)
-    PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=not halfvec, grouped=not grouped).sync(entries, vectors)
-    approx = PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=halfvec, grouped=grouped)
+    PgVectorIndex(store, Scope.local("a"), "m", DIM, exact_below=0, halfvec=not halfvec, grouped=not grouped).sync(
+        entries, vectors
+    )
+    approx = PgVectorIndex(store, Scope.local("a"), "m", DIM, exact_below=0, halfvec=halfvec, grouped=grouped)
     approx.sync(entries, vectors)
     h = "h" if halfvec else ""
     names = {r[0] for r in store._rows("SELECT indexname FROM pg_indexes WHERE tablename LIKE 'vector_index'")}

@@ -88,12 +88,12 @@ def test_the_retriever_keeps_indices_within_its_byte_budget() -> None:
         store.set_state(Scope.local(space), STATE_MODE, "extractive")
         store.set_state(Scope.local(space), STATE_SESSIONS, "1")
     probe = Retriever(store, HashEmbedder())
-    one = index_bytes(probe.index("a"))
+    one = index_bytes(probe.index(Scope.local("a")))
     r = Retriever(store, HashEmbedder(), cache_bytes=one + one // 2)
-    r.search("a", "dogs")
-    r.search("b", "dogs")  # a is evicted
-    r.search("b", "dogs")
+    r.search(Scope.local("a"), "dogs")
+    r.search(Scope.local("b"), "dogs")  # a is evicted
+    r.search(Scope.local("b"), "dogs")
     assert r.builds == 2
-    r.search("a", "dogs")
+    r.search(Scope.local("a"), "dogs")
     assert r.builds == 3
     store.close()

@@ -78,7 +78,7 @@ async def _build(store: Store) -> None:
 
 def _answers(retriever: Retriever) -> list[object]:
     cfg = RetrievalConfig.preset("paper").replace(gate=None)
-    return [retriever.search(SPACE, q, cfg).model_dump(mode="json") for q in QUERIES]
+    return [retriever.search(Scope.local(SPACE), q, cfg).model_dump(mode="json") for q in QUERIES]
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -94,7 +94,7 @@ async def test_a_build_updates_the_index_incrementally(cuts: list[int], store_ur
     for n, (start, stop) in enumerate(zip([0, *cuts], [*cuts, SESSIONS], strict=True)):
         import_spaces(store, [dev_space(SPACE, slice(start, stop))], source="dev")
         await _build(store)
-        updated = kept.index(SPACE)
+        updated = kept.index(Scope.local(SPACE))
         assert updated.synced is not None
         if n and not persistent_vectors(store):  # the previous index's vectors were taken over, not re-read
             assert updated.synced.kept > 0 and updated.synced.written < len(updated.entries)

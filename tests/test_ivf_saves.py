@@ -29,7 +29,7 @@ def _load(root: Path, embedded: list[int]) -> tuple[SpaceIndex, IvfSaves]:
         embedded.append(len(texts))
         return inner(texts)
 
-    saves = IvfSaves(root, SPACE, embedder.model_id)
+    saves = IvfSaves(root, Scope.local(SPACE), embedder.model_id)
     index = index_space(
         load_space(store, Scope.local(SPACE)), MemoryVectorIndex(embedder.dim, approx_above=1), vectorize, saves=saves
     )
@@ -77,14 +77,14 @@ def test_a_damaged_or_foreign_save_costs_a_full_load(tmp_path: Path) -> None:
     items = [e for e in index.entries if e.part == "item"]  # part order: one entry per host, in entry order
     assert saves.load(index.vectors.dim, "item", items) is not None
     assert saves.load(index.vectors.dim, "item", items[1:]) is None  # other entries: another digest
-    other = IvfSaves(tmp_path, SPACE, "another-model")  # another embedder's vectors are never taken
+    other = IvfSaves(tmp_path, Scope.local(SPACE), "another-model")  # another embedder's vectors are never taken
     assert other.load(index.vectors.dim, "item", items) is None
 
 
 def test_dropping_a_space_removes_its_ivf_saves(tmp_path: Path) -> None:
     _load(tmp_path, [])
     assert space_folder(tmp_path, Scope.local(SPACE)).is_dir()
-    LexicalStore(tmp_path).drop(SPACE)
+    LexicalStore(tmp_path).drop(Scope.local(SPACE))
     assert not space_folder(tmp_path, Scope.local(SPACE)).exists()
 
 

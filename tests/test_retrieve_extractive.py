@@ -49,7 +49,7 @@ def test_extractive_space_search(db: Path) -> None:
     store = SQLiteStore.open(db / "tmem.db")
     try:
         emb = CountingEmbedder()
-        res = Retriever(store, emb).search(SPACE, QUESTION, RetrievalConfig.preset("paper"))
+        res = Retriever(store, emb).search(Scope.local(SPACE), QUESTION, RetrievalConfig.preset("paper"))
         assert res.descriptive_only and res.personas == []
         assert 0 < len(res.scenes) <= 5 and 0 < len(res.items) <= 15
         assert "D1:3" in res.turn_ids()

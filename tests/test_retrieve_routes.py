@@ -20,6 +20,7 @@ from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import ASSOCIATIVE_ROUTES, PRESET_OVERRIDES, PRESETS, SWITCHES, RetrievalConfig
 from tmem.retrieve.routes import ROUTES, SPECS, Candidates, RouteName, Source, Stage, is_ranked_list, spec, stage_routes
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.service.deps import retrieval_config
 from tmem.settings import Settings
 
@@ -175,7 +176,7 @@ def _routes_seen(*configs: RetrievalConfig) -> dict[str, int]:
         retriever = Retriever(store, CountingEmbedder())
         seen: dict[str, int] = {}
         for cfg in configs:
-            result = retriever.search(SPACE, "Gina peanuts puppy store dance", cfg)
+            result = retriever.search(Scope.local(SPACE), "Gina peanuts puppy store dance", cfg)
             for hit in [*result.scenes, *result.items, *result.turns]:
                 for r in hit.routes:
                     assert type(r.name) is str  # plain strings in results, as before
