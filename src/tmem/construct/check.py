@@ -118,6 +118,7 @@ class MemorySnapshot(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     space: Space
+    key: str = Field(description="The space's store key, which its LLM calls record (T/S for a tenant's space).")
     sessions: list[Session]
     turns: list[Turn]
     scenes: list[Scene]
@@ -140,6 +141,7 @@ def load_snapshot(store: Store, space: Scope) -> MemorySnapshot:
 def _read(store: Store, space: Scope) -> MemorySnapshot:
     return MemorySnapshot(
         space=store.get_space(space),
+        key=space.key,
         sessions=store.sessions(space),
         turns=store.turns(space),
         scenes=store.scenes(space),
@@ -393,7 +395,7 @@ class _Checker:
         sources: set[str] = set()
         for n, call in enumerate(self.s.calls):
             ref = f"call #{n} ({call.stage or '?'}, {call.request_hash[:12]})"
-            if call.space != self.s.space.name:
+            if call.space != self.s.key:
                 self.add("llm_call_wrong_space", f"{ref} is logged for space {call.space!r}", call.request_hash)
             if not call.stage.strip():
                 self.add("llm_call_no_stage", f"{ref} has no stage", call.request_hash)
