@@ -92,3 +92,22 @@ def test_store_errors_carry_the_scope_and_name_only_its_tenants_spaces() -> None
     assert unknown.value.fields["tenant"] == "acme" and unknown.value.fields["space"] == "support"
     assert unknown.value.shown_to("acme") == "Unknown turn ids in space 'support': ['t9']"
     store.close()
+
+
+def test_the_check_of_a_tenants_space_reads_its_llm_calls_by_their_store_key() -> None:
+    from tmem.construct.check import check_space
+    from tmem.models import LLMCall
+
+    store = SQLiteStore.open(":memory:")
+    acme = Scope("acme", "support")
+    store.ensure_space(acme)
+    store.add_session(acme, Session(id="s1", seq=0, started_at=T0, content_hash="h"), [_turn(0)])
+    store.log_llm_call(
+        LLMCall(space=acme.key, stage="segment", model="m", request_hash="h0", tokens_in=1, tokens_out=1,
+                latency_ms=1.0, attempts=1, outcome="ok", created_at=T0, response="{}")
+    )  # fmt: skip
+    assert [c.space for c in store.llm_calls(acme)] == ["acme/support"]
+    report = check_space(store, acme)
+    assert report.space == "support"
+    assert "llm_call_wrong_space" not in {v.code for v in report.violations}
+    store.close()
