@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 from sqlalchemy import select
 
-from tmem.errors import WITHHELD, IntegrityError, NotFoundError, SpaceNotFound
+from tmem.errors import WITHHELD, InputError, NotFoundError, SpaceNotFound
 from tmem.models import Session, Turn
 from tmem.scope import Scope, as_scope
 from tmem.store.schema import spaces
@@ -34,6 +34,8 @@ def test_local_reads_a_name_as_the_library_and_the_cli_always_have() -> None:
     assert Scope.local("../../etc/passwd") == Scope("..", "../etc/passwd")  # hostile names are just names
     assert Scope.local("/x").key == "/x"
     assert as_scope("acme/support") == Scope("acme", "support") and as_scope(Scope("a", "b")) == Scope("a", "b")
+    with pytest.raises(InputError, match="Bad space name ''"):
+        Scope.local("")  # a caller's bad name is bad input, not a store fault
 
 
 @pytest.mark.parametrize(
@@ -41,7 +43,7 @@ def test_local_reads_a_name_as_the_library_and_the_cli_always_have() -> None:
     [("", ""), ("", " "), ("", "acme/support"), ("a/b", "c")],
 )
 def test_a_scope_whose_key_would_name_another_tenant_is_refused(tenant: str, space: str) -> None:
-    with pytest.raises(IntegrityError, match="Bad "):
+    with pytest.raises(InputError, match="Bad "):
         Scope(tenant, space)
 
 

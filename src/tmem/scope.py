@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tmem.errors import IntegrityError
+from tmem.errors import InputError, IntegrityError
 
 LOCAL_TENANT = ""  # the tenant of a plain space name (the library's and the CLI's implicit local tenant)
 
@@ -24,7 +24,8 @@ def space_name_problem(name: str) -> str | None:
 
 
 def check_space_name(name: str) -> None:
-    """Raise IntegrityError for a space name :func:`space_name_problem` refuses."""
+    """Raise IntegrityError for a stored space name :func:`space_name_problem` refuses (a :class:`Scope` refuses one
+    it is given with an InputError)."""
     problem = space_name_problem(name)
     if problem is not None:
         raise IntegrityError(f"Bad space name {name!r}: {problem}")
@@ -48,9 +49,11 @@ class Scope:
     space: str
 
     def __post_init__(self) -> None:
-        check_space_name(self.key)
+        problem = space_name_problem(self.key)
+        if problem is not None:
+            raise InputError("Bad space name {name!r}: {problem}", name=self.key, problem=problem)
         if tenant_of(self.key) != self.tenant:
-            raise IntegrityError(
+            raise InputError(
                 f"Bad scope: space {self.space!r} of tenant {self.tenant!r} would be stored as another tenant's "
                 "(a tenant name has no '/', nor does the first part of a local space name); use Scope.local(name) "
                 "for a name as a local caller writes it."
@@ -60,7 +63,6 @@ class Scope:
     def local(cls, name: str) -> Scope:
         """The scope a local caller (the library, the CLI) means by ``name``: a plain name is the local tenant's
         space; an operator's ``T/S`` is tenant T's space S, as the service stores it."""
-        check_space_name(name)
         tenant = tenant_of(name)
         return cls(tenant, name[len(tenant) + 1 :] if tenant else name)
 
