@@ -2,8 +2,8 @@
 
 A space belongs to a tenant: the service's API keys name one, and the library and the CLI use the local tenant
 ``""``. The store keeps every row under both columns (``tenant``, ``space``); :attr:`Scope.key` is what its ``space``
-column holds (``T/S``, or ``S`` for the local tenant), and nothing outside the store reads it. Space names are checked
-here and nowhere else.
+column holds (``T/S``, or ``S`` for the local tenant), and nothing outside the store reads it. The rule every space
+name follows is here (the service narrows its names further: :func:`tmem.store.control.check_name`).
 """
 
 from __future__ import annotations
