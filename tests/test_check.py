@@ -67,6 +67,7 @@ def valid(**changes: object) -> MemorySnapshot:
     """A small consistent memory; keyword arguments replace whole fields."""
     fields: dict[str, object] = dict(
         space=Space(name="sp", speakers=["Ann", "Bob"]),
+        key="sp",
         sessions=[Session(id="s1", seq=0, started_at=T0, content_hash="h")],
         turns=[turn(1), turn(2), turn(3)],
         scenes=[scene("sc1", ["D1:1", "D1:2"]), scene("sc2", ["D1:3"])],
