@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tmem import Memory, Settings
 from tmem.models import Session, SessionInput, Turn, TurnInput
+from tmem.scope import Scope
 from tmem.store import open_store
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
@@ -34,7 +35,7 @@ SESSION = 500
 
 def _fill(mem: Memory, space: str, n: int) -> None:
     store = mem.store
-    store.ensure_space(space)
+    store.ensure_space(Scope.local(space))
     seq = 0
     with store.transaction():
         for s in range(0, n, SESSION):
@@ -45,9 +46,11 @@ def _fill(mem: Memory, space: str, n: int) -> None:
                      text=f"turn {seq + k} about the garden, the weather and a trip", time=start)
                 for k in range(min(SESSION, n - s))
             ]  # fmt: skip
-            store.add_session(space, Session(id=sid, seq=s // SESSION, started_at=start, content_hash=sid), turns)
+            store.add_session(
+                Scope.local(space), Session(id=sid, seq=s // SESSION, started_at=start, content_hash=sid), turns
+            )
             seq += len(turns)
-    store.set_speakers(space, ["ann", "bo"])
+    store.set_speakers(Scope.local(space), ["ann", "bo"])
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:
@@ -78,8 +81,8 @@ def run(sizes: list[int], calls: int, import_calls: int) -> list[tuple[int, str,
                     stale.append(time.perf_counter() - t)
                 rows.append((n, "staleness, never built (counts every turn)", calls, *_ms(stale)))
                 # as after a build that covered the first n turns (the watermark a build records)
-                mem.store.set_state("big", STATE_MODE, "extractive")
-                mem.store.set_state("big", STATE_TURN_SEQ, str(n - 1))
+                mem.store.set_state(Scope.local("big"), STATE_MODE, "extractive")
+                mem.store.set_state(Scope.local("big"), STATE_TURN_SEQ, str(n - 1))
                 built = []
                 for _ in range(calls):
                     t = time.perf_counter()

@@ -31,6 +31,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from tmem.scope import Scope
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale_cold_load import SPACE, write_space
@@ -65,9 +67,9 @@ def run(n: int, calls: int, embedder_name: str) -> dict[str, float]:
     store = open_store(f"sqlite:///{folder / 'tmem.db'}")
     t0 = time.perf_counter()
     write_space(store, n)
-    last = store.last_turn(SPACE)
+    last = store.last_turn(Scope.local(SPACE))
     assert last is not None
-    store.set_state(SPACE, STATE_TURN_SEQ, str(last.seq))  # as the build that wrote these scenes would
+    store.set_state(Scope.local(SPACE), STATE_TURN_SEQ, str(last.seq))  # as the build that wrote these scenes would
     write_s = time.perf_counter() - t0
     settings = Settings(home=folder, llm="none", session_gap_minutes=10**6)
     embedder = _embedder(embedder_name)
@@ -93,8 +95,8 @@ def run(n: int, calls: int, embedder_name: str) -> dict[str, float]:
             t0 = time.perf_counter()
             report = mem.add_messages(SPACE, [MessageInput(speaker="A", text=text, time=when)])
             if mode == "eager":
-                (turn,) = store.find_turns(SPACE, report.added)
-                CachedEmbedder(embedder, store, SPACE).embed([turn_embedding_text(turn)])
+                (turn,) = store.find_turns(Scope.local(SPACE), report.added)
+                CachedEmbedder(embedder, store, Scope.local(SPACE)).embed([turn_embedding_text(turn)])
             t1 = time.perf_counter()
             ctx = mem.context(SPACE, f"when is the {word}?", max_tokens=BUDGET)
             t2 = time.perf_counter()

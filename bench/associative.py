@@ -59,6 +59,7 @@ from tmem.models import TriggerFamily
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import ASSOCIATIVE_ROUTES, RetrievalConfig
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store import open_store, sqlite_url
 from tmem.util.tokens import TokenCounter, token_counter
@@ -132,15 +133,19 @@ def collect(data: Path, work: Path) -> list[Probe]:
         try:
             memo.prime([r["query"] for r in rows])
             retriever = Retriever(store, memo)
-            index = retriever.index(space)
-            baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, memo), counter)
+            index = retriever.index(Scope.local(space))
+            baselines = SpaceBaselines(
+                store, Scope.local(space), cached_vectorizer(store, Scope.local(space), memo), counter
+            )
             for row in rows:
                 p = Probe(space, row["key"], row["kind"], row["query"], set(row["gold_turn_ids"]))
                 for neighbours, budget in itertools.product((True, False), BUDGETS):
                     cfg = RetrievalConfig.preset("associative").replace(
                         lexical_floor=0.25, excerpt_neighbours=neighbours
                     )
-                    p.results[(neighbours, budget)] = retriever.search(space, p.query, context_config(cfg, budget))
+                    p.results[(neighbours, budget)] = retriever.search(
+                        Scope.local(space), p.query, context_config(cfg, budget)
+                    )
                 flat = baselines.packed_many(p.query, p.key, list(BUDGETS))
                 for budget in BUDGETS:
                     for name in ("dense", "hybrid"):

@@ -30,6 +30,7 @@ import numpy as np
 from tmem.construct.names import proper_names, with_names, without_names
 from tmem.embed.sentence import SentenceTransformerEmbedder
 from tmem.models import TriggerFamily
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 KS = (1, 3, 5, 10)
@@ -52,9 +53,9 @@ def main() -> None:
             copy = Path(tmp) / "tmem.db"
             shutil.copyfile(db, copy)
             store = SQLiteStore.open(copy)
-            items = {it.id: it for it in store.items(space)}
-            bridges = store.triggers(space, family=TriggerFamily.BRIDGE)
-            speakers = list(store.get_space(space).speakers)
+            items = {it.id: it for it in store.items(Scope.local(space))}
+            bridges = store.triggers(Scope.local(space), family=TriggerFamily.BRIDGE)
+            speakers = list(store.get_space(Scope.local(space)).speakers)
             store.close()
         named = sum(1 for b in bridges if proper_names(b.fields["bridge"], speakers))
         named_share.append(f"{space}: {named} of {len(bridges)} bridges name a person or place")

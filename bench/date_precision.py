@@ -29,6 +29,7 @@ from collections import Counter
 from datetime import date
 from pathlib import Path
 
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 from tmem.util.dates import parse_when
 
@@ -83,7 +84,7 @@ def main() -> None:
             copy = Path(tmp) / "tmem.db"
             shutil.copyfile(db, copy)
             store = SQLiteStore.open(copy)
-            items = [it for it in store.items(space) if it.date]
+            items = [it for it in store.items(Scope.local(space)) if it.date]
             store.close()
         counts: Counter[str] = Counter()
         for it in items:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tmem.construct.estimate import estimate_build
 from tmem.construct.options import BuildOptions
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 
@@ -36,11 +37,11 @@ def main() -> None:
             shutil.copyfile(db, copy)
             store = SQLiteStore.open(copy)
             with store.transaction():  # only the copy: estimate its conversation as if nothing were built
-                store.delete_items(space, [it.id for it in store.items(space)])
-                store.delete_scenes(space, [s.id for s in store.scenes(space)])
-                store.delete_topics(space, [t.id for t in store.topics(space)])
-            est = estimate_build(store, space, BuildOptions(few_rounds=False)).total
-            turns = len(store.turns(space))
+                store.delete_items(Scope.local(space), [it.id for it in store.items(Scope.local(space))])
+                store.delete_scenes(Scope.local(space), [s.id for s in store.scenes(Scope.local(space))])
+                store.delete_topics(Scope.local(space), [t.id for t in store.topics(Scope.local(space))])
+            est = estimate_build(store, Scope.local(space), BuildOptions(few_rounds=False)).total
+            turns = len(store.turns(Scope.local(space)))
             store.close()
         rows.append(
             f"| {space} | {turns} | {est.requests} / {real['calls']} | {est.input_tokens:,} / {real['input_tokens']:,} "

@@ -27,6 +27,7 @@ from tmem.embed.hashing import HashEmbedder
 from tmem.embed.sentence import SentenceTransformerEmbedder
 from tmem.ingest import import_file, read_file
 from tmem.models import TriggerFamily
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 
@@ -46,30 +47,34 @@ async def _run(data: Path, embedder: Embedder, only: list[str]) -> list[dict[str
             store = SQLiteStore.open(Path(tmp) / "tmem.db")
             import_file(store, data, space=name)
             started = time.perf_counter()
-            report = await build_extractive(store, name, embedder=embedder)
+            report = await build_extractive(store, Scope.local(name), embedder=embedder)
             seconds = time.perf_counter() - started
-            check = check_space(store, name)
+            check = check_space(store, Scope.local(name))
             if not check.ok:
                 raise SystemExit(f"{name}: tmem check failed: {[v.code for v in check.violations]}")
             # the same build again from the embedding cache: what the algorithm costs without the model
-            before = (store.scenes(name), store.topics(name), store.items(name))
-            reset_space(store, name)
+            before = (store.scenes(Scope.local(name)), store.topics(Scope.local(name)), store.items(Scope.local(name)))
+            reset_space(store, Scope.local(name))
             started = time.perf_counter()
-            await build_extractive(store, name, embedder=embedder)
+            await build_extractive(store, Scope.local(name), embedder=embedder)
             cached_seconds = time.perf_counter() - started
-            if (store.scenes(name), store.topics(name), store.items(name)) != before:
+            if (
+                store.scenes(Scope.local(name)),
+                store.topics(Scope.local(name)),
+                store.items(Scope.local(name)),
+            ) != before:
                 raise SystemExit(f"{name}: a rebuild from cached embeddings differs from the first build")
-            links = store.topic_links(name)
+            links = store.topic_links(Scope.local(name))
             rows.append(
                 {
                     "space": name,
-                    "sessions": len(store.sessions(name)),
-                    "turns": len(store.turns(name)),
+                    "sessions": len(store.sessions(Scope.local(name))),
+                    "turns": len(store.turns(Scope.local(name))),
                     "scenes": report.counts["scenes"],
                     "topics": report.counts["topics"],
                     "links": len(links),
                     "items": report.counts["items"],
-                    "entity": len(store.triggers(name, family=TriggerFamily.ENTITY)),
+                    "entity": len(store.triggers(Scope.local(name), family=TriggerFamily.ENTITY)),
                     "seconds": seconds,
                     "cached_seconds": cached_seconds,
                     "stage_seconds": {st.stage: st.seconds for st in report.stages},

@@ -32,6 +32,7 @@ from tmem.embed.base import Embedder
 from tmem.embed.hashing import HashEmbedder
 from tmem.embed.sentence import SentenceTransformerEmbedder
 from tmem.models import Item, TriggerFamily
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 DENSE = 0.9
@@ -56,8 +57,8 @@ def measure(db: Path, embedder: Embedder) -> tuple[list[str], list[str]]:
         copy = Path(tmp) / "tmem.db"
         shutil.copyfile(db, copy)
         store = SQLiteStore.open(copy)
-        items = sorted(store.items(space), key=lambda it: it.seq)
-        triggers = store.triggers(space)
+        items = sorted(store.items(Scope.local(space)), key=lambda it: it.seq)
+        triggers = store.triggers(Scope.local(space))
         store.close()
     vectors = dict(zip([it.id for it in items], embedder.embed([it.text for it in items]).vectors, strict=True))
     kept, dropped = dedup(items)

@@ -58,6 +58,7 @@ from tmem.models import (
 )
 from tmem.retrieve.cascade import Retriever, run_cascade
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
@@ -115,15 +116,15 @@ def bench_locomo(
 ) -> dict[str, object]:
     store = SQLiteStore.open(db_dir / "tmem.db")
     try:
-        if not store.has_space(conv):
+        if not store.has_space(Scope.local(conv)):
             space = next(s for s in read_file(DATA) if s.name == conv)
             import_spaces(store, [space], source=str(DATA))
             t = time.perf_counter()
-            asyncio.run(build_extractive(store, conv, embedder=embedder))
+            asyncio.run(build_extractive(store, Scope.local(conv), embedder=embedder))
             print(f"extractive build of {conv}: {time.perf_counter() - t:.1f}s", file=sys.stderr)
         retriever = Retriever(store, embedder)
         t = time.perf_counter()
-        index = retriever.index(conv)
+        index = retriever.index(Scope.local(conv))
         build_s = time.perf_counter() - t
         matrix = in_process(index)  # every node and view vector, the very array the cascade multiplies
         questions = [q["question"] for c in json.loads(DATA.read_text()) if c["sample_id"] == conv for q in c["qa"]]
@@ -133,7 +134,7 @@ def bench_locomo(
         def floor(q: str) -> object:
             return matrix @ floor_embedder.embed([q]).vectors[0]
 
-        s, f = measure(queries, lambda q: retriever.search(conv, q, cfg), floor)
+        s, f = measure(queries, lambda q: retriever.search(Scope.local(conv), q, cfg), floor)
         n_views = n_view_vectors(index)
         out = row(f"{conv} (extractive, MiniLM, preset auto)", n_views, matrix.shape[0], build_s, s, f)
         out["nodes"] = index.counts()
@@ -153,10 +154,10 @@ def bench_packing(conv: str, embedder: Embedder, n_queries: int, db_dir: Path, b
     takes_counter = "counter" in inspect.signature(pack_context).parameters
     store = SQLiteStore.open(db_dir / "tmem.db")
     try:
-        if not store.has_space(conv):
+        if not store.has_space(Scope.local(conv)):
             space = next(s for s in read_file(DATA) if s.name == conv)
             import_spaces(store, [space], source=str(DATA))
-            asyncio.run(build_extractive(store, conv, embedder=embedder))
+            asyncio.run(build_extractive(store, Scope.local(conv), embedder=embedder))
         retriever = Retriever(store, embedder)
         questions = [q["question"] for c in json.loads(DATA.read_text()) if c["sample_id"] == conv for q in c["qa"]]
         cfg = RetrievalConfig.preset("auto")
@@ -165,7 +166,9 @@ def bench_packing(conv: str, embedder: Embedder, n_queries: int, db_dir: Path, b
             "|---:|---|---|---:|---:|---:|",
         ]
         for budget in budgets:
-            results = [retriever.search(conv, q, context_config(cfg, budget)) for q in questions[:n_queries]]
+            results = [
+                retriever.search(Scope.local(conv), q, context_config(cfg, budget)) for q in questions[:n_queries]
+            ]
             k0 = cfg.for_space(results[0].descriptive_only).context_k0
             names = ["words", "cl100k"] if takes_counter else ["words (count_tokens, before)"]
             for name in names:
@@ -278,7 +281,7 @@ def synthetic_records(n_views: int, rng: np.random.Generator, vocab: list[str]) 
             )
         )
     return SpaceRecords(
-        space=f"synthetic-{n_views}",
+        space=Scope.local(f"synthetic-{n_views}"),
         topics=topics,
         scenes=scenes,
         items=items,
@@ -328,7 +331,7 @@ def gate_calibration(conv: str, embedder: Embedder, n_questions: int, db_dir: Pa
     """
     store = SQLiteStore.open(db_dir / "tmem.db")
     try:
-        index = Retriever(store, embedder).index(conv)
+        index = Retriever(store, embedder).index(Scope.local(conv))
         qa = [q for c in json.loads(DATA.read_text()) if c["sample_id"] == conv for q in c["qa"] if q["category"] != 5][
             :n_questions
         ]

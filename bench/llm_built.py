@@ -31,6 +31,7 @@ from tmem.eval.retrieval_only import Query, budget_cells
 from tmem.index.space import cached_vectorizer
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store import open_store, sqlite_url
 from tmem.util.tokens import token_counter
@@ -67,7 +68,9 @@ def evaluate(data: Path, work: Path, budgets: list[int], config: RetrievalConfig
         try:
             memo.prime([p["query"] for p in probes])
             retriever = Retriever(store, memo)
-            baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, memo), counter)
+            baselines = SpaceBaselines(
+                store, Scope.local(space), cached_vectorizer(store, Scope.local(space), memo), counter
+            )
             for p in probes:
                 q = Query(p["key"], space, p["kind"], p["query"], None, list(p["gold_turn_ids"]), None)
                 cells = budget_cells(

@@ -34,6 +34,7 @@ from typing import Any
 
 from tmem.memory import Memory
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.settings import Settings
 
 SHARED = Path("/work/shared/data")
@@ -93,7 +94,7 @@ def _memory_cases(store: Path, space: str, work: Path) -> dict[str, Any]:
     queries = _questions(space, 20)
     with Memory.open(folder, Settings(home=folder, llm="none")) as mem:
         out = _cases(mem, space, queries, "built")
-        speakers = sorted({t.speaker for t in mem.core.store.turns(space)})[:2]
+        speakers = sorted({t.speaker for t in mem.core.store.turns(Scope.local(space))})[:2]
         when = datetime(2099, 1, 1, 10, 0)
         msgs = [
             {**m, "speaker": speakers[0] if m["speaker"] == "A" else speakers[-1], "time": when.replace(minute=k)}

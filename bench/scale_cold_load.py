@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from tmem.scope import Scope
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 DIM = 384
 SPACE = "big"
@@ -71,7 +73,7 @@ def write_space(store: Any, n_turns: int) -> None:
     def sentence(n: int) -> str:
         return " ".join(words[i] for i in rng.integers(0, len(words), n))
 
-    store.ensure_space(SPACE)
+    store.ensure_space(Scope.local(SPACE))
     day0 = datetime(2023, 1, 1)
     turns_all: list[str] = []
     for s in range(n_turns // 20):
@@ -81,7 +83,7 @@ def write_space(store: Any, n_turns: int) -> None:
                  text=sentence(14), time=when + timedelta(minutes=i))
             for i in range(20)
         ]  # fmt: skip
-        store.add_session(SPACE, Session(id=f"s{s}", seq=s, started_at=when, content_hash=f"h{s}"), turns)
+        store.add_session(Scope.local(SPACE), Session(id=f"s{s}", seq=s, started_at=when, content_hash=f"h{s}"), turns)
         turns_all += [t.id for t in turns]
     scenes, items, triggers, topics, links = [], [], [], [], []
     for n in range(0, len(turns_all), 8):
@@ -100,14 +102,14 @@ def write_space(store: Any, n_turns: int) -> None:
         links += [TopicSceneLink(topic_id=f"tp{n // 10}", scene_id=s.id) for s in scenes[n : n + 10]]
     step = 5000
     for lo in range(0, len(scenes), step):
-        store.put_scenes(SPACE, scenes[lo : lo + step])
-    store.put_topics(SPACE, topics)
-    store.link_topics(SPACE, links)
+        store.put_scenes(Scope.local(SPACE), scenes[lo : lo + step])
+    store.put_topics(Scope.local(SPACE), topics)
+    store.link_topics(Scope.local(SPACE), links)
     for lo in range(0, len(items), step):
-        store.put_items(SPACE, items[lo : lo + step])
-        store.put_triggers(SPACE, triggers[lo : lo + step])
-    store.set_state(SPACE, "build.mode", "extractive")
-    store.set_state(SPACE, "build.sessions", str(n_turns // 20))
+        store.put_items(Scope.local(SPACE), items[lo : lo + step])
+        store.put_triggers(Scope.local(SPACE), triggers[lo : lo + step])
+    store.set_state(Scope.local(SPACE), "build.mode", "extractive")
+    store.set_state(Scope.local(SPACE), "build.sessions", str(n_turns // 20))
 
 
 def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, float]]:
@@ -141,7 +143,7 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
             for n, ident in enumerate(index.ids[kind]):
                 entries.append(Entry(kind, ident, ident, "", text_hash(index.node_texts[kind][n])))
                 rows.append(index.dense[kind].matrix[n])
-        for tr in lite.triggers(SPACE):
+        for tr in lite.triggers(Scope.local(SPACE)):
             for pos, v in enumerate(tr.views):
                 part = view_part(tr.family.value)
                 entries.append(Entry(part, f"{tr.id}:{pos}", tr.host_id, v.name, text_hash(v.text)))
@@ -160,7 +162,7 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
     copied = copy_space(lite_path, pg, SPACE)
     pg_figures = {"write_s": time.perf_counter() - t0, "rows": float(sum(copied.values()))}
     t0 = time.perf_counter()
-    PgVectorIndex(pg, SPACE, embedder.model_id, DIM).sync(entries, vectors)
+    PgVectorIndex(pg, Scope.local(SPACE), embedder.model_id, DIM).sync(entries, vectors)
     pg_figures["pgvector_sync_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     with pg._pool.connection() as conn:  # steady state before measuring: no autovacuum running during the loads
@@ -201,7 +203,7 @@ def load_once(url: str, mode: str, home: str) -> dict[str, float]:
         from tmem.store.postgres import PostgresStore
 
         assert isinstance(store, PostgresStore)
-        index = PgVectorIndex(store, SPACE, embedder.model_id, DIM)
+        index = PgVectorIndex(store, Scope.local(SPACE), embedder.model_id, DIM)
         q = embedder.embed([QUERY]).vectors[0]
         index.top_k("item", q, 50)
         index.top_hosts([view_part("entity")], q, 50)

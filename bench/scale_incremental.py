@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tmem.scope import Scope
+
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("scale_cold_load", HERE / "scale_cold_load.py")
 assert _spec is not None and _spec.loader is not None
@@ -48,7 +50,9 @@ def add_session(store: object, n: int, words: list[str], rng: np.random.Generato
              text=sentence(14), time=when + timedelta(minutes=i))
         for i in range(20)
     ]  # fmt: skip
-    store.add_session(space, Session(id=f"n{n}", seq=1_000_000 + n, started_at=when, content_hash=f"n{n}"), turns)  # type: ignore[attr-defined]
+    store.add_session(
+        Scope.local(space), Session(id=f"n{n}", seq=1_000_000 + n, started_at=when, content_hash=f"n{n}"), turns
+    )  # type: ignore[attr-defined]
     ids = [t.id for t in turns]
     scenes = [
         Scene(id=f"nsc{n}-{k}", seq=1_000_000 + n * 3 + k, title=sentence(4), summary=sentence(20), narrative="",
@@ -65,9 +69,9 @@ def add_session(store: object, n: int, words: list[str], rng: np.random.Generato
                 views=[TriggerView(name="concept", text=sentence(3)), TriggerView(name="joint", text=sentence(6))])
         for k in range(10)
     ]  # fmt: skip
-    store.put_scenes(space, scenes)  # type: ignore[attr-defined]
-    store.put_items(space, items)  # type: ignore[attr-defined]
-    store.put_triggers(space, triggers)  # type: ignore[attr-defined]
+    store.put_scenes(Scope.local(space), scenes)  # type: ignore[attr-defined]
+    store.put_items(Scope.local(space), items)  # type: ignore[attr-defined]
+    store.put_triggers(Scope.local(space), triggers)  # type: ignore[attr-defined]
 
 
 def main() -> None:
@@ -90,7 +94,7 @@ def main() -> None:
     embedder = HashEmbedder(cold.DIM)
     kept = Retriever(store, embedder)
     t0 = time.perf_counter()
-    first = kept.index(cold.SPACE)
+    first = kept.index(Scope.local(cold.SPACE))
     first_s = time.perf_counter() - t0
     cfg = RetrievalConfig.preset("paper").replace(gate=None)
     rng = np.random.default_rng(1)
@@ -98,10 +102,10 @@ def main() -> None:
     incr, full, written, entries = [], [], [], 0
     for n in range(args.rounds):
         add_session(store, n, words, rng)
-        refresh_space(store, cold.SPACE, embedder)  # the build embeds its new texts into the cache
-        store.set_state(cold.SPACE, "build.sessions", str(args.turns // 20 + n + 1))
+        refresh_space(store, Scope.local(cold.SPACE), embedder)  # the build embeds its new texts into the cache
+        store.set_state(Scope.local(cold.SPACE), "build.sessions", str(args.turns // 20 + n + 1))
         t0 = time.perf_counter()
-        updated = kept.index(cold.SPACE)
+        updated = kept.index(Scope.local(cold.SPACE))
         incr.append(time.perf_counter() - t0)
         assert updated.synced is not None
         written.append(updated.synced.written)
@@ -111,7 +115,7 @@ def main() -> None:
         fresh.index(cold.SPACE)
         full.append(time.perf_counter() - t0)
         query = "what did she say about the trip to the lake"
-        assert kept.search(cold.SPACE, query, cfg) == fresh.search(cold.SPACE, query, cfg)
+        assert kept.search(Scope.local(cold.SPACE), query, cfg) == fresh.search(cold.SPACE, query, cfg)
     store.close()
     stamp = datetime.now().strftime("%Y-%m-%d %H:%M")  # bookkeeping date, not a memory date
     lines = [

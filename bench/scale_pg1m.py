@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from tmem.index.backend import MemoryVectorIndex
 from tmem.index.pgvector import HNSW_BUILD, PgVectorIndex
+from tmem.scope import Scope
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
 
@@ -77,8 +78,8 @@ def build(args: argparse.Namespace, server: Any) -> None:
     entries, vectors = corpus(args.views)
     print(f"corpus {len(entries):,} vectors in {time.perf_counter() - t0:.1f} s", flush=True)
     store = PostgresStore.open(url, max_size=2)
-    store.ensure_space(SPACE)
-    index = PgVectorIndex(store, SPACE, MODEL, DIM, exact_below=0)
+    store.ensure_space(Scope.local(SPACE))
+    index = PgVectorIndex(store, Scope.local(SPACE), MODEL, DIM, exact_below=0)
     graphs: dict[str, float] = {}
     ensure = index._ensure_graph
 
@@ -300,7 +301,7 @@ def measure(args: argparse.Namespace, server: Any) -> None:
     files = pg_files(url)
     warm_s = os_warm(files, sorted(files)) if args.os_warm else 0.0
     store = PostgresStore.open(url, max_size=1)  # one connection: session settings stick (checked below)
-    index = PgVectorIndex(store, SPACE, MODEL, DIM, exact_below=0, ef_search=DEFAULT_EF_SEARCH)
+    index = PgVectorIndex(store, Scope.local(SPACE), MODEL, DIM, exact_below=0, ef_search=DEFAULT_EF_SEARCH)
     efs = [int(x) for x in args.ef_search.split(",")]
     modes = args.iterative.split(",")
     configs = [(ef, mode) for mode in modes for ef in efs]

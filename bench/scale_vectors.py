@@ -39,6 +39,7 @@ import numpy.typing as npt
 from tmem.index.backend import Entry, MemoryVectorIndex, VectorIndex, view_part
 from tmem.index.ivf import DEFAULT_NPROBE
 from tmem.index.ivf_saves import IvfSaves
+from tmem.scope import Scope
 
 DIM = 384
 ENTITY, BRIDGE = view_part("entity"), view_part("bridge")
@@ -193,11 +194,11 @@ def approx_run(
     times, got = run_queries(index, qs, args.k)
     with tempfile.TemporaryDirectory(prefix="tmem-ivf-") as root:  # what a fresh process pays with saved parts
         t0 = time.perf_counter()
-        index.save(IvfSaves(Path(root), "bench", "bench-model"))
+        index.save(IvfSaves(Path(root), Scope.local("bench"), "bench-model"))
         save_s = time.perf_counter() - t0
         fresh = MemoryVectorIndex(DIM)
         t0 = time.perf_counter()
-        restored = fresh.restore(entries, IvfSaves(Path(root), "bench", "bench-model"))
+        restored = fresh.restore(entries, IvfSaves(Path(root), Scope.local("bench"), "bench-model"))
         restore_s = time.perf_counter() - t0
         complete = restored == len(entries)  # else exact parts are missing from ``fresh``: no comparison
         same = complete and run_queries(fresh, qs[:10], args.k)[1] == got[:10]
@@ -247,7 +248,7 @@ def pg_run(
             conn.execute("ALTER SYSTEM SET maintenance_work_mem = '2GB'")
             conn.execute("SELECT pg_reload_conf()")
         store = PostgresStore.open(url, max_size=2)
-        store.ensure_space("bench")
+        store.ensure_space(Scope.local("bench"))
         efs = [int(x) for x in str(args.ef_search).split(",")]
         out: list[dict[str, Any]] = []
         configs = [(k, lay) for k in str(args.pg_kinds).split(",") for lay in str(args.pg_layouts).split(",")]
@@ -255,7 +256,7 @@ def pg_run(
         def open_index(kind: str, layout: str, ef: int) -> PgVectorIndex:
             return PgVectorIndex(
                 store,
-                "bench",
+                Scope.local("bench"),
                 "bench-model",
                 DIM,
                 exact_below=0,

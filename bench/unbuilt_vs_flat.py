@@ -32,6 +32,7 @@ from tmem.index.space import cached_vectorizer
 from tmem.ingest import read_file
 from tmem.ingest.types import SpaceInput
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.store import open_store
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -84,7 +85,7 @@ def main() -> None:
     for space, group in by_space.items():
         assert mem.staleness(space).stale_turns > 0 and mem.staleness(space).built is False
         embedder.prime([q.text for q in group])
-        baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder))
+        baselines = SpaceBaselines(store, Scope.local(space), cached_vectorizer(store, Scope.local(space), embedder))
         known = {t.id for t in baselines.turns}
         for q in group:
             gold, _, any_hit = _gold(q, known)

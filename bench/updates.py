@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tmem.scope import Scope
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.support (the scripted replies)
 
@@ -175,11 +177,15 @@ def evaluate(
     per_space: dict[tuple[str, str, int], list[int]] = {}
     misses: list[str] = []
     for space in dict.fromkeys(p.space for p in probes):
-        baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder), counter)
+        baselines = SpaceBaselines(
+            store, Scope.local(space), cached_vectorizer(store, Scope.local(space), embedder), counter
+        )
         for probe in (p for p in probes if p.space == space):
             flat = baselines.packed_many(probe.question, probe.question, BUDGETS)
             for budget in BUDGETS:
-                ctx = recall_context(retriever, space, probe.question, budget, include_persona=False, counter=counter)
+                ctx = recall_context(
+                    retriever, Scope.local(space), probe.question, budget, include_persona=False, counter=counter
+                )
                 texts = {
                     "tmem": ctx.text,
                     "flat dense": flat_text(baselines, flat[budget]["dense"].turn_ids),
@@ -212,11 +218,14 @@ async def build(
     for space in json.loads(DATA.read_text(encoding="utf-8")):
         name = space["space"]
         if mode == "extractive":
-            await build_extractive(store, name, embedder=embedder)
+            await build_extractive(store, Scope.local(name), embedder=embedder)
         else:
             with slot_rule(match):
                 await build_space(
-                    store, name, llm=scripted_llm(store, fn=scripted(labels.get(name, {}))), embedder=embedder
+                    store,
+                    Scope.local(name),
+                    llm=scripted_llm(store, fn=scripted(labels.get(name, {}))),
+                    embedder=embedder,
                 )
     return store
 
@@ -267,7 +276,9 @@ def main() -> None:
         for mode in args.modes.split(","):
             for match in args.match.split(",") if mode == "llm" else ["-"]:
                 store = asyncio.run(build(mode, match, embedder, labels, Path(tmp)))
-                superseded = sum(1 for s in store.list_spaces() for it in store.items(s.name) if it.superseded_by)
+                superseded = sum(
+                    1 for s in store.list_spaces() for it in store.items(Scope.local(s.name)) if it.superseded_by
+                )
                 result = evaluate(store, embedder, probes, counter)
                 title = "extractive build (offline)" if mode == "extractive" else f"scripted LLM build, slots {match}"
                 out += [*table(f"{title}, {superseded} items superseded", len(probes), result), ""]

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from tmem import AsyncMemory, InputError, Memory, Settings
 from tmem.cli.main import cli
+from tmem.scope import Scope
 
 MESSAGES = [
     {
@@ -41,7 +42,7 @@ def test_cli_agent_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert json.loads(_invoke(home, "messages", "add", "alice", str(lines), "--json"))["skipped"] == ["a1", "a2", "a3"]
     _invoke(home, "build", "alice", "--no-progress")
     with Memory.open(home, Settings(llm="none")) as mem:
-        item = next(i for i in mem.store.items("alice") if "greyhound" in i.text)
+        item = next(i for i in mem.store.items(Scope.local("alice")) if "greyhound" in i.text)
     assert json.loads(_invoke(home, "item", "get", "alice", item.id))["text"] == item.text
     edited = json.loads(_invoke(home, "item", "edit", "alice", item.id, "Alice's greyhound Comet is nine years old."))
     assert edited["text"].startswith("Alice's greyhound")

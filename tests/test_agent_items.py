@@ -14,6 +14,7 @@ from tmem.construct.check import check_space
 from tmem.edit.forget import canary_free
 from tmem.embed import HashEmbedder
 from tmem.models import Item, LLMCall
+from tmem.scope import Scope
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 CANARY = "Zorblaxian-7Q quartz canary"
@@ -41,7 +42,7 @@ def _raw(home: Path) -> bytes:
 
 def _with_canary(mem: Memory, space: str) -> str:
     """A canary message appended to the conversation (its own session), built; returns the turn id."""
-    last = mem.store.last_turn(space)
+    last = mem.store.last_turn(Scope.local(space))
     assert last is not None
     when = datetime(last.time.year + 1, 1, 5, 10, 0)
     report = mem.add_messages(
@@ -65,11 +66,11 @@ def test_item_get_update_history_delete(tmp_path: Path) -> None:
         mem.import_file(_slice(tmp_path))
         (space,) = [s.name for s in mem.spaces()]
         mem.build(space)
-        item = next(i for i in mem.store.items(space) if "support group" in i.text)
+        item = next(i for i in mem.store.items(Scope.local(space)) if "support group" in i.text)
         assert mem.get_item(space, item.id) == item
         updated = mem.update_item(space, item.id, "Caroline leads a weekly LGBTQ support group in Boston.")
         assert updated.text.startswith("Caroline leads")
-        concepts = {t.fields["concept"] for t in mem.store.triggers(space, host_ids=[item.id])}
+        concepts = {t.fields["concept"] for t in mem.store.triggers(Scope.local(space), host_ids=[item.id])}
         assert "Boston" in concepts  # Entity triggers regenerated from the new text
         hist = mem.history(space, item.id)
         assert [v.change for v in hist.versions] == ["extracted", "edited"]
@@ -83,7 +84,7 @@ def test_item_get_update_history_delete(tmp_path: Path) -> None:
         with pytest.raises(NotFoundError, match="no item"):
             mem.get_item(space, item.id)
         mem.build(space, rebuild=True)  # tombstone: no rebuild brings it back
-        assert not mem.store.items(space, [item.id])
+        assert not mem.store.items(Scope.local(space), [item.id])
         assert item.id not in [h.item.id for h in mem.search(space, "support group").items]
         assert mem.forget(space, item_ids=[item.id]).already_forgotten == [item.id]
 
@@ -106,11 +107,13 @@ def test_forget_turn_leaves_no_copy_on_disk(tmp_path: Path) -> None:
         report = mem.forget(space, turn_ids=[turn_id])
         assert report.turns_forgotten == [turn_id] and report.items_forgotten and report.erased
         assert report.llm_calls_deleted == 1
-        assert mem.store.cached_response(space, "h1") == '{"x": 1}'
+        assert mem.store.cached_response(Scope.local(space), "h1") == '{"x": 1}'
         result = mem.search(space, CANARY)
         assert CANARY not in result.model_dump_json(exclude={"query"})
-        assert turn_id not in {tid for s in mem.store.scenes(space) for tid in s.turn_ids}
-        assert check_space(mem.store, space).violations == []  # the memory stays consistent after forgetting
+        assert turn_id not in {tid for s in mem.store.scenes(Scope.local(space)) for tid in s.turn_ids}
+        assert (
+            check_space(mem.store, Scope.local(space)).violations == []
+        )  # the memory stays consistent after forgetting
         # no re-add, no rebuild brings it back
         assert mem.add_messages(space, [{"id": turn_id, "speaker": "Caroline", "text": "x"}]).forgotten == [turn_id]
         mem.build(space, rebuild=True)
@@ -140,12 +143,12 @@ def test_forgotten_turn_stays_out_of_reimports(tmp_path: Path) -> None:
         mem.import_file(data)
         (space,) = [s.name for s in mem.spaces()]
         mem.build(space)
-        target = mem.store.turns(space)[2]
+        target = mem.store.turns(Scope.local(space))[2]
         mem.forget(space, turn_ids=[target.id])
         mem.import_file(data)  # the same file again
-        assert target.id not in {t.id for t in mem.store.turns(space)}
+        assert target.id not in {t.id for t in mem.store.turns(Scope.local(space))}
         mem.build(space, rebuild=True)
-        assert all(target.id not in i.turn_ids for i in mem.store.items(space))
+        assert all(target.id not in i.turn_ids for i in mem.store.items(Scope.local(space)))
         with pytest.raises(NotFoundError, match="no turn"):
             mem.forget(space, turn_ids=["no-such-turn"])
 
@@ -156,10 +159,10 @@ def test_history_chain_and_forgetting_the_newer_item_restores_the_older(tmp_path
     with _open(tmp_path / "mem") as mem:
         mem.add_messages("u", [{"id": "t1", "speaker": "ann", "text": "I live in Paris now", "time": "2024-01-01"}])
         s = mem.store
-        s.put_scenes("u", [Scene(id="sc", seq=0, title="t", summary="s", narrative="", turn_ids=["t1"],
+        s.put_scenes(Scope.local("u"), [Scene(id="sc", seq=0, title="t", summary="s", narrative="", turn_ids=["t1"],
                                  start=datetime(2024, 1, 1), end=datetime(2024, 1, 1))])  # fmt: skip
         s.put_items(
-            "u",
+            Scope.local("u"),
             [
                 Item(id="old", text="Ann lives in Rome.", kind=ItemKind.ATOMIC, scene_ids=["sc"], date="2023-01-01",
                      superseded_by="mid", turn_ids=["t1"]),

@@ -15,6 +15,7 @@ from tmem.edit.forget import canary_free
 from tmem.embed import HashEmbedder
 from tmem.llm.scripted import ScriptedBackend, scripted_llm
 from tmem.models import TriggerFamily
+from tmem.scope import Scope
 from tmem.store import open_store
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
@@ -47,26 +48,26 @@ def test_llm_mode_item_edit_and_forget(tmp_path: Path) -> None:
         report = mem.build("conv-x")
         assert report.mode == "llm"
         assert not canary_free(_raw(home), CANARY)
-        item = mem.store.items("conv-x")[0]
+        item = mem.store.items(Scope.local("conv-x"))[0]
         before = len(backend.requests)
         mem.update_item("conv-x", item.id, "Caroline keeps a rooftop beehive in the city.")
         sent = backend.requests[before:]
         assert [r.stage for r in sent] == [ITEM_STAGE] and "rooftop beehive" in sent[0].messages[-1].content
-        families = {t.family for t in mem.store.triggers("conv-x", host_ids=[item.id])}
+        families = {t.family for t in mem.store.triggers(Scope.local("conv-x"), host_ids=[item.id])}
         assert families == {TriggerFamily.ENTITY, TriggerFamily.BRIDGE}
         assert mem.history("conv-x", item.id).versions[-1].text.startswith("Caroline keeps")
 
-        canary_turn = next(t.id for t in mem.store.turns("conv-x") if CANARY in t.text)
+        canary_turn = next(t.id for t in mem.store.turns(Scope.local("conv-x")) if CANARY in t.text)
         forgot = mem.forget("conv-x", turn_ids=[canary_turn])
         assert forgot.scenes_rewritten or forgot.scenes_deleted
         assert forgot.llm_calls_deleted > 0
         assert CANARY not in mem.export("conv-x").model_dump_json()
-        assert check_space(mem.store, "conv-x").violations == []
+        assert check_space(mem.store, Scope.local("conv-x")).violations == []
         # the next build regenerates the rewritten scene's triggers; nothing brings the turn back
         mem.build("conv-x")
         assert CANARY not in mem.export("conv-x").model_dump_json()
-        assert len({t.host_id for t in mem.store.triggers("conv-x", family=TriggerFamily.SCENE)}) == len(
-            mem.store.scenes("conv-x")
+        assert len({t.host_id for t in mem.store.triggers(Scope.local("conv-x"), family=TriggerFamily.SCENE)}) == len(
+            mem.store.scenes(Scope.local("conv-x"))
         )
     assert canary_free(_raw(home), CANARY)
 
@@ -100,6 +101,6 @@ def test_llm_build_between_messages_equals_one_build() -> None:
             steps.add_messages("u", messages[start:cut])
             steps.build("u")
             start = cut
-        assert len(steps.store.sessions("u")) == 2
+        assert len(steps.store.sessions(Scope.local("u"))) == 2
         assert memory_snapshot(steps.store, "u", with_seq=False) == memory_snapshot(once.store, "u", with_seq=False)
         assert steps.staleness("u").stale_turns == 0

@@ -17,6 +17,7 @@ from tmem.construct.check import check_space
 from tmem.construct.policy import BUILD_LEASE
 from tmem.embed import HashEmbedder
 from tmem.ingest.messages import with_request_ids
+from tmem.scope import Scope
 from tmem.store import open_store
 
 T0 = datetime(2024, 3, 1, 9, 0)
@@ -47,13 +48,13 @@ def test_open_session_and_idle_gap() -> None:
         soon = MessageInput(speaker="bot", text="welcome back")  # no time: the previous message's time
         second = mem.add_messages("u", [late, soon])
         assert second.sessions_created == ["live-2"]
-        sessions = mem.store.sessions("u")
+        sessions = mem.store.sessions(Scope.local("u"))
         assert [s.id for s in sessions] == ["live-1", "live-2"]
         assert sessions[1].started_at == T0 + timedelta(hours=3)
-        turns = mem.store.turns("u")
+        turns = mem.store.turns(Scope.local("u"))
         assert [t.session_id for t in turns] == ["live-1"] * 3 + ["live-2"] * 2
         assert turns[-1].time == turns[-2].time
-        assert mem.store.get_space("u").speakers == ["bot", "alice"]
+        assert mem.store.get_space(Scope.local("u")).speakers == ["bot", "alice"]
 
 
 def test_idempotent_by_id_and_messages_without_ids_are_never_dropped() -> None:
@@ -63,7 +64,7 @@ def test_idempotent_by_id_and_messages_without_ids_are_never_dropped() -> None:
         mem.add_messages("u", batch)
         again = mem.add_messages("u", batch)
         assert len(again.added) == 2 and again.skipped == ["x-1"]  # the id-less two were sent again: kept
-        assert len(mem.store.turns("u")) == 5
+        assert len(mem.store.turns(Scope.local("u"))) == 5
         with pytest.raises(InputError, match="already stored for another message"):
             mem.add_messages("u", [MessageInput(id="x-1", speaker="alice", text="other text")])
 
@@ -74,7 +75,7 @@ def test_three_separate_oks_are_three_turns() -> None:
         for _ in range(3):
             report = mem.add_messages("u", [MessageInput(speaker="user", text="ok")], received_at=T0)
             assert len(report.added) == 1 and report.skipped == []
-        turns = mem.store.turns("u")
+        turns = mem.store.turns(Scope.local("u"))
         assert [t.text for t in turns] == ["ok"] * 3 and len({t.id for t in turns}) == 3
 
 
@@ -97,7 +98,7 @@ def test_an_id_less_message_again_after_its_twin_was_forgotten_is_stored() -> No
         mem.forget("u", turn_ids=first)
         again = mem.add_messages("u", [MessageInput(speaker="user", text="ok", time=T0)])
         assert len(again.added) == 1 and again.forgotten == [] and again.added != first
-        assert [t.text for t in mem.store.turns("u")] == ["ok"]
+        assert [t.text for t in mem.store.turns(Scope.local("u"))] == ["ok"]
 
 
 def test_repeated_identical_messages_in_one_call_are_kept_apart() -> None:
@@ -111,10 +112,10 @@ def test_first_message_needs_a_time_or_an_arrival_time() -> None:
     with _mem() as mem:
         with pytest.raises(InputError, match="has no time"):
             mem.add_messages("u", [{"speaker": "alice", "text": "hello there"}])
-        assert not mem.store.has_space("u") or not mem.store.turns("u")  # nothing written
+        assert not mem.store.has_space(Scope.local("u")) or not mem.store.turns(Scope.local("u"))  # nothing written
         arrived = datetime(2025, 1, 2, 8, 30)
         mem.add_messages("u", [{"speaker": "alice", "text": "hello there"}], received_at=arrived)
-        assert mem.store.turns("u")[0].time == arrived
+        assert mem.store.turns(Scope.local("u"))[0].time == arrived
 
 
 def test_bad_input_says_what_to_fix() -> None:
@@ -151,8 +152,8 @@ def test_any_chunking_gives_the_same_turns(gaps: list[int], cuts: list[int], ret
             parts.add_messages("u", messages[a:b])
             if retry:
                 assert parts.add_messages("u", messages[a:b]).added == []
-        assert parts.store.turns("u") == full.store.turns("u")
-        assert parts.store.sessions("u") == full.store.sessions("u")
+        assert parts.store.turns(Scope.local("u")) == full.store.turns(Scope.local("u"))
+        assert parts.store.sessions(Scope.local("u")) == full.store.sessions(Scope.local("u"))
 
 
 def test_staleness_and_extending_a_built_session(tmp_path: Path) -> None:
@@ -163,35 +164,39 @@ def test_staleness_and_extending_a_built_session(tmp_path: Path) -> None:
         assert mem.staleness("u").stale_turns == 0
         assert not mem.search("u", "hiking Grenoble").stale
         mem.add_messages("u", _msgs(3, start=6))  # same open session
-        assert len(mem.store.sessions("u")) == 1
+        assert len(mem.store.sessions(Scope.local("u"))) == 1
         result = mem.search("u", "hiking Grenoble")
         assert result.stale and result.stale_turns == 3
         assert mem.spaces()[0].build_state == "stale"
-        assert check_space(mem.store, "u").violations == []  # appended turns are stale, not unassigned
+        assert check_space(mem.store, Scope.local("u")).violations == []  # appended turns are stale, not unassigned
         mem.build("u")
         assert mem.staleness("u").stale_turns == 0
-        scened = {tid for s in mem.store.scenes("u") for tid in s.turn_ids}
-        assert scened == {t.id for t in mem.store.turns("u")}
+        scened = {tid for s in mem.store.scenes(Scope.local("u")) for tid in s.turn_ids}
+        assert scened == {t.id for t in mem.store.turns(Scope.local("u"))}
     # the grown session is built as if it had arrived whole
     with _mem(tmp_path / "whole") as whole:
         whole.add_messages("u", _msgs(9))
         whole.build("u")
         with _mem(tmp_path) as mem:
-            assert [s.turn_ids for s in mem.store.scenes("u")] == [s.turn_ids for s in whole.store.scenes("u")]
-            assert [i.text for i in mem.store.items("u")] == [i.text for i in whole.store.items("u")]
-            assert [(t.label, t.description) for t in mem.store.topics("u")] == [
-                (t.label, t.description) for t in whole.store.topics("u")
+            assert [s.turn_ids for s in mem.store.scenes(Scope.local("u"))] == [
+                s.turn_ids for s in whole.store.scenes(Scope.local("u"))
+            ]
+            assert [i.text for i in mem.store.items(Scope.local("u"))] == [
+                i.text for i in whole.store.items(Scope.local("u"))
+            ]
+            assert [(t.label, t.description) for t in mem.store.topics(Scope.local("u"))] == [
+                (t.label, t.description) for t in whole.store.topics(Scope.local("u"))
             ]
 
 
 def test_one_build_per_space_at_a_time(tmp_path: Path) -> None:
     with _mem(tmp_path) as mem, _mem(tmp_path) as other:
         mem.add_messages("u", _msgs(4))
-        assert other.store.acquire_lease("u", BUILD_LEASE, "someone-else", 600.0, 1e12)
+        assert other.store.acquire_lease(Scope.local("u"), BUILD_LEASE, "someone-else", 600.0, 1e12)
         with pytest.raises(BuildBusy, match="Another build"):
             mem.build("u")
         assert mem.build_if_due("u", idle_seconds=10_000) is None  # busy: skipped, not an error
-        other.store.release_lease("u", BUILD_LEASE, "someone-else")
+        other.store.release_lease(Scope.local("u"), BUILD_LEASE, "someone-else")
         assert mem.build_if_due("u", idle_seconds=0) is None  # 4 turns < 20 and not idle long enough
         assert mem.build_if_due("u", idle_seconds=10_000) is not None
         assert mem.staleness("u").stale_turns == 0
@@ -210,13 +215,13 @@ def test_a_lease_left_by_a_killed_build_on_this_host_is_taken_over(tmp_path: Pat
     with _mem(tmp_path) as mem:
         mem.add_messages("u", _msgs(4))
         for holder in (f"{host}:{os.getppid()}:live", f"other-host.example:{dead_pid}:x"):
-            assert mem.store.acquire_lease("u", BUILD_LEASE, holder, 600.0, 1e12)
+            assert mem.store.acquire_lease(Scope.local("u"), BUILD_LEASE, holder, 600.0, 1e12)
             with pytest.raises(BuildBusy, match="Another build"):
                 mem.build("u")
-            mem.store.release_lease("u", BUILD_LEASE, holder)
-        assert mem.store.acquire_lease("u", BUILD_LEASE, f"{host}:{dead_pid}:killed", 600.0, 1e12)
+            mem.store.release_lease(Scope.local("u"), BUILD_LEASE, holder)
+        assert mem.store.acquire_lease(Scope.local("u"), BUILD_LEASE, f"{host}:{dead_pid}:killed", 600.0, 1e12)
         mem.build("u")  # taken over from the dead holder
-        assert mem.store.lease_holder("u", BUILD_LEASE) is None  # and released after the build
+        assert mem.store.lease_holder(Scope.local("u"), BUILD_LEASE) is None  # and released after the build
         assert mem.staleness("u").stale_turns == 0
 
 
@@ -248,7 +253,13 @@ def test_building_between_messages_gives_the_memory_of_one_build(gaps: list[int]
 
         def snapshot(mem: Memory) -> tuple[object, ...]:
             s = mem.store
-            return (s.scenes("u"), s.topics("u"), s.topic_links("u"), s.items("u"), s.triggers("u"))
+            return (
+                s.scenes(Scope.local("u")),
+                s.topics(Scope.local("u")),
+                s.topic_links(Scope.local("u")),
+                s.items(Scope.local("u")),
+                s.triggers(Scope.local("u")),
+            )
 
         assert snapshot(steps) == snapshot(once)
         assert steps.staleness("u").stale_turns == 0

@@ -15,6 +15,7 @@ from tmem.embed.hashing import HashEmbedder
 from tmem.index.anchor import TurnLexicon, date_words
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 TURNS = [
@@ -106,12 +107,14 @@ def test_an_anchorless_query_on_an_extractive_space_is_ordered_by_dense_raw_turn
     try:
         retriever = Retriever(store, HashEmbedder())
         # a question that names what it asks about: anchored, every route counts
-        res, ctx = recall(retriever, SPACE, "When did Caroline go to the LGBTQ support group?", 400)
+        res, ctx = recall(retriever, Scope.local(SPACE), "When did Caroline go to the LGBTQ support group?", 400)
         assert res.lexical_anchor is not None and res.lexical_anchor >= 0.25 and not ctx.anchorless
         assert ctx.lexical_anchor == res.lexical_anchor
         assert {r.name for h in ctx.hits for r in h.routes} - {"turn.dense"}
         # a message sharing no rare word with the conversation: anchorless, dense raw-turn order first
-        res, ctx = recall(retriever, SPACE, "Honestly my week felt strange and slow, nothing much to report.", 400)
+        res, ctx = recall(
+            retriever, Scope.local(SPACE), "Honestly my week felt strange and slow, nothing much to report.", 400
+        )
         assert res.lexical_anchor is not None and res.lexical_anchor < 0.25 and ctx.anchorless
         assert ctx.tokens <= 400
         dense = {th.turn.id: r.rank for th in res.turns for r in th.routes if r.name == "turn.dense"}

@@ -10,6 +10,7 @@ from tmem.llm.scripted import scripted_llm
 from tmem.models import Item, ItemKind, Persona, PersonaTrait, Scene, Turn
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import ItemHit, Route, SceneHit, SearchResult
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 from tmem.util.text import count_tokens
 
@@ -121,7 +122,7 @@ async def test_answerer_short_and_cot_count_tokens() -> None:
     search = _FixedSearch(_result([PERSONA]))
     answerer = Answerer(search, llm)
     when = QuestionTime(at=FEB4, relation="after")
-    short = await answerer.answer("conv-30", "When did Gina launch an ad campaign?", when)
+    short = await answerer.answer(Scope.local("conv-30"), "When did Gina launch an ad campaign?", when)
     assert short.answer == "29 January 2023" and short.reasoning is None and not short.cached
     assert short.tokens.evidence == short.context.evidence_tokens > 0
     assert short.tokens.persona > 0
@@ -129,9 +130,9 @@ async def test_answerer_short_and_cot_count_tokens() -> None:
     assert short.tokens.prompt == sum(count_tokens(m.content) for m in sent)
     assert short.tokens.llm_input == short.tokens.prompt  # the scripted backend reports count_tokens usage
     assert short.tokens.llm_output > 0
-    cot = await answerer.answer("conv-30", "When did Gina launch an ad campaign?", when, variant="cot")
+    cot = await answerer.answer(Scope.local("conv-30"), "When did Gina launch an ad campaign?", when, variant="cot")
     assert cot.reasoning and cot.answer == "29 January 2023"
-    again = await answerer.answer("conv-30", "When did Gina launch an ad campaign?", when)
+    again = await answerer.answer(Scope.local("conv-30"), "When did Gina launch an ad campaign?", when)
     assert again.cached and again.tokens.llm_input == 0 and again.answer == short.answer
     assert len(search.calls) == 3
 
@@ -141,7 +142,7 @@ async def test_reply_names_speaker_and_listener() -> None:
     llm = scripted_llm(store, replies=[{"reply": "Is the store campaign keeping you up?"}])
     answerer = Answerer(_FixedSearch(_result()), llm)
     out = await answerer.reply(
-        "conv-30", "I can't sleep lately.", QuestionTime(at=FEB4), speaker="Gina", listener="Jon"
+        Scope.local("conv-30"), "I can't sleep lately.", QuestionTime(at=FEB4), speaker="Gina", listener="Jon"
     )
     assert out.variant == "reply" and out.answer.startswith("Is the store")
     system, user = llm.backend.requests[0].messages  # type: ignore[attr-defined]

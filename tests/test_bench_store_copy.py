@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tmem.scope import Scope
 from tmem.store import open_store
 from tmem.store.postgres import PostgresStore
 
@@ -29,7 +30,9 @@ def _load(name: str) -> ModuleType:
 def _fill(store: Any, bench: ModuleType) -> None:
     bench.write_space(store, 200)
     rng = np.random.default_rng(1)
-    store.put_embeddings(bench.SPACE, "m", {f"h{i}": rng.standard_normal(8).astype(np.float32) for i in range(30)})
+    store.put_embeddings(
+        Scope.local(bench.SPACE), "m", {f"h{i}": rng.standard_normal(8).astype(np.float32) for i in range(30)}
+    )
 
 
 def _table(store: PostgresStore, table: str) -> list[tuple[Any, ...]]:
@@ -56,9 +59,9 @@ def test_copy_holds_the_rows_the_store_api_writes(pg_server: Any, tmp_path: Path
                 assert [v.tolist() if isinstance(v, np.ndarray) else v for v in a] == [
                     v.tolist() if isinstance(v, np.ndarray) else v for v in b
                 ], table
-        assert copied.scenes(bench.SPACE) == api.scenes(bench.SPACE)
-        assert copied.items(bench.SPACE) == api.items(bench.SPACE)
-        assert copied.triggers(bench.SPACE) == api.triggers(bench.SPACE)
+        assert copied.scenes(Scope.local(bench.SPACE)) == api.scenes(Scope.local(bench.SPACE))
+        assert copied.items(Scope.local(bench.SPACE)) == api.items(Scope.local(bench.SPACE))
+        assert copied.triggers(Scope.local(bench.SPACE)) == api.triggers(Scope.local(bench.SPACE))
     finally:
         api.close()
         copied.close()

@@ -17,6 +17,7 @@ from tmem.construct.pipeline import build_space
 from tmem.embed.hashing import HashEmbedder
 from tmem.ingest.importer import import_spaces
 from tmem.llm.scripted import scripted_llm
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 SPACE = "conv-26"
@@ -26,8 +27,8 @@ async def test_the_estimate_counts_the_requests_the_plan_fixes() -> None:
     store = SQLiteStore.open(":memory:")
     import_spaces(store, [dev_space(SPACE, slice(0, 6))], source="dev")
     options = BuildOptions(few_rounds=True)
-    planned = estimate_build(store, SPACE, options)
-    assert planned.open_turns == len(store.turns(SPACE)) and planned.rounds == 4
+    planned = estimate_build(store, Scope.local(SPACE), options)
+    assert planned.open_turns == len(store.turns(Scope.local(SPACE))) and planned.rounds == 4
     assert [s.stage for s in planned.stages] == [
         "segment",
         "topics",
@@ -39,13 +40,13 @@ async def test_the_estimate_counts_the_requests_the_plan_fixes() -> None:
     assert planned.total.requests == sum(s.requests for s in planned.stages)
     assert all(s.input_tokens > 0 and s.output_tokens > 0 for s in planned.stages)
     llm = scripted_llm(store, fn=scripted_reply)
-    await build_space(store, SPACE, llm=llm, embedder=HashEmbedder(), options=options)
-    asked = Counter(c.stage for c in store.llm_calls(SPACE) if c.outcome == "ok")
+    await build_space(store, Scope.local(SPACE), llm=llm, embedder=HashEmbedder(), options=options)
+    asked = Counter(c.stage for c in store.llm_calls(Scope.local(SPACE)) if c.outcome == "ok")
     by_stage = {s.stage: s.requests for s in planned.stages}
     # windows and topic requests follow from the turns and the options alone
     assert by_stage["segment"] == asked["segment"] and by_stage["topics"] == asked["topics"]
     assert by_stage["persona"] == asked["persona"] == 2
-    assert estimate_build(store, SPACE, options).open_turns == 0  # built: nothing left to estimate
+    assert estimate_build(store, Scope.local(SPACE), options).open_turns == 0  # built: nothing left to estimate
 
 
 def test_cli_shows_the_estimate_before_a_batch_build(tmp_path: Path) -> None:

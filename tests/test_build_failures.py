@@ -22,6 +22,7 @@ from tmem.ingest.importer import import_spaces
 from tmem.llm.base import ChatRequest
 from tmem.llm.scripted import scripted_llm
 from tmem.models import TriggerFamily
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 SPACE = "conv-26"
@@ -57,19 +58,21 @@ def _first_invalid(schemas: set[str]) -> Callable[[ChatRequest], str]:
 
 
 async def _build(store: SQLiteStore, fn: Callable[[ChatRequest], str], options: BuildOptions = OPTIONS) -> BuildReport:
-    return await build_space(store, SPACE, llm=scripted_llm(store, fn=fn), embedder=HashEmbedder(), options=options)
+    return await build_space(
+        store, Scope.local(SPACE), llm=scripted_llm(store, fn=fn), embedder=HashEmbedder(), options=options
+    )
 
 
 def _assert_complete(store: SQLiteStore) -> None:
-    check = check_space(store, SPACE)
+    check = check_space(store, Scope.local(SPACE))
     assert check.ok and check.complete, (check.violations[:3], check.failed_units[:3])
-    scenes = {s.id for s in store.scenes(SPACE)}
-    assert {t.host_id for t in store.triggers(SPACE, family=TriggerFamily.SCENE)} == scenes
-    current = {it.id for it in store.items(SPACE) if it.superseded_by is None}
-    assert {t.host_id for t in store.triggers(SPACE, family=TriggerFamily.ENTITY)} >= current
-    speakers = {it.speaker for it in store.items(SPACE) if it.speaker}
-    assert {p.speaker for p in store.personas(SPACE)} == speakers
-    assert store.get_state(SPACE, STATE_FAILED) is None
+    scenes = {s.id for s in store.scenes(Scope.local(SPACE))}
+    assert {t.host_id for t in store.triggers(Scope.local(SPACE), family=TriggerFamily.SCENE)} == scenes
+    current = {it.id for it in store.items(Scope.local(SPACE)) if it.superseded_by is None}
+    assert {t.host_id for t in store.triggers(Scope.local(SPACE), family=TriggerFamily.ENTITY)} >= current
+    speakers = {it.speaker for it in store.items(Scope.local(SPACE)) if it.speaker}
+    assert {p.speaker for p in store.personas(Scope.local(SPACE))} == speakers
+    assert store.get_state(Scope.local(SPACE), STATE_FAILED) is None
 
 
 @pytest.mark.parametrize("few_rounds", [False, True])
@@ -83,20 +86,24 @@ async def test_failed_units_are_recorded_the_rest_is_built_and_a_rerun_retries_o
     assert stages == {"topics", "items", "triggers.item", "triggers.scene", "persona"}, stages
     assert [s.stage for s in first.stages][-1] == "persona" and len(first.stages) == 6
     assert all(u.refs and "Field required" in u.reason for u in first.failed)
-    assert json.loads(store.get_state(SPACE, STATE_FAILED) or "[]") == [u.model_dump() for u in first.failed]
+    assert json.loads(store.get_state(Scope.local(SPACE), STATE_FAILED) or "[]") == [
+        u.model_dump() for u in first.failed
+    ]
     # everything that did not depend on a failed unit was built
-    assert store.triggers(SPACE, family=TriggerFamily.SCENE) and store.triggers(SPACE, family=TriggerFamily.ENTITY)
+    assert store.triggers(Scope.local(SPACE), family=TriggerFamily.SCENE) and store.triggers(
+        Scope.local(SPACE), family=TriggerFamily.ENTITY
+    )
     failed_hosts = {r for u in first.failed if u.stage == "triggers.scene" for r in u.refs}
-    with_triggers = {t.host_id for t in store.triggers(SPACE, family=TriggerFamily.SCENE)}
-    assert with_triggers == {s.id for s in store.scenes(SPACE)} - failed_hosts
-    check = check_space(store, SPACE)
+    with_triggers = {t.host_id for t in store.triggers(Scope.local(SPACE), family=TriggerFamily.SCENE)}
+    assert with_triggers == {s.id for s in store.scenes(Scope.local(SPACE))} - failed_hosts
+    check = check_space(store, Scope.local(SPACE))
     assert check.ok and not check.complete and check.failed_units == first.failed
 
-    paid_before = {c.request_hash for c in store.llm_calls(SPACE) if c.outcome == "ok"}
+    paid_before = {c.request_hash for c in store.llm_calls(Scope.local(SPACE)) if c.outcome == "ok"}
     second = await _build(store, scripted_reply, options)
     assert second.complete
     _assert_complete(store)  # includes: no request was paid twice (llm_paid_twice)
-    resent = {c.request_hash for c in store.llm_calls(SPACE) if c.outcome == "ok"} - paid_before
+    resent = {c.request_hash for c in store.llm_calls(Scope.local(SPACE)) if c.outcome == "ok"} - paid_before
     assert resent  # what the failed units (and the work depending on them) needed; nothing answered before is paid
     # again (the checker's llm_paid_twice in _assert_complete)
 
@@ -111,13 +118,13 @@ async def test_a_window_the_model_cannot_segment_falls_back_to_an_extractive_spl
 
     report = await _build(store, no_session_2)
     assert report.complete and report.fallback
-    marks = json.loads(store.get_state(SPACE, STATE_FALLBACK) or "{}")
+    marks = json.loads(store.get_state(Scope.local(SPACE), STATE_FALLBACK) or "{}")
     assert set(marks) == set(report.fallback) and all("segment" in why for why in marks.values())
-    fallback = [s for s in store.scenes(SPACE) if s.id in marks]
+    fallback = [s for s in store.scenes(Scope.local(SPACE)) if s.id in marks]
     assert fallback and all(len(s.turn_ids) <= OPTIONS.max_scene_turns for s in fallback)
     assert any("D2:1" in s.turn_ids for s in fallback)
     assert all(s.narrative.startswith("On ") and "2023" in s.narrative for s in fallback)
-    check = check_space(store, SPACE)
+    check = check_space(store, Scope.local(SPACE))
     assert check.ok and check.complete and check.fallback_scenes == marks
     _assert_complete(store)
 
@@ -133,17 +140,21 @@ async def test_without_fallback_a_failed_window_leaves_its_turns_for_the_rerun()
 
     first = await _build(store, no_session_2, options)
     assert [u.stage for u in first.failed] == ["segment"] and "D2:1" in first.failed[0].refs
-    open_turns = {t.id for t in store.turns(SPACE)} - {tid for s in store.scenes(SPACE) for tid in s.turn_ids}
+    open_turns = {t.id for t in store.turns(Scope.local(SPACE))} - {
+        tid for s in store.scenes(Scope.local(SPACE)) for tid in s.turn_ids
+    }
     assert open_turns == set(first.failed[0].refs)
-    assert any(s.turn_ids[0] == "D3:1" for s in store.scenes(SPACE))  # the sessions after it were segmented
-    check = check_space(store, SPACE)
+    assert any(
+        s.turn_ids[0] == "D3:1" for s in store.scenes(Scope.local(SPACE))
+    )  # the sessions after it were segmented
+    check = check_space(store, Scope.local(SPACE))
     assert check.ok and not check.complete
     second = await _build(store, scripted_reply, options)
     assert second.complete
     _assert_complete(store)
-    seqs = [s.seq for s in store.scenes(SPACE)]
+    seqs = [s.seq for s in store.scenes(Scope.local(SPACE))]
     assert seqs == list(range(len(seqs)))  # the gap's scenes took their place in arrival order
-    firsts = [store.turns(SPACE, [s.turn_ids[0]])[0].seq for s in store.scenes(SPACE)]
+    firsts = [store.turns(Scope.local(SPACE), [s.turn_ids[0]])[0].seq for s in store.scenes(Scope.local(SPACE))]
     assert firsts == sorted(firsts)
 
 

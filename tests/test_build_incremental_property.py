@@ -14,6 +14,7 @@ from tmem.construct.pipeline import build_space
 from tmem.embed.hashing import HashEmbedder
 from tmem.ingest.importer import import_spaces
 from tmem.llm.scripted import scripted_llm
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 SPACE = "conv-30"
@@ -32,7 +33,7 @@ _FULL: dict[str, Any] = {}
 
 async def _build(store: SQLiteStore) -> None:
     await build_space(
-        store, SPACE, llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder(), options=OPTIONS
+        store, Scope.local(SPACE), llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder(), options=OPTIONS
     )
 
 

@@ -23,6 +23,7 @@ from tmem.construct.revert import load_covered
 from tmem.llm.base import ChatRequest
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Item, ItemKind, Scene, Session, Topic, TopicSceneLink, Turn
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 T0 = datetime(2023, 5, 8, 13, 56)
@@ -128,8 +129,8 @@ def test_a_connected_item_must_touch_a_new_scene() -> None:
 
 def _store() -> SQLiteStore:
     store = SQLiteStore.open(":memory:")
-    store.ensure_space("s")
-    store.set_speakers("s", ["Caroline", "Melanie"])
+    store.ensure_space(Scope.local("s"))
+    store.set_speakers(Scope.local("s"), ["Caroline", "Melanie"])
     turns = [
         Turn(id=f"D{n}:{k}", session_id=f"x{n}", seq=2 * n + k, speaker="Caroline", text="t", time=T0)
         for n in (1, 2, 3)
@@ -137,7 +138,7 @@ def _store() -> SQLiteStore:
     ]
     for n in (1, 2, 3):
         store.add_session(
-            "s",
+            Scope.local("s"),
             Session(id=f"x{n}", seq=n, started_at=T0, content_hash=f"h{n}"),
             [t for t in turns if t.session_id == f"x{n}"],
         )
@@ -146,9 +147,9 @@ def _store() -> SQLiteStore:
 
 async def test_incremental_extraction_sees_old_context_supersedes_and_skips_duplicates() -> None:
     store = _store()
-    store.put_scenes("s", [OLD, NEW])
-    store.put_topics("s", [TOPIC])
-    store.link_topics("s", [TopicSceneLink(topic_id="t1", scene_id="sc1")])
+    store.put_scenes(Scope.local("s"), [OLD, NEW])
+    store.put_topics(Scope.local("s"), [TOPIC])
+    store.link_topics(Scope.local("s"), [TopicSceneLink(topic_id="t1", scene_id="sc1")])
     first = ItemReply(
         atomic_items=[
             AtomicItemOut(
@@ -158,11 +159,13 @@ async def test_incremental_extraction_sees_old_context_supersedes_and_skips_dupl
         connected_items=[],
     )
     llm = scripted_llm(store, replies=[first])
-    await run_items(store, "s", StageRun("items", llm, "s", 2, False), BuildOptions())
-    (old,) = store.items("s")
-    assert old.id == item_id(ItemKind.ATOMIC, EXISTING.text, ["sc1"]) and load_covered(store, "s") == {"t1": ["sc1"]}
+    await run_items(store, Scope.local("s"), StageRun("items", llm, Scope.local("s"), 2, False), BuildOptions())
+    (old,) = store.items(Scope.local("s"))
+    assert old.id == item_id(ItemKind.ATOMIC, EXISTING.text, ["sc1"]) and load_covered(store, Scope.local("s")) == {
+        "t1": ["sc1"]
+    }
 
-    store.link_topics("s", [TopicSceneLink(topic_id="t1", scene_id="sc2")])
+    store.link_topics(Scope.local("s"), [TopicSceneLink(topic_id="t1", scene_id="sc2")])
     duplicate = AtomicItemOut(
         text=EXISTING.text, speaker="Caroline", date="2023-05-08", scene="S2", turns=["D2:1"], updates=None
     )
@@ -175,28 +178,28 @@ async def test_incremental_extraction_sees_old_context_supersedes_and_skips_dupl
         connected_items=[_connected()],
     )
     llm2 = scripted_llm(store, replies=[second])
-    await run_items(store, "s", StageRun("items", llm2, "s", 2, False), BuildOptions())
+    await run_items(store, Scope.local("s"), StageRun("items", llm2, Scope.local("s"), 2, False), BuildOptions())
     prompt = llm2.backend.requests[0].messages[1].content  # type: ignore[attr-defined]
     assert "[S1] 8 May 2023 · Scene 1: s" in prompt and "[S2] (new)" in prompt and f"[E1] {EXISTING.text}" in prompt
-    items = {it.id: it for it in store.items("s")}
+    items = {it.id: it for it in store.items(Scope.local("s"))}
     assert len(items) == 3  # the repeated atomic fact is stored once
     new_atomic = next(it for it in items.values() if it.kind is ItemKind.ATOMIC and it.id != old.id)
     assert new_atomic.supersedes == old.id and items[old.id].superseded_by == new_atomic.id
     connected = next(it for it in items.values() if it.kind is ItemKind.CONNECTED)
     assert connected.scene_ids == ["sc1", "sc2"] and connected.topic_id == "t1"
-    assert [it.seq for it in store.items("s")] == [0, 1, 2]
+    assert [it.seq for it in store.items(Scope.local("s"))] == [0, 1, 2]
 
     llm3 = scripted_llm(store)  # nothing new: no request at all
-    await run_items(store, "s", StageRun("items", llm3, "s", 2, False), BuildOptions())
+    await run_items(store, Scope.local("s"), StageRun("items", llm3, Scope.local("s"), 2, False), BuildOptions())
     assert llm3.backend.requests == []  # type: ignore[attr-defined]
 
 
 async def test_a_topic_with_many_new_scenes_is_read_in_chunks_that_see_earlier_items() -> None:
     store = _store()
     scenes = [_scene(n, T0) for n in (1, 2, 3)]
-    store.put_scenes("s", scenes)
-    store.put_topics("s", [TOPIC])
-    store.link_topics("s", [TopicSceneLink(topic_id="t1", scene_id=s.id) for s in scenes])
+    store.put_scenes(Scope.local("s"), scenes)
+    store.put_topics(Scope.local("s"), [TOPIC])
+    store.link_topics(Scope.local("s"), [TopicSceneLink(topic_id="t1", scene_id=s.id) for s in scenes])
 
     def reply(request: ChatRequest) -> str:
         user = request.messages[1].content
@@ -207,11 +210,18 @@ async def test_a_topic_with_many_new_scenes_is_read_in_chunks_that_see_earlier_i
         ).model_dump_json()
 
     llm = scripted_llm(store, fn=reply)
-    await run_items(store, "s", StageRun("items", llm, "s", 2, False), BuildOptions(item_scenes_per_call=2))
+    await run_items(
+        store,
+        Scope.local("s"),
+        StageRun("items", llm, Scope.local("s"), 2, False),
+        BuildOptions(item_scenes_per_call=2),
+    )
     first, second = (r.messages[1].content for r in llm.backend.requests)  # type: ignore[attr-defined]
     assert "[S1] (new)" in first and "[S2] (new)" in first and "(none)" in first
     assert "[S3] (new)" in second and "[E1] Caroline fact from S1." in second and "[S1] 8 May 2023" in second
-    assert len(store.items("s")) == 2 and load_covered(store, "s") == {"t1": ["sc1", "sc2", "sc3"]}
+    assert len(store.items(Scope.local("s"))) == 2 and load_covered(store, Scope.local("s")) == {
+        "t1": ["sc1", "sc2", "sc3"]
+    }
 
 
 @pytest.mark.parametrize(
@@ -227,34 +237,43 @@ async def test_a_topic_with_many_new_scenes_is_read_in_chunks_that_see_earlier_i
 )
 async def test_an_item_keeps_the_precision_of_its_date(given: str, start: str, end: str | None, precision: str) -> None:
     store = _store()
-    store.put_scenes("s", [OLD, NEW])
-    store.put_topics("s", [TOPIC])
-    store.link_topics("s", [TopicSceneLink(topic_id="t1", scene_id="sc2")])
+    store.put_scenes(Scope.local("s"), [OLD, NEW])
+    store.put_topics(Scope.local("s"), [TOPIC])
+    store.link_topics(Scope.local("s"), [TopicSceneLink(topic_id="t1", scene_id="sc2")])
     reply = ItemReply(atomic_items=[_atomic(date=given, scene="S1")], connected_items=[])  # sc2 is the only scene
-    await run_items(store, "s", StageRun("items", scripted_llm(store, replies=[reply]), "s", 1, False), BuildOptions())
-    (item,) = store.items("s")
+    await run_items(
+        store,
+        Scope.local("s"),
+        StageRun("items", scripted_llm(store, replies=[reply]), Scope.local("s"), 1, False),
+        BuildOptions(),
+    )
+    (item,) = store.items(Scope.local("s"))
     assert (item.date, item.date_end, item.date_precision) == (start, end, precision)
 
 
 async def test_a_contradiction_is_kept_on_both_items_and_neither_supersedes() -> None:
     store = _store()
-    store.put_scenes("s", [OLD, NEW])
-    store.put_topics("s", [TOPIC])
-    store.put_items("s", [EXISTING])
+    store.put_scenes(Scope.local("s"), [OLD, NEW])
+    store.put_topics(Scope.local("s"), [TOPIC])
+    store.put_items(Scope.local("s"), [EXISTING])
     from tmem.construct.revert import save_covered
 
-    save_covered(store, "s", {"t1": ["sc1"]})
-    store.link_topics("s", [TopicSceneLink(topic_id="t1", scene_id=s) for s in ("sc1", "sc2")])
+    save_covered(store, Scope.local("s"), {"t1": ["sc1"]})
+    store.link_topics(Scope.local("s"), [TopicSceneLink(topic_id="t1", scene_id=s) for s in ("sc1", "sc2")])
     said = _atomic(text="On 25 May 2023 Caroline said she never wanted to adopt.", conflicts="E1")
     await run_items(
         store,
-        "s",
+        Scope.local("s"),
         StageRun(
-            "items", scripted_llm(store, replies=[ItemReply(atomic_items=[said], connected_items=[])]), "s", 1, False
+            "items",
+            scripted_llm(store, replies=[ItemReply(atomic_items=[said], connected_items=[])]),
+            Scope.local("s"),
+            1,
+            False,
         ),
         BuildOptions(),
     )
-    items = {it.id: it for it in store.items("s")}
+    items = {it.id: it for it in store.items(Scope.local("s"))}
     new = next(it for it in items.values() if it.id != EXISTING.id)
     assert new.conflicts_with == [EXISTING.id] and items[EXISTING.id].conflicts_with == [new.id]
     assert new.supersedes is None and items[EXISTING.id].superseded_by is None
@@ -266,9 +285,9 @@ async def test_items_on_one_slot_are_linked_in_code_even_when_no_request_saw_the
     labels matched by their normalised form ('Caroline / job' and "caroline's / current employer")."""
     store = _store()
     scenes = [_scene(n, T0) for n in (1, 2, 3)]
-    store.put_scenes("s", scenes)
-    store.put_topics("s", [TOPIC])
-    store.link_topics("s", [TopicSceneLink(topic_id="t1", scene_id=s.id) for s in scenes])
+    store.put_scenes(Scope.local("s"), scenes)
+    store.put_topics(Scope.local("s"), [TOPIC])
+    store.link_topics(Scope.local("s"), [TopicSceneLink(topic_id="t1", scene_id=s.id) for s in scenes])
 
     def reply(request: ChatRequest) -> str:
         user = request.messages[1].content
@@ -293,9 +312,9 @@ async def test_items_on_one_slot_are_linked_in_code_even_when_no_request_saw_the
 
     llm = scripted_llm(store, fn=reply)
     options = BuildOptions(item_scenes_per_call=2, few_rounds=True)
-    await run_items(store, "s", StageRun("items", llm, "s", 2, False), options)
+    await run_items(store, Scope.local("s"), StageRun("items", llm, Scope.local("s"), 2, False), options)
     assert len(llm.backend.requests) == 2  # type: ignore[attr-defined]
-    items = {it.text.split(" Caroline ", 1)[1]: it for it in store.items("s")}
+    items = {it.text.split(" Caroline ", 1)[1]: it for it in store.items(Scope.local("s"))}
     acme, globex = items["worked at Acme."], items["started working at Globex."]
     assert (acme.slot, globex.slot) == ("caroline / job", "caroline / employer")
     assert acme.superseded_by == globex.id and globex.supersedes == acme.id

@@ -25,6 +25,7 @@ from tmem.llm.batch import import_results
 from tmem.llm.scripted import scripted_llm
 from tmem.models import ItemKind, TriggerFamily
 from tmem.retrieve.cascade import Retriever
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 SPACE = "conv-26"
@@ -50,38 +51,43 @@ def _store(sessions: slice) -> SQLiteStore:
 
 
 def _ok_hashes(store: SQLiteStore) -> list[str]:
-    return [c.request_hash for c in store.llm_calls(SPACE) if c.outcome == "ok"]
+    return [c.request_hash for c in store.llm_calls(Scope.local(SPACE)) if c.outcome == "ok"]
 
 
 async def _build(
     store: SQLiteStore, fn: Callable[[ChatRequest], str] = scripted_reply, options: BuildOptions = OPTIONS
 ) -> BuildReport:
-    return await build_space(store, SPACE, llm=scripted_llm(store, fn=fn), embedder=HashEmbedder(), options=options)
+    return await build_space(
+        store, Scope.local(SPACE), llm=scripted_llm(store, fn=fn), embedder=HashEmbedder(), options=options
+    )
 
 
 async def test_full_build_meets_the_invariants() -> None:
     store = _store(slice(0, 6))
     report = await _build(store)
-    turns = [t.id for t in store.turns(SPACE)]
-    scenes = store.scenes(SPACE)
+    turns = [t.id for t in store.turns(Scope.local(SPACE))]
+    scenes = store.scenes(Scope.local(SPACE))
     owned = Counter(tid for s in scenes for tid in s.turn_ids)
     assert sorted(owned) == sorted(turns) and set(owned.values()) == {1}  # every turn in exactly one scene
     assert [tid for s in scenes for tid in s.turn_ids] == turns  # scenes are contiguous, in arrival order
     assert max(len(s.turn_ids) for s in scenes) <= OPTIONS.max_scene_turns
     assert any(len({tid.split(":")[0] for tid in s.turn_ids}) > 1 for s in scenes)  # a scene spans a session break
-    linked = {link.scene_id for link in store.topic_links(SPACE)}
+    linked = {link.scene_id for link in store.topic_links(Scope.local(SPACE))}
     assert linked == {s.id for s in scenes}
-    items = store.items(SPACE)
+    items = store.items(Scope.local(SPACE))
     assert {it.kind for it in items} == {ItemKind.ATOMIC, ItemKind.CONNECTED}
     for it in items:
         assert (len(it.scene_ids) == 1) == (it.kind is ItemKind.ATOMIC)
         assert set(it.turn_ids) <= {tid for s in scenes if s.id in it.scene_ids for tid in s.turn_ids}
-    by_family = Counter(t.family for t in store.triggers(SPACE))
+    by_family = Counter(t.family for t in store.triggers(Scope.local(SPACE)))
     assert by_family[TriggerFamily.ENTITY] == by_family[TriggerFamily.BRIDGE] == OPTIONS.item_triggers_n * len(items)
     assert by_family[TriggerFamily.SCENE] == by_family[TriggerFamily.HORIZON] == len(scenes)
-    assert {p.speaker for p in store.personas(SPACE)} == {"Caroline", "Melanie"}
-    assert store.get_state(SPACE, STATE_MODE) == "llm" and store.get_state(SPACE, STATE_SESSIONS) == "6"
-    assert store.get_state(SPACE, STATE_OPEN_TAIL) == scenes[-1].id
+    assert {p.speaker for p in store.personas(Scope.local(SPACE))} == {"Caroline", "Melanie"}
+    assert (
+        store.get_state(Scope.local(SPACE), STATE_MODE) == "llm"
+        and store.get_state(Scope.local(SPACE), STATE_SESSIONS) == "6"
+    )
+    assert store.get_state(Scope.local(SPACE), STATE_OPEN_TAIL) == scenes[-1].id
     assert report.counts["scenes"] == len(scenes) and report.counts["items"] == len(items)
     assert [s.stage for s in report.stages] == [
         "segment",
@@ -125,7 +131,7 @@ async def test_killed_build_resumes_to_the_same_memory_without_paying_twice(die_
         await _build(store, dying)
     await _build(store)
     assert memory_snapshot(store, SPACE) == expected
-    assert check_space(store, SPACE).ok
+    assert check_space(store, Scope.local(SPACE)).ok
     paid = _ok_hashes(store)
     assert len(paid) == len(set(paid)) == total  # each request paid exactly once over both runs
 
@@ -144,8 +150,8 @@ async def test_incremental_build_equals_full_build(cuts: tuple[int, ...]) -> Non
         reverted += report.stages[0].updated
         kept += report.stages[0].skipped
     assert memory_snapshot(inc, SPACE, with_seq=False) == memory_snapshot(full, SPACE, with_seq=False)
-    assert inc.get_state(SPACE, STATE_SESSIONS) == str(n)
-    report = check_space(inc, SPACE)
+    assert inc.get_state(Scope.local(SPACE), STATE_SESSIONS) == str(n)
+    report = check_space(inc, Scope.local(SPACE))
     assert report.ok, report.violations[:3]
     assert reverted + kept == len(cuts)  # each later build re-examined the provisional tail of the one before
 
@@ -171,7 +177,7 @@ async def test_batch_protocol_stops_exports_and_continues(tmp_path: Path) -> Non
     while True:
         llm = scripted_llm(store, fn=scripted_reply)
         try:
-            await build_space(store, SPACE, llm=llm, embedder=HashEmbedder(), options=options)
+            await build_space(store, Scope.local(SPACE), llm=llm, embedder=HashEmbedder(), options=options)
             break
         except BatchPending as pending:
             rounds += 1
@@ -186,7 +192,7 @@ async def test_batch_protocol_stops_exports_and_continues(tmp_path: Path) -> Non
             results.write_text(_answer_batch(lines))
             report = import_results(store, results)
             assert report.imported == pending.count
-            for p in store.pending(SPACE):
+            for p in store.pending(Scope.local(SPACE)):
                 store.delete_pending([p.request_hash])
         assert rounds < 40
     assert set(stages_met) == {"segment", "topics", "items", "triggers.item", "triggers.scene", "persona"}
@@ -224,20 +230,30 @@ def _answer_batch(lines: list[str]) -> str:
 
 async def test_space_without_turns_is_an_input_error() -> None:
     store = SQLiteStore.open(":memory:")
-    store.ensure_space("empty")
+    store.ensure_space(Scope.local("empty"))
     with pytest.raises(InputError, match="import sessions first"):
-        await build_space(store, "empty", llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder())
+        await build_space(
+            store, Scope.local("empty"), llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder()
+        )
 
 
 async def test_modes_are_not_mixed_and_rebuild_resets() -> None:
     store = _store(slice(0, 2))
-    await build_space(store, SPACE, llm=None, embedder=HashEmbedder())
-    assert store.get_state(SPACE, STATE_MODE) == "extractive"
+    await build_space(store, Scope.local(SPACE), llm=None, embedder=HashEmbedder())
+    assert store.get_state(Scope.local(SPACE), STATE_MODE) == "extractive"
     with pytest.raises(BuildError, match="--rebuild"):
         await _build(store)
-    reset_space(store, SPACE)
-    assert store.scenes(SPACE) == [] and store.topics(SPACE) == [] and store.get_state(SPACE, STATE_MODE) is None
-    assert store.items(SPACE) == [] and store.triggers(SPACE) == [] and store.personas(SPACE) == []
+    reset_space(store, Scope.local(SPACE))
+    assert (
+        store.scenes(Scope.local(SPACE)) == []
+        and store.topics(Scope.local(SPACE)) == []
+        and store.get_state(Scope.local(SPACE), STATE_MODE) is None
+    )
+    assert (
+        store.items(Scope.local(SPACE)) == []
+        and store.triggers(Scope.local(SPACE)) == []
+        and store.personas(Scope.local(SPACE)) == []
+    )
     await _build(store)
     reference = _store(slice(0, 2))
     await _build(reference)
@@ -250,7 +266,7 @@ async def test_a_rebuild_that_changes_only_texts_is_seen_by_a_running_retriever(
     store = _store(slice(0, 2))
     await _build(store)
     retriever = Retriever(store, HashEmbedder())
-    before = retriever.index(SPACE)
+    before = retriever.index(Scope.local(SPACE))
 
     def moodier(request: ChatRequest) -> str:
         reply = scripted_reply(request)
@@ -261,12 +277,12 @@ async def test_a_rebuild_that_changes_only_texts_is_seen_by_a_running_retriever(
             scene["emotion"] = "Quietly elated. " + scene["emotion"]
         return json.dumps(data)
 
-    reset_space(store, SPACE)
+    reset_space(store, Scope.local(SPACE))
     other = scripted_llm(store, fn=moodier, model="another-model")  # another model: the cached replies do not apply
-    await build_space(store, SPACE, llm=other, embedder=HashEmbedder(), options=OPTIONS)
-    after = retriever.index(SPACE)
+    await build_space(store, Scope.local(SPACE), llm=other, embedder=HashEmbedder(), options=OPTIONS)
+    after = retriever.index(Scope.local(SPACE))
     assert after is not before
-    emotions = [t.fields["emotion"] for t in store.triggers(SPACE, family=TriggerFamily.SCENE)]
+    emotions = [t.fields["emotion"] for t in store.triggers(Scope.local(SPACE), family=TriggerFamily.SCENE)]
     assert emotions and all(e.startswith("Quietly elated. ") for e in emotions)
 
 
@@ -274,11 +290,17 @@ async def test_an_llm_build_leaves_every_index_text_embedded_so_the_first_search
     store = _store(slice(0, 2))
     build_embedder = CountingEmbedder()
     llm = scripted_llm(store, fn=scripted_reply)
-    await build_space(store, SPACE, llm=llm, embedder=CachedEmbedder(build_embedder, store, SPACE), options=OPTIONS)
+    await build_space(
+        store,
+        Scope.local(SPACE),
+        llm=llm,
+        embedder=CachedEmbedder(build_embedder, store, Scope.local(SPACE)),
+        options=OPTIONS,
+    )
     assert build_embedder.texts  # node texts and trigger views were embedded during the build
 
     search_embedder = CountingEmbedder()
-    Retriever(store, search_embedder).search(SPACE, "Caroline support group")
+    Retriever(store, search_embedder).search(Scope.local(SPACE), "Caroline support group")
     assert search_embedder.texts == ["Caroline support group"]
 
 
@@ -289,7 +311,11 @@ async def _batch_rounds(store: SQLiteStore, options: BuildOptions, tmp_path: Pat
     while True:
         try:
             await build_space(
-                store, SPACE, llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder(), options=options
+                store,
+                Scope.local(SPACE),
+                llm=scripted_llm(store, fn=scripted_reply),
+                embedder=HashEmbedder(),
+                options=options,
             )
             return rounds
         except BatchPending as pending:
@@ -314,16 +340,22 @@ async def test_a_fresh_batch_build_of_a_full_locomo_conversation_takes_at_most_s
         ["triggers.item", "persona"],
         ["persona"],
     ]
-    check = check_space(store, SPACE)
+    check = check_space(store, Scope.local(SPACE))
     assert check.ok and check.complete, check.violations[:3]
-    assert store.get_state(SPACE, STATE_OPEN_TAIL) is None  # no provisional tail in this plan
-    sessions = {t.id: t.session_id for t in store.turns(SPACE)}
-    assert all(len({sessions[t] for t in s.turn_ids}) == 1 for s in store.scenes(SPACE))  # no scene spans a break
+    assert store.get_state(Scope.local(SPACE), STATE_OPEN_TAIL) is None  # no provisional tail in this plan
+    sessions = {t.id: t.session_id for t in store.turns(Scope.local(SPACE))}
+    assert all(
+        len({sessions[t] for t in s.turn_ids}) == 1 for s in store.scenes(Scope.local(SPACE))
+    )  # no scene spans a break
     # the same plan run live gives the same memory (the same requests)
     live = _store(slice(None))
     options_live = BuildOptions(few_rounds=True, persona_items_per_call=40)
     await build_space(
-        live, SPACE, llm=scripted_llm(live, fn=scripted_reply), embedder=HashEmbedder(), options=options_live
+        live,
+        Scope.local(SPACE),
+        llm=scripted_llm(live, fn=scripted_reply),
+        embedder=HashEmbedder(),
+        options=options_live,
     )
     assert memory_snapshot(store, SPACE) == memory_snapshot(live, SPACE)
 
@@ -338,5 +370,5 @@ async def test_a_few_rounds_build_extends_incrementally(tmp_path: Path) -> None:
     assert len(await _batch_rounds(store, options, tmp_path)) <= 6
     import_spaces(store, [dev_space(SPACE, slice(0, 6))], source="dev")
     await _build(store, options=BuildOptions())
-    check = check_space(store, SPACE)
-    assert check.ok and check.complete and len(store.sessions(SPACE)) == 6
+    check = check_space(store, Scope.local(SPACE))
+    assert check.ok and check.complete and len(store.sessions(Scope.local(SPACE))) == 6

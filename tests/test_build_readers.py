@@ -24,6 +24,7 @@ from tmem.embed.base import EmbeddingResult
 from tmem.embed.hashing import HashEmbedder
 from tmem.ingest.messages import MessageInput
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.store import open_store
 
 T0 = datetime(2026, 3, 2, 10, 0)
@@ -76,7 +77,7 @@ def test_readers_never_lose_a_fact_during_an_incremental_build(store_url: str, t
     writer.add_messages("u", _messages([*FACTS, *chatter], 0))
     writer.build("u")
     with _memory(store_url, tmp_path, HashEmbedder()) as probe:
-        before = {q: _found(probe.search("u", q)) for q in QUERIES}
+        before = {q: _found(probe.search(Scope.local("u"), q)) for q in QUERIES}
     assert all(before.values()), "each fact is found through the built memory before the build"
 
     # Messages appended to the open (built) session: the next build reopens and rebuilds that session.
@@ -88,7 +89,7 @@ def test_readers_never_lose_a_fact_during_an_incremental_build(store_url: str, t
     def check_mid_build() -> None:  # what `tmem check` reads while the build runs (its own connection)
         store = open_store(store_url)
         try:
-            violations.extend(v.code for v in check_space(store, "u").violations)
+            violations.extend(v.code for v in check_space(store, Scope.local("u")).violations)
         finally:
             store.close()
 

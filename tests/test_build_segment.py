@@ -15,6 +15,7 @@ from tmem.construct.segment import STATE_OPEN_TAIL, Buffer, SceneOut, SegmentRep
 from tmem.embed.hashing import HashEmbedder
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Session, Turn
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
@@ -80,8 +81,8 @@ def test_at_the_end_of_input_every_turn_must_be_closed() -> None:
 
 def _store_with(turns: list[Turn]) -> SQLiteStore:
     store = SQLiteStore.open(":memory:")
-    store.ensure_space("s")
-    store.add_session("s", Session(id="session_1", seq=0, started_at=T0, content_hash="h"), turns)
+    store.ensure_space(Scope.local("s"))
+    store.add_session(Scope.local("s"), Session(id="session_1", seq=0, started_at=T0, content_hash="h"), turns)
     return store
 
 
@@ -96,9 +97,9 @@ async def test_run_segment_slides_the_buffer_and_marks_the_provisional_tail() ->
     llm = scripted_llm(
         store, replies=[_reply(("D1:1", "D1:3"), ("D1:4", "D1:5")), _reply(("D1:6", "D1:8"), ("D1:9", "D1:10"))]
     )
-    run = StageRun("segment", llm, "s", 1, False)
-    await run_segment(store, "s", run, options)
-    scenes = store.scenes("s")
+    run = StageRun("segment", llm, Scope.local("s"), 1, False)
+    await run_segment(store, Scope.local("s"), run, options)
+    scenes = store.scenes(Scope.local("s"))
     assert [s.turn_ids for s in scenes] == [
         ["D1:1", "D1:2", "D1:3"],
         ["D1:4", "D1:5"],
@@ -106,7 +107,7 @@ async def test_run_segment_slides_the_buffer_and_marks_the_provisional_tail() ->
         ["D1:9", "D1:10"],
     ]
     assert [s.seq for s in scenes] == [0, 1, 2, 3]
-    assert store.get_state("s", STATE_OPEN_TAIL) == scenes[-1].id
+    assert store.get_state(Scope.local("s"), STATE_OPEN_TAIL) == scenes[-1].id
     second = llm.backend.requests[1].messages[1].content  # type: ignore[attr-defined]
     assert (
         "The buffer holds 5 turns, from <turn_id>D1:6</turn_id> to <turn_id>D1:10</turn_id>" in second
@@ -120,11 +121,14 @@ async def test_an_invalid_reply_is_fed_back_and_corrected() -> None:
     store = _store_with(_turns(4))
     llm = scripted_llm(store, replies=[_reply(("D1:2", "D1:4")), _reply(("D1:1", "D1:4"))])
     await run_segment(
-        store, "s", StageRun("segment", llm, "s", 1, False), BuildOptions(segment_window=6, max_scene_turns=4)
+        store,
+        Scope.local("s"),
+        StageRun("segment", llm, Scope.local("s"), 1, False),
+        BuildOptions(segment_window=6, max_scene_turns=4),
     )
     retry = llm.backend.requests[1].messages  # type: ignore[attr-defined]
     assert retry[-1].role == "user" and "must be D1:1" in retry[-1].content
-    assert [s.turn_ids for s in store.scenes("s")] == [["D1:1", "D1:2", "D1:3", "D1:4"]]
+    assert [s.turn_ids for s in store.scenes(Scope.local("s"))] == [["D1:1", "D1:2", "D1:3", "D1:4"]]
 
 
 async def test_a_window_the_model_never_segments_is_a_failed_unit_or_falls_back() -> None:
@@ -143,17 +147,19 @@ async def test_a_window_the_model_never_segments_is_a_failed_unit_or_falls_back(
         }
     )
     llm = scripted_llm(store, fn=lambda _req: bad, settings=Settings(llm="openai", llm_model="m", llm_output_retries=1))
-    run = StageRun("segment", llm, "s", 1, False)
-    await run_segment(store, "s", run, BuildOptions(fallback=False))
-    assert store.scenes("s") == []
+    run = StageRun("segment", llm, Scope.local("s"), 1, False)
+    await run_segment(store, Scope.local("s"), run, BuildOptions(fallback=False))
+    assert store.scenes(Scope.local("s")) == []
     (unit,) = run.failed
     assert unit.stage == "segment" and unit.refs == ["D1:1", "D1:2", "D1:3", "D1:4"]
     assert "no absolute date" in unit.reason
-    report = await build_space(store, "s", llm=llm, embedder=HashEmbedder(), options=BuildOptions(fallback=False))
+    report = await build_space(
+        store, Scope.local("s"), llm=llm, embedder=HashEmbedder(), options=BuildOptions(fallback=False)
+    )
     assert not report.complete and report.failed[0].unit == "segment:D1:1"
     # with the fallback (the default) the window is split without the model, and marked as such
-    report = await build_space(store, "s", llm=llm, embedder=HashEmbedder())
-    (scene,) = store.scenes("s")
+    report = await build_space(store, Scope.local("s"), llm=llm, embedder=HashEmbedder())
+    (scene,) = store.scenes(Scope.local("s"))
     assert report.fallback == {scene.id: f"segment: {unit.reason}"}
     assert {u.stage for u in report.failed} == {"topics", "triggers.scene"}  # it fails every later request
     assert scene.turn_ids == ["D1:1", "D1:2", "D1:3", "D1:4"] and scene.narrative.startswith("On ")

@@ -16,6 +16,7 @@ from tmem.cli.main import cli
 from tmem.construct.check import check_space
 from tmem.ingest.importer import import_spaces
 from tmem.llm.cost import cost_report
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 SPACE = "conv-26"
@@ -56,9 +57,9 @@ def test_full_build_through_a_faulty_server_passes_the_checker_and_meets_the_cos
     assert sum(f != "ok" for f in applied[6:]) >= 1  # random faults during the build as well
 
     store = SQLiteStore.open(tmp_path / "tmem.db")
-    check = check_space(store, SPACE)
+    check = check_space(store, Scope.local(SPACE))
     assert check.ok, check.violations[:5]
-    cost = cost_report(store, SPACE)
+    cost = cost_report(store, Scope.local(SPACE))
     assert cost.total.errors == 0
     assert cost.total.calls <= 300 and cost.total.input_tokens <= 500_000
     stages = {s.stage: s for s in cost.stages}
@@ -69,7 +70,7 @@ def test_full_build_through_a_faulty_server_passes_the_checker_and_meets_the_cos
 def test_cli_rebuild_json_and_usage(tmp_path: Path) -> None:
     _import(tmp_path, slice(0, 2))
     empty = SQLiteStore.open(tmp_path / "tmem.db")
-    empty.ensure_space("empty")  # --all skips a space without turns
+    empty.ensure_space(Scope.local("empty"))  # --all skips a space without turns
     empty.close()
     with OpenAIStub(reply=stub_reply) as stub:
         env = _env(stub, tmp_path)

@@ -11,6 +11,7 @@ from tmem.construct.options import BuildOptions
 from tmem.construct.topics import SceneTopics, TopicChoice, TopicReply, check_reply, label_key, run_topics, topic_id
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Scene, Session, Topic, Turn
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 T0 = datetime(2023, 5, 8, 13, 56)
@@ -64,11 +65,11 @@ def test_duplicate_labels_for_one_scene_collapse() -> None:
 
 async def test_run_topics_groups_scenes_in_arrival_order_and_links_them() -> None:
     store = SQLiteStore.open(":memory:")
-    store.ensure_space("s")
+    store.ensure_space(Scope.local("s"))
     turns = [Turn(id=f"D1:{i}", session_id="x", seq=i, speaker="Caroline", text="t", time=T0) for i in range(3)]
-    store.add_session("s", Session(id="x", seq=0, started_at=T0, content_hash="h"), turns)
+    store.add_session(Scope.local("s"), Session(id="x", seq=0, started_at=T0, content_hash="h"), turns)
     store.put_scenes(
-        "s",
+        Scope.local("s"),
         [
             Scene(
                 id=f"sc{i}",
@@ -88,10 +89,15 @@ async def test_run_topics_groups_scenes_in_arrival_order_and_links_them() -> Non
         TopicReply(assignments=[_a("S1", ("Art", None))]),
     ]
     llm = scripted_llm(store, replies=replies)
-    await run_topics(store, "s", StageRun("topics", llm, "s", 1, False), BuildOptions(topic_scenes_per_call=2))
-    topics = store.topics("s")
+    await run_topics(
+        store,
+        Scope.local("s"),
+        StageRun("topics", llm, Scope.local("s"), 1, False),
+        BuildOptions(topic_scenes_per_call=2),
+    )
+    topics = store.topics(Scope.local("s"))
     assert [(t.seq, t.label) for t in topics] == [(0, "Adoption"), (1, "Art")]
-    links = {(lk.topic_id, lk.scene_id) for lk in store.topic_links("s")}
+    links = {(lk.topic_id, lk.scene_id) for lk in store.topic_links(Scope.local("s"))}
     assert links == {
         (topic_id("Adoption"), "sc0"),
         (topic_id("Adoption"), "sc1"),

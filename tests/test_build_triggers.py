@@ -25,6 +25,7 @@ from tmem.construct.triggers import (
 from tmem.llm.base import ChatRequest
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Item, ItemKind, PersonaTrait, Scene, Session, TriggerFamily, Turn
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 T0 = datetime(2023, 5, 8, 13, 56)
@@ -113,15 +114,15 @@ def test_invalid_scene_trigger_replies(entry: SceneTriggerOut, message: str) -> 
 
 def _store() -> SQLiteStore:
     store = SQLiteStore.open(":memory:")
-    store.ensure_space("s")
-    store.set_speakers("s", ["Caroline", "Melanie"])
+    store.ensure_space(Scope.local("s"))
+    store.set_speakers(Scope.local("s"), ["Caroline", "Melanie"])
     store.add_session(
-        "s",
+        Scope.local("s"),
         Session(id="x", seq=0, started_at=T0, content_hash="h"),
         [Turn(id="D1:1", session_id="x", seq=0, speaker="Caroline", text="t", time=T0)],
     )
     store.put_scenes(
-        "s",
+        Scope.local("s"),
         [
             Scene(
                 id="sc1",
@@ -136,7 +137,8 @@ def _store() -> SQLiteStore:
         ],
     )
     store.put_items(
-        "s", [ITEM.model_copy(update={"id": f"i{k}", "seq": k, "text": f"Caroline fact {k}."}) for k in range(5)]
+        Scope.local("s"),
+        [ITEM.model_copy(update={"id": f"i{k}", "seq": k, "text": f"Caroline fact {k}."}) for k in range(5)],
     )
     return store
 
@@ -153,14 +155,22 @@ async def test_trigger_stages_group_nodes_and_only_serve_nodes_without_triggers(
 
     llm = scripted_llm(store, fn=reply)
     options = BuildOptions(items_per_trigger_call=2)
-    await run_item_triggers(store, "s", StageRun("triggers.item", llm, "s", 2, False), options)
-    await run_scene_triggers(store, "s", StageRun("triggers.scene", llm, "s", 2, False), options)
+    await run_item_triggers(
+        store, Scope.local("s"), StageRun("triggers.item", llm, Scope.local("s"), 2, False), options
+    )
+    await run_scene_triggers(
+        store, Scope.local("s"), StageRun("triggers.scene", llm, Scope.local("s"), 2, False), options
+    )
     assert len(llm.backend.requests) == 3 + 1  # type: ignore[attr-defined]  # 5 items in groups of 2, one scene
-    assert len(store.triggers("s", family=TriggerFamily.BRIDGE)) == 15
-    assert len(store.triggers("s", family=TriggerFamily.HORIZON, host_ids=["sc1"])) == 1
-    store.put_items("s", [ITEM.model_copy(update={"id": "i9", "seq": 9, "text": "Caroline fact 9."})])
-    await run_item_triggers(store, "s", StageRun("triggers.item", llm, "s", 2, False), options)
-    await run_scene_triggers(store, "s", StageRun("triggers.scene", llm, "s", 2, False), options)
+    assert len(store.triggers(Scope.local("s"), family=TriggerFamily.BRIDGE)) == 15
+    assert len(store.triggers(Scope.local("s"), family=TriggerFamily.HORIZON, host_ids=["sc1"])) == 1
+    store.put_items(Scope.local("s"), [ITEM.model_copy(update={"id": "i9", "seq": 9, "text": "Caroline fact 9."})])
+    await run_item_triggers(
+        store, Scope.local("s"), StageRun("triggers.item", llm, Scope.local("s"), 2, False), options
+    )
+    await run_scene_triggers(
+        store, Scope.local("s"), StageRun("triggers.scene", llm, Scope.local("s"), 2, False), options
+    )
     assert len(llm.backend.requests) == 5  # type: ignore[attr-defined]  # only the new item was sent
     assert "[I1] Caroline fact 9." in llm.backend.requests[-1].messages[1].content  # type: ignore[attr-defined]
 
@@ -197,7 +207,9 @@ def test_invalid_persona_replies(traits: list[TraitOut], summary: str, message: 
 
 async def test_persona_folds_chunks_and_skips_superseded_items() -> None:
     store = _store()
-    store.put_items("s", [store.items("s", ["i4"])[0].model_copy(update={"superseded_by": "i3"})])
+    store.put_items(
+        Scope.local("s"), [store.items(Scope.local("s"), ["i4"])[0].model_copy(update={"superseded_by": "i3"})]
+    )
 
     def reply(request: ChatRequest) -> str:
         user = request.messages[1].content
@@ -207,9 +219,14 @@ async def test_persona_folds_chunks_and_skips_superseded_items() -> None:
         ).model_dump_json()
 
     llm = scripted_llm(store, fn=reply)
-    await run_persona(store, "s", StageRun("persona", llm, "s", 2, False), BuildOptions(persona_items_per_call=3))
+    await run_persona(
+        store,
+        Scope.local("s"),
+        StageRun("persona", llm, Scope.local("s"), 2, False),
+        BuildOptions(persona_items_per_call=3),
+    )
     first, second = llm.backend.requests  # type: ignore[attr-defined]  # Melanie has no items: no call
-    (persona,) = store.personas("s")
+    (persona,) = store.personas(Scope.local("s"))
     assert persona.speaker == "Caroline" and persona.traits[0].item_ids == ["i0", "i1", "i3"]
     assert "[P1] goals: Adopt" in second.messages[1].content and "[I1] Caroline fact 3." in second.messages[1].content
     assert all("fact 4" not in r.messages[1].content for r in (first, second))
@@ -218,7 +235,9 @@ async def test_persona_folds_chunks_and_skips_superseded_items() -> None:
 async def test_superseded_items_get_no_triggers() -> None:
     """A superseded item is left out of every index, so paying for its triggers would be wasted calls."""
     store = _store()
-    store.put_items("s", [store.items("s", ["i4"])[0].model_copy(update={"superseded_by": "i3"})])
+    store.put_items(
+        Scope.local("s"), [store.items(Scope.local("s"), ["i4"])[0].model_copy(update={"superseded_by": "i3"})]
+    )
 
     def reply(request: ChatRequest) -> str:
         user = request.messages[1].content
@@ -226,9 +245,14 @@ async def test_superseded_items_get_no_triggers() -> None:
         return ItemTriggerReply(items=[ItemTriggersOut(item=r, triggers=[TUP] * 3) for r in refs]).model_dump_json()
 
     llm = scripted_llm(store, fn=reply)
-    run = StageRun("triggers.item", llm, "s", 2, False)
-    await run_item_triggers(store, "s", run, BuildOptions(items_per_trigger_call=10))
+    run = StageRun("triggers.item", llm, Scope.local("s"), 2, False)
+    await run_item_triggers(store, Scope.local("s"), run, BuildOptions(items_per_trigger_call=10))
     (request,) = llm.backend.requests  # type: ignore[attr-defined]
     assert "fact 4" not in request.messages[1].content
-    assert {t.host_id for t in store.triggers("s", family=TriggerFamily.ENTITY)} == {"i0", "i1", "i2", "i3"}
+    assert {t.host_id for t in store.triggers(Scope.local("s"), family=TriggerFamily.ENTITY)} == {
+        "i0",
+        "i1",
+        "i2",
+        "i3",
+    }
     assert run.report.skipped == 1

@@ -29,6 +29,7 @@ from tmem.models import (
     TriggerView,
     Turn,
 )
+from tmem.scope import Scope
 
 T0 = datetime(2023, 5, 8, 13, 56)
 
@@ -66,6 +67,7 @@ def valid(**changes: object) -> MemorySnapshot:
     """A small consistent memory; keyword arguments replace whole fields."""
     fields: dict[str, object] = dict(
         space=Space(name="sp", speakers=["Ann", "Bob"]),
+        key="sp",
         sessions=[Session(id="s1", seq=0, started_at=T0, content_hash="h")],
         turns=[turn(1), turn(2), turn(3)],
         scenes=[scene("sc1", ["D1:1", "D1:2"]), scene("sc2", ["D1:3"])],
@@ -233,8 +235,8 @@ async def test_cli_check_passes_on_a_built_space_and_fails_on_a_corrupted_one(tm
 
     conv = read_file(DEV, space="conv-30")[0]
     store = SQLiteStore.open(tmp_path / "tmem.db")
-    import_sessions(store, "conv-30", conv.sessions[:3], speakers=conv.speakers)
-    await build_extractive(store, "conv-30", embedder=HashEmbedder())
+    import_sessions(store, Scope.local("conv-30"), conv.sessions[:3], speakers=conv.speakers)
+    await build_extractive(store, Scope.local("conv-30"), embedder=HashEmbedder())
     runner = CliRunner()
     ok = runner.invoke(cli, ["--dir", str(tmp_path), "check", "conv-30"])
     assert ok.exit_code == 0, ok.output
@@ -243,7 +245,7 @@ async def test_cli_check_passes_on_a_built_space_and_fails_on_a_corrupted_one(tm
     payload = json.loads(as_json.output)
     assert payload["ok"] is True and payload["mode"] == "extractive" and payload["violations"] == []
 
-    store.set_state("conv-30", "build.sessions", "9")  # claims more sessions than it holds
+    store.set_state(Scope.local("conv-30"), "build.sessions", "9")  # claims more sessions than it holds
     store.close()
     bad = runner.invoke(cli, ["--dir", str(tmp_path), "check", "conv-30"])
     assert bad.exit_code == 1

@@ -34,6 +34,7 @@ from tmem.models import (
     TriggerFamily,
     TriggerView,
 )
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 LOCOMO = DEV_LOCOMO
@@ -212,14 +213,14 @@ PERSONA = Persona(
 def built(tmp_path: Path) -> Iterator[Path]:
     assert run(tmp_path, "import", str(LOCOMO), "--space", "conv-26").exit_code == 0
     store = SQLiteStore.open(tmp_path / "tmem.db")
-    store.put_scenes("conv-26", [SCENE])
-    store.put_topics("conv-26", [TOPIC])
-    store.link_topics("conv-26", [TopicSceneLink(topic_id=TOPIC.id, scene_id=SCENE.id)])
-    store.put_items("conv-26", ITEMS)
-    store.put_triggers("conv-26", TRIGGERS)
-    store.put_persona("conv-26", PERSONA)
-    store.set_state("conv-26", STATE_MODE, BuildMode.EXTRACTIVE.value)
-    store.set_state("conv-26", STATE_SESSIONS, "19")
+    store.put_scenes(Scope.local("conv-26"), [SCENE])
+    store.put_topics(Scope.local("conv-26"), [TOPIC])
+    store.link_topics(Scope.local("conv-26"), [TopicSceneLink(topic_id=TOPIC.id, scene_id=SCENE.id)])
+    store.put_items(Scope.local("conv-26"), ITEMS)
+    store.put_triggers(Scope.local("conv-26"), TRIGGERS)
+    store.put_persona(Scope.local("conv-26"), PERSONA)
+    store.set_state(Scope.local("conv-26"), STATE_MODE, BuildMode.EXTRACTIVE.value)
+    store.set_state(Scope.local("conv-26"), STATE_SESSIONS, "19")
     store.close()
     yield tmp_path
 

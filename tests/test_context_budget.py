@@ -17,6 +17,7 @@ from tmem import Memory, Settings
 from tmem.answer.budget import Context, pack_context
 from tmem.cli.main import cli
 from tmem.embed import HashEmbedder
+from tmem.scope import Scope
 from tmem.util.text import count_tokens
 from tmem.util.tokens import TOKENIZERS, token_counter
 
@@ -98,8 +99,8 @@ def test_the_tokenizer_setting_names_what_max_tokens_counts(llm_memory: Memory) 
 def test_what_the_context_says_it_holds_is_in_its_text(llm_memory: Memory) -> None:
     ctx = llm_memory.context("d26-plus", "What did Caroline say about adoption?", max_tokens=1500)
     assert 1200 < ctx.tokens <= 1500, "a large memory should fill most of the budget"
-    turns = {t.id: t for t in llm_memory.store.turns("d26-plus")}
-    items = {i.id: i for i in llm_memory.store.items("d26-plus")}
+    turns = {t.id: t for t in llm_memory.store.turns(Scope.local("d26-plus"))}
+    items = {i.id: i for i in llm_memory.store.items(Scope.local("d26-plus"))}
     kinds = {h.kind for h in ctx.hits}
     assert {"item", "turn"} <= kinds
     for hit in ctx.hits:

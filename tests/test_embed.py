@@ -22,6 +22,7 @@ from tmem.embed import (
 )
 from tmem.embed.sentence import load_sentence_transformer, resolve_model
 from tmem.errors import ConfigError, EmbeddingError
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
@@ -91,15 +92,15 @@ class CountingEmbedder:
 @pytest.fixture
 def store() -> Iterator[SQLiteStore]:
     s = SQLiteStore.open(":memory:")
-    s.ensure_space("a")
-    s.ensure_space("b")
+    s.ensure_space(Scope.local("a"))
+    s.ensure_space(Scope.local("b"))
     yield s
     s.close()
 
 
 def test_cache_embeds_only_misses_and_keeps_order(store: SQLiteStore) -> None:
     counting = CountingEmbedder(HashEmbedder(64))
-    cached = CachedEmbedder(counting, store, "a")
+    cached = CachedEmbedder(counting, store, Scope.local("a"))
     first = cached.embed(["red apple", "green pear", "red apple"])
     assert counting.batches == [["red apple", "green pear"]]
     direct = HashEmbedder(64).embed(["red apple", "green pear", "red apple"]).vectors
@@ -116,23 +117,23 @@ def test_cache_embeds_only_misses_and_keeps_order(store: SQLiteStore) -> None:
 
     # a new process (new wrapper) over the same store pays nothing either
     again = CountingEmbedder(HashEmbedder(64))
-    CachedEmbedder(again, store, "a").embed(["red apple", "green pear", "blue plum"])
+    CachedEmbedder(again, store, Scope.local("a")).embed(["red apple", "green pear", "blue plum"])
     assert again.batches == []
 
 
 def test_cache_is_per_space_and_per_model(store: SQLiteStore) -> None:
-    CachedEmbedder(HashEmbedder(64), store, "a").embed(["red apple"])
+    CachedEmbedder(HashEmbedder(64), store, Scope.local("a")).embed(["red apple"])
     other_space = CountingEmbedder(HashEmbedder(64))
-    CachedEmbedder(other_space, store, "b").embed(["red apple"])
+    CachedEmbedder(other_space, store, Scope.local("b")).embed(["red apple"])
     assert other_space.batches == [["red apple"]]
     other_model = CountingEmbedder(HashEmbedder(32))
-    result = CachedEmbedder(other_model, store, "a").embed(["red apple"])
+    result = CachedEmbedder(other_model, store, Scope.local("a")).embed(["red apple"])
     assert other_model.batches == [["red apple"]] and result.vectors.shape == (1, 32)
 
 
 def test_cache_of_nothing(store: SQLiteStore) -> None:
     counting = CountingEmbedder(HashEmbedder(64))
-    assert CachedEmbedder(counting, store, "a").embed([]).vectors.shape == (0, 64)
+    assert CachedEmbedder(counting, store, Scope.local("a")).embed([]).vectors.shape == (0, 64)
     assert counting.batches == []
 
 
@@ -216,7 +217,7 @@ def test_openai_embedder_probes_dim_and_reports_errors(server: ThreadingHTTPServ
 def test_make_embedder_follows_settings(store: SQLiteStore, server: ThreadingHTTPServer) -> None:
     hashed = make_embedder(Settings(embed_backend="hash"))
     assert isinstance(hashed, HashEmbedder)
-    cached = make_embedder(Settings(embed_backend="hash"), store=store, space="a")
+    cached = make_embedder(Settings(embed_backend="hash"), store=store, space=Scope.local("a"))
     assert isinstance(cached, CachedEmbedder) and cached.model_id == hashed.model_id
     local = make_embedder(Settings())
     assert isinstance(local, SentenceTransformerEmbedder) and "all-MiniLM-L6-v2" in local.model_id
@@ -236,7 +237,7 @@ def test_openai_embedder_retries_transient_faults_and_cache_stops_requests(store
 
     with OpenAIStub(embedding_faults=["500", "429:retry-after=0"], embedding_dim=16) as stub:
         embedder = OpenAIEmbedder("stub-embed", base_url=stub.base_url, batch_size=8, max_retries=2)
-        cached = CachedEmbedder(embedder, store, "a")
+        cached = CachedEmbedder(embedder, store, Scope.local("a"))
         texts = [f"turn number {n}" for n in range(10)] + ["turn number 3"]
         result = cached.embed(texts)
         statuses = [r.status for r in stub.embedding_requests]
@@ -269,10 +270,10 @@ def test_import_tmem_loads_no_model_backend() -> None:
 
 def test_wrapping_a_cached_embedder_again_adds_no_second_cache(store: SQLiteStore) -> None:
     counting = CountingEmbedder(HashEmbedder(64))
-    once = CachedEmbedder(counting, store, "a")
-    twice = CachedEmbedder(once, store, "a")
+    once = CachedEmbedder(counting, store, Scope.local("a"))
+    twice = CachedEmbedder(once, store, Scope.local("a"))
     assert twice.inner is counting  # one cache lookup per batch, not two
     twice.embed(["red apple"])
     assert counting.batches == [["red apple"]]
-    elsewhere = CachedEmbedder(once, store, "b")  # another space: the inner cache must stay in the chain
+    elsewhere = CachedEmbedder(once, store, Scope.local("b"))  # another space: the inner cache must stay in the chain
     assert elsewhere.inner is once

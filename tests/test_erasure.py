@@ -19,6 +19,7 @@ from tmem.errors import NotFoundError, StoreError
 from tmem.ingest import import_file
 from tmem.llm.scripted import scripted_llm
 from tmem.memory import Memory
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 CANARY = "QUUXCANARY7731"
@@ -71,15 +72,15 @@ async def test_delete_erases_every_byte_even_when_secure_delete_was_off(tmp_path
     home = tmp_path / "home"
     store = _populate(home, secure_delete_off=True)
     llm = scripted_llm(store, fn=scripted_reply)  # the LLM log (responses) holds the canary too
-    await build_space(store, "secret", llm=llm, embedder=HashEmbedder())
-    assert any(CANARY in (c.response or "") for c in store.llm_calls("secret"))
+    await build_space(store, Scope.local("secret"), llm=llm, embedder=HashEmbedder())
+    assert any(CANARY in (c.response or "") for c in store.llm_calls(Scope.local("secret")))
     assert sum(_occurrences(home).values()) > 0
-    keep_turns = store.turns("keep")
+    keep_turns = store.turns(Scope.local("keep"))
 
     memory = Memory(store, embedder=HashEmbedder())
     assert memory.delete_space("secret").erased is True
     assert _occurrences(home) == {"tmem.db": 0, "tmem.db-shm": 0, "tmem.db-wal": 0}
-    assert store.turns("keep") == keep_turns and not store.has_space("secret")
+    assert store.turns(Scope.local("keep")) == keep_turns and not store.has_space(Scope.local("secret"))
     store.close()
     assert sum(_occurrences(home).values()) == 0
 
@@ -88,7 +89,7 @@ def test_checkpoint_is_needed_and_suffices_when_secure_delete_is_on(tmp_path: Pa
     home = tmp_path / "home"
     store = _populate(home, secure_delete_off=False)
     assert store._db.execute("PRAGMA secure_delete").fetchone()[0] == 1
-    store.delete_space("secret")
+    store.delete_space(Scope.local("secret"))
     # Deleted, but the WAL (and the main file, until a checkpoint) still hold older page images.
     assert sum(_occurrences(home).values()) > 0
     assert store.scrub(vacuum=False) is True
@@ -126,8 +127,8 @@ def test_postgres_scrub_runs_after_a_delete(pg_url: str) -> None:
 
     store = open_store(pg_url)
     try:
-        store.ensure_space("secret")
-        store.delete_space("secret")
+        store.ensure_space(Scope.local("secret"))
+        store.delete_space(Scope.local("secret"))
         assert store.scrub() is True
         with pytest.raises(StoreError, match="inside a transaction"), store.transaction():
             store.scrub()

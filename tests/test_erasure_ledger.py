@@ -29,6 +29,7 @@ from tmem.embed.hashing import HashEmbedder
 from tmem.index.lexical import LexicalStore
 from tmem.ingest import import_file
 from tmem.memory import Memory
+from tmem.scope import Scope
 from tmem.service import create_app
 from tmem.settings import Settings
 from tmem.store import open_store
@@ -109,13 +110,13 @@ def test_delete_and_forget_during_an_open_read_are_pending_until_upkeep_finishes
 
     done = memory.delete_space("secret")
     assert done.erased is False and done.scope == SQLITE_SCOPE
-    assert not memory.store.has_space("secret")  # deleted: only the bytes are pending
+    assert not memory.store.has_space(Scope.local("secret"))  # deleted: only the bytes are pending
     assert [(e.seq, e.space, e.kind, e.erased) for e in memory.erasures()] == [
         (done.erasure, "secret", "delete", False)
     ]
     assert _files_with(home)  # the open read keeps the old pages in the write-ahead log
 
-    turn = memory.store.turns("other")[0]
+    turn = memory.store.turns(Scope.local("other"))[0]
     report = memory.forget("other", turn_ids=[turn.id])
     assert report.erased is False and report.erasure > done.erasure
     assert [e.erasure for e in [done]] and len(memory.erasures(pending=True)) == 2
@@ -192,7 +193,7 @@ def test_an_erasure_on_one_node_leaves_no_copy_on_another_nodes_disk(store_url: 
     assert _files_with(tmp_path / "b")  # node B saved the space's BM25 indices (their vocabulary holds the canary)
 
     if what == "forget":
-        canary_turns = [t.id for t in store_a.turns("secret") if CANARY in t.text]
+        canary_turns = [t.id for t in store_a.turns(Scope.local("secret")) if CANARY in t.text]
         report = a.forget("secret", turn_ids=canary_turns)
         assert report.erased is True
         assert report.scope == (SQLITE_SCOPE if store_url.startswith("sqlite") else POSTGRES_SCOPE)
@@ -228,8 +229,8 @@ def test_finish_erasures_marks_only_what_a_completed_scrub_covers(tmp_path: Path
     store = open_store(f"sqlite:///{home / 'tmem.db'}")
     _import(store, tmp_path, "x")
     with store.transaction():
-        store.delete_space("x")
-        first = store.add_erasure("x", "delete")
+        store.delete_space(Scope.local("x"))
+        first = store.add_erasure(Scope.local("x"), "delete")
     reader.open(home / "tmem.db")
     assert finish_erasures(store) is False and [e.seq for e in store.erasures(pending=True)] == [first]
     reader.end()

@@ -15,6 +15,7 @@ from tmem.errors import ConfigError
 from tmem.eval.records import CoverageRecord
 from tmem.eval.retrieval_only import BUDGETS_VARIANT
 from tmem.eval.runs import EvalOptions, Models, eval_locomo
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
@@ -77,11 +78,11 @@ def test_baselines_count_with_the_context_tokenizer(tmp_path: Path) -> None:
         "s", [{"speaker": "Ann", "text": t, "time": f"2023-05-08T13:0{n}:00"} for n, t in enumerate(texts)]
     )
     store = mem.store
-    turns = store.turns("s")
+    turns = store.turns(Scope.local("s"))
     embed = HashEmbedder()
     for name in ("cl100k", "words"):
         counter = token_counter(name)
-        flat = SpaceBaselines(store, "s", lambda xs: embed.embed(xs).vectors, counter)
+        flat = SpaceBaselines(store, Scope.local("s"), lambda xs: embed.embed(xs).vectors, counter)
         for budget in range(0, 40):
             packed = flat.packed("Lyon", "k", budget)["bm25"]
             lines = [format_turn(next(t for t in turns if t.id == tid), dated=True) for tid in packed.turn_ids]

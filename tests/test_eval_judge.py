@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from tmem.eval.judge import judge, locomo_judge_messages, plus_judge_messages
 from tmem.eval.judge_schema import JudgeVerdict, parse_label
 from tmem.llm.scripted import scripted_llm
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 
@@ -62,7 +63,7 @@ async def test_judge_retries_an_ambiguous_reply_through_the_llm_layer() -> None:
         ],
     )
     messages = locomo_judge_messages("When did Gina launch an ad campaign?", "29 January, 2023", "Jan 29, 2023")
-    out = await judge(llm, messages, space="conv-30", run=1)
+    out = await judge(llm, messages, space=Scope.local("conv-30"), run=1)
     assert out.label == "CORRECT"
     assert len(llm.backend.requests) == 2  # type: ignore[attr-defined]
     retry = llm.backend.requests[1].messages[-1].content  # type: ignore[attr-defined]

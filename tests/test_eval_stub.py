@@ -19,6 +19,7 @@ from tmem.embed.hashing import HashEmbedder
 from tmem.eval.records import AnswerRecord
 from tmem.eval.runs import EvalOptions, Models, eval_locomo
 from tmem.llm.service import make_llm
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
@@ -74,7 +75,7 @@ async def test_build_answer_judge_against_the_stub(tmp_path: Path) -> None:
             report = await eval_locomo(store, settings, opts, Models(build=llm, answer=llm, judge=llm), HashEmbedder())
         finally:
             await llm.aclose()
-        stages = {c.stage for c in store.llm_calls("conv-30")}
+        stages = {c.stage for c in store.llm_calls(Scope.local("conv-30"))}
         assert {"answer", "judge"} <= stages and len(stages) >= 4  # construction stages ran through the stub too
         assert any(r.status == 429 for r in stub.requests) and any(r.status == 500 for r in stub.requests)
     recs = [

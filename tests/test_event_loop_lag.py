@@ -24,6 +24,7 @@ from tmem.embed.base import EmbeddingResult
 from tmem.ingest import import_sessions
 from tmem.llm.base import ChatRequest
 from tmem.llm.scripted import scripted_llm
+from tmem.scope import Scope
 from tmem.service import create_app
 from tmem.store import open_store
 
@@ -64,7 +65,9 @@ async def _max_lag(work: asyncio.Future[object]) -> tuple[float, int]:
 def _memory(tmp_path: Path) -> AsyncMemory:
     home = tmp_path / "mem"
     store = open_store(home / "tmem.db")
-    import_sessions(store, "conv-26", dev_space("conv-26", slice(0, 1)).sessions)  # setup: the loop is not watched
+    import_sessions(
+        store, Scope.local("conv-26"), dev_space("conv-26", slice(0, 1)).sessions
+    )  # setup: the loop is not watched
     llm = scripted_llm(store, fn=_reply)
     return AsyncMemory(MemoryCore(store, Settings(home=home, llm="none"), llm=llm, embedder=SlowEmbedder()))
 

@@ -11,6 +11,7 @@ from tests.test_extractive_build import DEV, SPACE, conversation, snapshot, stor
 from tmem.construct.check import check_space
 from tmem.construct.extractive import build_extractive
 from tmem.construct.extractive.segment import MAX_TURNS, MIN_TURNS
+from tmem.scope import Scope
 
 pytestmark = pytest.mark.skipif(not DEV.exists(), reason="dev data not present")
 
@@ -21,14 +22,14 @@ async def test_real_minilm_incremental_equals_full_on_a_slice() -> None:
 
     embedder = SentenceTransformerEmbedder()
     full = store_with(2)
-    await build_extractive(full, SPACE, embedder=embedder)
+    await build_extractive(full, Scope.local(SPACE), embedder=embedder)
     inc = store_with(1)
-    await build_extractive(inc, SPACE, embedder=embedder)
+    await build_extractive(inc, Scope.local(SPACE), embedder=embedder)
     store_with(2, start=1, store=inc)
-    await build_extractive(inc, SPACE, embedder=embedder)
+    await build_extractive(inc, Scope.local(SPACE), embedder=embedder)
     assert snapshot(inc) == snapshot(full)
-    sizes = Counter(len(sc.turn_ids) for sc in full.scenes(SPACE))
+    sizes = Counter(len(sc.turn_ids) for sc in full.scenes(Scope.local(SPACE)))
     session_sizes = [len(x.turns) for x in conversation().sessions[:2]]
     assert sum(n * c for n, c in sizes.items()) == sum(session_sizes)
     assert max(sizes) <= MAX_TURNS and min(sizes) >= min(MIN_TURNS, *session_sizes)
-    assert check_space(full, SPACE).ok
+    assert check_space(full, Scope.local(SPACE)).ok

@@ -26,6 +26,7 @@ from tmem.embed.hashing import HashEmbedder
 from tmem.ingest import dump_native
 from tmem.ingest.importer import import_spaces
 from tmem.memory import Memory
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
@@ -69,7 +70,7 @@ def _import(home: Path, space: str = SPACE, sessions: slice = slice(0, 3)) -> No
 def _snapshot(home: Path) -> dict[str, Any]:
     store = SQLiteStore.open(home / "tmem.db")
     try:
-        assert check_space(store, SPACE).ok
+        assert check_space(store, Scope.local(SPACE)).ok
         return memory_snapshot(store, SPACE)
     finally:
         store.close()
@@ -183,7 +184,7 @@ def test_processes_building_and_searching_one_directory_at_once(tmp_path: Path) 
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0 and "locked" not in err, err
     store = SQLiteStore.open(home / "tmem.db")
-    assert check_space(store, "a").ok and check_space(store, "b").ok
+    assert check_space(store, Scope.local("a")).ok and check_space(store, Scope.local("b")).ok
     store.close()
 
 
@@ -221,8 +222,8 @@ def test_spaces_with_sql_and_path_like_names_are_isolated(tmp_path: Path) -> Non
     assert sorted(s.name for s in store.list_spaces()) == sorted(NAMES)
     for name in NAMES:
         own = canary[name]
-        assert all(own in t.text for t in store.turns(name))
-        assert check_space(store, name).ok
+        assert all(own in t.text for t in store.turns(Scope.local(name)))
+        assert check_space(store, Scope.local(name)).ok
         neighbour = NAMES[(NAMES.index(name) + 1) % len(NAMES)]
         for other, word in ((name, own), (neighbour, canary[neighbour])):  # own and another space's word
             hits = memory.search(name, word)
@@ -231,7 +232,9 @@ def test_spaces_with_sql_and_path_like_names_are_isolated(tmp_path: Path) -> Non
             assert found <= {own}, (name, other, found)
     memory.delete_space("%")
     assert "%" not in {s.name for s in store.list_spaces()} and len(store.list_spaces()) == len(NAMES) - 1
-    assert store.turns("a%") and store.turns("_")  # LIKE wildcards in names delete nothing else
+    assert store.turns(Scope.local("a%")) and store.turns(
+        Scope.local("_")
+    )  # LIKE wildcards in names delete nothing else
     memory.close()  # closes the store and the memory's private event loop (a leaked loop warns in a later test)
 
 
@@ -252,6 +255,7 @@ def test_reads_never_cross_spaces(names: list[str]) -> None:
             store, [space.model_copy(update={"sessions": [first.model_copy(update={"turns": turns})]})], source="p"
         )
     for n, name in enumerate(names):
-        assert {t.text for t in store.turns(name)} == {f"marker{n}"}
-        assert store.get_space(name).name == name
+        scope = Scope.local(name)  # a name with a '/' is a tenant's space, named without its tenant
+        assert {t.text for t in store.turns(scope)} == {f"marker{n}"}
+        assert store.get_space(scope).name == scope.space
     store.close()

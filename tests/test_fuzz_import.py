@@ -19,6 +19,7 @@ from tests.support.fuzz import hostile_file
 from tmem.cli.main import cli
 from tmem.errors import InputError
 from tmem.ingest import import_file, read_file
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 SEED = {"space": "seed", "sessions": [{"started_at": "2024-01-01", "turns": [{"speaker": "A", "text": "hi there"}]}]}
@@ -52,7 +53,7 @@ def check_one(name: str, text: str, store: SQLiteStore, monitor: sqlite3.Connect
         return "rejected"
     for space in report.spaces:  # keep the store small: only the seed space stays
         if space.space != "seed":
-            store.delete_space(space.space)
+            store.delete_space(Scope.local(space.space))
     return "imported"
 
 

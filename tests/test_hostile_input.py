@@ -18,6 +18,7 @@ from tmem.errors import InputError
 from tmem.ingest import import_file, import_sessions, read_file
 from tmem.ingest.limits import MAX_TURN_CHARS, MAX_TURNS_PER_SESSION
 from tmem.models import SessionInput, TurnInput
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 GOOD = {"space": "s", "sessions": [{"started_at": "2024-01-01", "turns": [{"speaker": "A", "text": "hello there"}]}]}
@@ -140,9 +141,11 @@ def test_sessions_from_code_are_checked_too(tmp_path: Path) -> None:
 
     bad = SessionInput(id="s1", started_at=datetime(2024, 1, 1), turns=[TurnInput(id="t1", speaker="A\x1b", text="x")])
     with pytest.raises(InputError, match="non-printable"):
-        import_sessions(store, "s", [bad])
+        import_sessions(store, Scope.local("s"), [bad])
     with pytest.raises(InputError, match="lone surrogate"):
-        import_sessions(store, "s\ud800", [bad.model_copy(update={"turns": [TurnInput(id="t", speaker="A", text="")]})])
+        import_sessions(
+            store, Scope.local("s\ud800"), [bad.model_copy(update={"turns": [TurnInput(id="t", speaker="A", text="")]})]
+        )
     assert store.list_spaces() == []
     store.close()
 
@@ -181,7 +184,7 @@ def test_messages_from_agents_meet_the_same_limits(space: str, fields: dict[str,
 
     store = SQLiteStore.open(":memory:")
     with pytest.raises(InputError) as info:
-        add_messages(store, space, [MessageInput(**fields)], gap=timedelta(hours=1))
+        add_messages(store, Scope.local(space), [MessageInput(**fields)], gap=timedelta(hours=1))
     assert fragment in str(info.value)
     assert store.list_spaces() == []
     store.close()

@@ -10,6 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from tmem.index.backend import Entry, MemoryVectorIndex, VectorIndex, view_part
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 DIM = 16
@@ -58,8 +59,8 @@ def _index(kind: tuple[str, object], space: str, exact_below: int = 20_000) -> V
     from tmem.store.postgres import PostgresStore
 
     assert isinstance(store, PostgresStore)
-    store.ensure_space(space)
-    return PgVectorIndex(store, space, "test-model", DIM, exact_below=exact_below)
+    store.ensure_space(Scope.local(space))
+    return PgVectorIndex(store, Scope.local(space), "test-model", DIM, exact_below=exact_below)
 
 
 def test_queries_match_brute_force(make_index: tuple[str, object]) -> None:
@@ -113,13 +114,13 @@ def test_pgvector_keeps_spaces_apart_and_goes_with_its_space(pg_url: str) -> Non
     store = PostgresStore.open(pg_url)
     entries, vectors = _corpus(3, n_items=10)
     for space in ("acme/a", "b"):
-        store.ensure_space(space)
-        PgVectorIndex(store, space, "m", DIM).sync(entries, vectors)
-    a = PgVectorIndex(store, "acme/a", "m", DIM)
+        store.ensure_space(Scope.local(space))
+        PgVectorIndex(store, Scope.local(space), "m", DIM).sync(entries, vectors)
+    a = PgVectorIndex(store, Scope.local("acme/a"), "m", DIM)
     a.sync(entries[:5], vectors[:5])
-    assert a.count("item") < PgVectorIndex(store, "b", "m", DIM).count("item")
-    assert PgVectorIndex(store, "acme/a", "other-model", DIM).count("item") == 0  # per embedder
-    store.delete_space("b")
+    assert a.count("item") < PgVectorIndex(store, Scope.local("b"), "m", DIM).count("item")
+    assert PgVectorIndex(store, Scope.local("acme/a"), "other-model", DIM).count("item") == 0  # per embedder
+    store.delete_space(Scope.local("b"))
     assert store._rows("SELECT COUNT(*) FROM vector_index WHERE space = 'b'") == [(0,)]
     store.close()
 
@@ -140,10 +141,12 @@ def test_pgvector_hnsw_recall_against_exact(pg_url: str, halfvec: bool, grouped:
     from tmem.store.postgres import PostgresStore
 
     store = PostgresStore.open(pg_url)
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     entries, vectors = _corpus(4, n_items=600)
-    PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=not halfvec, grouped=not grouped).sync(entries, vectors)
-    approx = PgVectorIndex(store, "a", "m", DIM, exact_below=0, halfvec=halfvec, grouped=grouped)
+    PgVectorIndex(store, Scope.local("a"), "m", DIM, exact_below=0, halfvec=not halfvec, grouped=not grouped).sync(
+        entries, vectors
+    )
+    approx = PgVectorIndex(store, Scope.local("a"), "m", DIM, exact_below=0, halfvec=halfvec, grouped=grouped)
     approx.sync(entries, vectors)
     h = "h" if halfvec else ""
     names = {r[0] for r in store._rows("SELECT indexname FROM pg_indexes WHERE tablename LIKE 'vector_index'")}
@@ -194,10 +197,10 @@ def test_the_store_protocol_is_enough_to_build_an_index(store_url: str) -> None:
     from tmem.store import open_store
 
     store: Store = open_store(store_url)
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     entries, vectors = _corpus(5, n_items=5)
-    store.put_embeddings("a", "m", {e.text_hash: v for e, v in zip(entries, vectors, strict=True)})
-    cached = store.get_embeddings("a", "m", [e.text_hash for e in entries])
+    store.put_embeddings(Scope.local("a"), "m", {e.text_hash: v for e, v in zip(entries, vectors, strict=True)})
+    cached = store.get_embeddings(Scope.local("a"), "m", [e.text_hash for e in entries])
     index = MemoryVectorIndex(DIM)
     index.sync(entries, np.stack([cached[e.text_hash] for e in entries]))
     assert index.top_k("item", vectors[0], 1)[0].id == entries[0].id

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tmem.index.cache import SpaceCache
+from tmem.scope import Scope
 
 
 def test_lru_by_bytes_and_fingerprints() -> None:
@@ -71,26 +72,28 @@ def test_the_retriever_keeps_indices_within_its_byte_budget() -> None:
     store = open_store(":memory:")
     when = datetime(2023, 5, 1, 9, 0)
     for space in ("a", "b"):
-        store.ensure_space(space)
+        store.ensure_space(Scope.local(space))
         store.add_session(
-            space,
+            Scope.local(space),
             Session(id="s1", seq=0, started_at=when, content_hash="h"),
             [Turn(id="t1", session_id="s1", seq=0, speaker="A", text=f"dogs in {space}", time=when)],
         )
         store.put_scenes(
-            space,
+            Scope.local(space),
             [Scene(id="sc", seq=0, title="dogs", summary="dogs", narrative="", turn_ids=["t1"], start=when, end=when)],
         )
-        store.put_items(space, [Item(id="i", text=f"A likes dogs ({space})", kind=ItemKind.ATOMIC, scene_ids=["sc"])])
-        store.set_state(space, STATE_MODE, "extractive")
-        store.set_state(space, STATE_SESSIONS, "1")
+        store.put_items(
+            Scope.local(space), [Item(id="i", text=f"A likes dogs ({space})", kind=ItemKind.ATOMIC, scene_ids=["sc"])]
+        )
+        store.set_state(Scope.local(space), STATE_MODE, "extractive")
+        store.set_state(Scope.local(space), STATE_SESSIONS, "1")
     probe = Retriever(store, HashEmbedder())
-    one = index_bytes(probe.index("a"))
+    one = index_bytes(probe.index(Scope.local("a")))
     r = Retriever(store, HashEmbedder(), cache_bytes=one + one // 2)
-    r.search("a", "dogs")
-    r.search("b", "dogs")  # a is evicted
-    r.search("b", "dogs")
+    r.search(Scope.local("a"), "dogs")
+    r.search(Scope.local("b"), "dogs")  # a is evicted
+    r.search(Scope.local("b"), "dogs")
     assert r.builds == 2
-    r.search("a", "dogs")
+    r.search(Scope.local("a"), "dogs")
     assert r.builds == 3
     store.close()

@@ -19,6 +19,7 @@ from tmem.ingest.importer import import_spaces
 from tmem.llm.scripted import scripted_llm
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.store import open_store
 from tmem.store.base import Store
 
@@ -71,13 +72,13 @@ def test_in_process_incremental_sync_equals_a_fresh_index(steps: list[list[tuple
 
 async def _build(store: Store) -> None:
     await build_space(
-        store, SPACE, llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder(), options=OPTIONS
+        store, Scope.local(SPACE), llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder(), options=OPTIONS
     )
 
 
 def _answers(retriever: Retriever) -> list[object]:
     cfg = RetrievalConfig.preset("paper").replace(gate=None)
-    return [retriever.search(SPACE, q, cfg).model_dump(mode="json") for q in QUERIES]
+    return [retriever.search(Scope.local(SPACE), q, cfg).model_dump(mode="json") for q in QUERIES]
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -86,14 +87,14 @@ async def test_a_build_updates_the_index_incrementally(cuts: list[int], store_ur
     """A retriever kept across builds updates its cached index from the previous one and answers like a fresh one;
     with pgvector the database holds exactly the entries of a full index of the space."""
     store = open_store(store_url)
-    if store.has_space(SPACE):  # hypothesis runs every example on the same database
-        store.delete_space(SPACE)
+    if store.has_space(Scope.local(SPACE)):  # hypothesis runs every example on the same database
+        store.delete_space(Scope.local(SPACE))
     embedder = HashEmbedder()
     kept = Retriever(store, embedder)
     for n, (start, stop) in enumerate(zip([0, *cuts], [*cuts, SESSIONS], strict=True)):
         import_spaces(store, [dev_space(SPACE, slice(start, stop))], source="dev")
         await _build(store)
-        updated = kept.index(SPACE)
+        updated = kept.index(Scope.local(SPACE))
         assert updated.synced is not None
         if n and not persistent_vectors(store):  # the previous index's vectors were taken over, not re-read
             assert updated.synced.kept > 0 and updated.synced.written < len(updated.entries)
@@ -102,7 +103,7 @@ async def test_a_build_updates_the_index_incrementally(cuts: list[int], store_ur
             from tmem.index.pgvector import PgVectorIndex
 
             assert isinstance(updated.vectors, PgVectorIndex)  # the database serves the cascade's lookups
-            full = SpaceIndex(load_space(store, SPACE), MemoryVectorIndex(embedder.dim))
-            held = open_vector_index(store, SPACE, embedder).known()
+            full = SpaceIndex(load_space(store, Scope.local(SPACE)), MemoryVectorIndex(embedder.dim))
+            held = open_vector_index(store, Scope.local(SPACE), embedder).known()
             assert held == {(e.part, e.id): e.text_hash for e in full.entries}
     store.close()

@@ -20,6 +20,7 @@ from tmem.index.bm25 import BM25Index
 from tmem.index.lexical import LexicalStore, corpus_digest
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 
 WORDS = ["dog", "cat", "pottery", "hike", "paint", "job", "the", "a", "lake", "camping", "kids", "mel"]
 texts = st.lists(st.lists(st.sampled_from(WORDS), min_size=0, max_size=8).map(" ".join), min_size=1, max_size=30)
@@ -80,12 +81,12 @@ def test_a_fresh_retriever_loads_the_saved_indices_and_answers_alike(tmp_path: P
     store = make_store()
     cfg = RetrievalConfig.preset("paper").replace(gate=None)
     queries = ["Gina clothing store", "dance studio", "pet fish named Bubbles"]
-    plain = [Retriever(store, CountingEmbedder()).search(SPACE, q, cfg) for q in queries]
+    plain = [Retriever(store, CountingEmbedder()).search(Scope.local(SPACE), q, cfg) for q in queries]
     first = Retriever(store, CountingEmbedder(), lexical=LexicalStore(tmp_path))
-    assert [first.search(SPACE, q, cfg) for q in queries] == plain
+    assert [first.search(Scope.local(SPACE), q, cfg) for q in queries] == plain
     assert first.lexical is not None and (first.lexical.builds, first.lexical.loads) == (2, 0)  # nodes and turns
     second = Retriever(store, CountingEmbedder(), lexical=LexicalStore(tmp_path))  # a new process
-    assert [second.search(SPACE, q, cfg) for q in queries] == plain
+    assert [second.search(Scope.local(SPACE), q, cfg) for q in queries] == plain
     assert second.lexical is not None and (second.lexical.builds, second.lexical.loads) == (0, 2)
     store.close()
 

@@ -28,6 +28,7 @@ from tmem.ingest import (
     read_file,
 )
 from tmem.models import SessionInput, TurnInput
+from tmem.scope import Scope
 from tmem.store import open_store
 from tmem.store.base import Store
 
@@ -63,7 +64,14 @@ def store(store_url: str) -> Iterator[Store]:
 
 def snapshot(store: Store) -> dict[str, Any]:
     """Everything ingest writes, for before/after comparisons."""
-    return {s.name: (store.get_space(s.name), store.sessions(s.name), store.turns(s.name)) for s in store.list_spaces()}
+    return {
+        s.name: (
+            store.get_space(Scope.local(s.name)),
+            store.sessions(Scope.local(s.name)),
+            store.turns(Scope.local(s.name)),
+        )
+        for s in store.list_spaces()
+    }
 
 
 def write(path: Path, data: Any) -> Path:
@@ -134,7 +142,7 @@ def test_import_locomo_dev_file(store: Store, raw: list[dict[str, Any]]) -> None
     assert report.sessions_added == sum(c[0] for c in counts.values()) and report.sessions_skipped == 0
     assert report.turns_added == sum(c[1] for c in counts.values())
     sample = raw[0]
-    turns = store.turns(sample["sample_id"])
+    turns = store.turns(Scope.local(sample["sample_id"]))
     assert all(re.fullmatch(r"D\d+:\d+", t.id) for t in turns)
     assert [t.seq for t in turns] == list(range(len(turns)))
     conv = sample["conversation"]
@@ -142,11 +150,11 @@ def test_import_locomo_dev_file(store: Store, raw: list[dict[str, Any]]) -> None
         t["dia_id"]: t["blip_caption"] for s in conv.values() if isinstance(s, list) for t in s if "blip_caption" in t
     }
     assert captioned and {t.id: t.caption for t in turns if t.caption} == captioned
-    sessions = store.sessions(sample["sample_id"])
+    sessions = store.sessions(Scope.local(sample["sample_id"]))
     assert [s.id for s in sessions] == [f"session_{n}" for n in range(1, len(sessions) + 1)]
     starts = {s.id: s.started_at for s in sessions}
     assert all(t.time == starts[t.session_id] for t in turns)
-    assert store.get_space(sample["sample_id"]).speakers == [
+    assert store.get_space(Scope.local(sample["sample_id"])).speakers == [
         sample["conversation"]["speaker_a"],
         sample["conversation"]["speaker_b"],
     ]
@@ -165,14 +173,14 @@ def test_later_sessions_append(store: Store, raw: list[dict[str, Any]], tmp_path
     for key in [k for k in early["conversation"] if (m := SESSION_KEY.match(k)) and int(m.group(1)) > 3]:
         del early["conversation"][key]
     import_file(store, write(tmp_path / "early.json", [early]))
-    assert len(store.sessions(sample["sample_id"])) == 3
-    first_turns = store.turns(sample["sample_id"])
+    assert len(store.sessions(Scope.local(sample["sample_id"]))) == 3
+    first_turns = store.turns(Scope.local(sample["sample_id"]))
 
     report = import_file(store, write(tmp_path / "full.json", [sample]))
     assert report.spaces[0].sessions_skipped == ["session_1", "session_2", "session_3"]
     assert len(report.spaces[0].sessions_added) == full_sessions - 3 and not report.spaces[0].created
-    sessions = store.sessions(sample["sample_id"])
-    turns = store.turns(sample["sample_id"])
+    sessions = store.sessions(Scope.local(sample["sample_id"]))
+    turns = store.turns(Scope.local(sample["sample_id"]))
     assert [s.seq for s in sessions] == list(range(full_sessions))
     assert [s.id for s in sessions] == [f"session_{n}" for n in range(1, full_sessions + 1)]
     assert len(turns) == full_turns and [t.seq for t in turns] == list(range(full_turns))
@@ -203,16 +211,16 @@ def test_changed_session_is_a_conflict_and_nothing_is_written(
 def test_turn_id_reused_across_sessions(store: Store) -> None:
     s1 = SessionInput(id="s1", started_at=datetime(2024, 1, 1), turns=[TurnInput(id="t1", speaker="Ann", text="Hello")])
     s2 = SessionInput(id="s2", started_at=datetime(2024, 1, 2), turns=[TurnInput(id="t1", speaker="Ann", text="Again")])
-    import_sessions(store, "ann", [s1])
+    import_sessions(store, Scope.local("ann"), [s1])
     with pytest.raises(InputError, match="turn id 't1' of session 's2' is already used by session 's1'"):
-        import_sessions(store, "ann", [s2])
-    assert [s.id for s in store.sessions("ann")] == ["s1"]
+        import_sessions(store, Scope.local("ann"), [s2])
+    assert [s.id for s in store.sessions(Scope.local("ann"))] == ["s1"]
 
 
 def test_import_sessions_appends_stitched_session(store: Store, raw: list[dict[str, Any]]) -> None:
     name = raw[0]["sample_id"]
     import_file(store, LOCOMO, space=name)
-    n_sessions, n_turns = len(store.sessions(name)), len(store.turns(name))
+    n_sessions, n_turns = len(store.sessions(Scope.local(name))), len(store.turns(Scope.local(name)))
     cue = SessionInput(
         id="plus_cue_0",
         started_at=datetime(2023, 10, 1, 12, 0),
@@ -221,14 +229,14 @@ def test_import_sessions_appends_stitched_session(store: Store, raw: list[dict[s
             TurnInput(id="plus_cue_0:2", speaker="Melanie", text="That's wonderful, Caroline!"),
         ],
     )
-    report = import_sessions(store, name, [cue])
+    report = import_sessions(store, Scope.local(name), [cue])
     assert report.sessions_added == 1 and report.turns_added == 2
-    sessions, turns = store.sessions(name), store.turns(name)
+    sessions, turns = store.sessions(Scope.local(name)), store.turns(Scope.local(name))
     assert sessions[-1].id == "plus_cue_0" and sessions[-1].seq == n_sessions
     assert [t.seq for t in turns[-2:]] == [n_turns, n_turns + 1]
     assert turns[-1].time == datetime(2023, 10, 1, 12, 0)
-    assert store.get_space(name).speakers == ["Caroline", "Melanie"]
-    assert import_sessions(store, name, [cue]).sessions_skipped == 1  # idempotent too
+    assert store.get_space(Scope.local(name)).speakers == ["Caroline", "Melanie"]
+    assert import_sessions(store, Scope.local(name), [cue]).sessions_skipped == 1  # idempotent too
 
 
 @pytest.mark.parametrize(
@@ -316,8 +324,8 @@ def test_native_jsonl_and_default_space(store: Store, tmp_path: Path) -> None:
         read_file(path)
     report = import_file(store, path, space="bo")
     assert report.spaces[0].sessions_added == ["session_20240105T090000", "s2"]
-    assert store.get_space("bo").speakers == ["Bo", "Cy"]
-    assert [t.id for t in store.turns("bo")] == ["session_20240105T090000:1", "s2:1"]
+    assert store.get_space(Scope.local("bo")).speakers == ["Bo", "Cy"]
+    assert [t.id for t in store.turns(Scope.local("bo"))] == ["session_20240105T090000:1", "s2:1"]
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from tmem.errors import BatchPending, BuildError, LLMError, LLMTransientError, T
 from tmem.ingest.importer import import_spaces
 from tmem.llm.request import ChatRequest
 from tmem.llm.scripted import scripted_llm
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 SPACE = "conv-26"
@@ -38,14 +39,14 @@ async def test_code_retrying_on_llm_errors_does_not_swallow_batch_pending() -> N
         answer: str
 
     store = SQLiteStore.open(":memory:")
-    store.ensure_space("s")
+    store.ensure_space(Scope.local("s"))
     llm = scripted_llm(store, fn=lambda req: {"answer": "x"}, batch=True)
     from tmem.llm.base import Message
 
     swallowed = False
     with pytest.raises(BatchPending):
         try:
-            await llm.complete([Message(role="user", content="q")], Out, stage="t", space="s")
+            await llm.complete([Message(role="user", content="q")], Out, stage="t", space=Scope.local("s"))
         except LLMError:  # what a retry loop around LLM calls does
             swallowed = True
     assert not swallowed
@@ -66,10 +67,10 @@ async def test_check_after_a_build_interrupted_during_segmentation_is_not_a_fals
 
     with pytest.raises(BuildError):
         await build_space(
-            store, SPACE, llm=scripted_llm(store, fn=dies_after_one_segment_call), embedder=HashEmbedder()
+            store, Scope.local(SPACE), llm=scripted_llm(store, fn=dies_after_one_segment_call), embedder=HashEmbedder()
         )
-    report = check_space(store, SPACE)
-    assert store.scenes(SPACE), "the first buffers' scenes were kept"
+    report = check_space(store, Scope.local(SPACE))
+    assert store.scenes(Scope.local(SPACE)), "the first buffers' scenes were kept"
     assert report.ok, report.violations  # was: 15 x turn_unassigned and advice to delete the space
     assert report.build_incomplete and report.pending_turns > 0
     store.close()
@@ -81,8 +82,8 @@ async def test_check_after_a_build_interrupted_during_segmentation_is_not_a_fals
     assert payload["ok"] and payload["build_incomplete"] and payload["pending_turns"] == report.pending_turns
 
     store = SQLiteStore.open(db)  # a plain resume completes it
-    await build_space(store, SPACE, llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder())
-    report = check_space(store, SPACE)
+    await build_space(store, Scope.local(SPACE), llm=scripted_llm(store, fn=scripted_reply), embedder=HashEmbedder())
+    report = check_space(store, Scope.local(SPACE))
     assert report.ok and not report.build_incomplete
     store.close()
 

@@ -15,6 +15,7 @@ from tmem.answer.context import format_item
 from tmem.construct.check import check_space
 from tmem.construct.extractive.items import item_from_turn
 from tmem.models import Item, ItemKind, Turn
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 from tmem.util.dates import parse_when
 
@@ -89,10 +90,10 @@ def test_the_shipped_v1_memories_open_with_day_precision(tmp_path: Path) -> None
     copy = tmp_path / "tmem.db"
     shutil.copyfile(shipped, copy)  # never open the shipped file in place
     store = SQLiteStore.open(copy)
-    items = store.items("d30-plus")
+    items = store.items(Scope.local("d30-plus"))
     assert items and all(it.date_precision == ("day" if it.date else None) for it in items)
     assert all(it.conflicts_with == [] for it in items)
-    assert check_space(store, "d30-plus").ok
+    assert check_space(store, Scope.local("d30-plus")).ok
     store.close()
 
 

@@ -15,6 +15,7 @@ from tmem.index.backend import Hit, HostHit, MemoryVectorIndex, view_part
 from tmem.index.ivf_saves import IvfSaves, space_folder
 from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, cached_vectorizer, index_space, load_space
+from tmem.scope import Scope
 
 PARTS = ("topic", "scene", "item", "turn")
 
@@ -22,15 +23,15 @@ PARTS = ("topic", "scene", "item", "turn")
 def _load(root: Path, embedded: list[int]) -> tuple[SpaceIndex, IvfSaves]:
     store = make_store()
     embedder = CountingEmbedder()
-    inner = cached_vectorizer(store, SPACE, embedder)
+    inner = cached_vectorizer(store, Scope.local(SPACE), embedder)
 
     def vectorize(texts: Sequence[str]) -> npt.NDArray[np.float32]:
         embedded.append(len(texts))
         return inner(texts)
 
-    saves = IvfSaves(root, SPACE, embedder.model_id)
+    saves = IvfSaves(root, Scope.local(SPACE), embedder.model_id)
     index = index_space(
-        load_space(store, SPACE), MemoryVectorIndex(embedder.dim, approx_above=1), vectorize, saves=saves
+        load_space(store, Scope.local(SPACE)), MemoryVectorIndex(embedder.dim, approx_above=1), vectorize, saves=saves
     )
     store.close()
     return index, saves
@@ -68,7 +69,7 @@ def test_a_fresh_index_restores_its_saved_parts(tmp_path: Path) -> None:
 
 def test_a_damaged_or_foreign_save_costs_a_full_load(tmp_path: Path) -> None:
     _load(tmp_path, [])
-    damaged = sorted(space_folder(tmp_path, SPACE).glob("*/*/ivf.faiss"))[0]
+    damaged = sorted(space_folder(tmp_path, Scope.local(SPACE)).glob("*/*/ivf.faiss"))[0]
     damaged.write_bytes(damaged.read_bytes()[:100])
     embedded: list[int] = []
     index, saves = _load(tmp_path, embedded)
@@ -76,20 +77,20 @@ def test_a_damaged_or_foreign_save_costs_a_full_load(tmp_path: Path) -> None:
     items = [e for e in index.entries if e.part == "item"]  # part order: one entry per host, in entry order
     assert saves.load(index.vectors.dim, "item", items) is not None
     assert saves.load(index.vectors.dim, "item", items[1:]) is None  # other entries: another digest
-    other = IvfSaves(tmp_path, SPACE, "another-model")  # another embedder's vectors are never taken
+    other = IvfSaves(tmp_path, Scope.local(SPACE), "another-model")  # another embedder's vectors are never taken
     assert other.load(index.vectors.dim, "item", items) is None
 
 
 def test_dropping_a_space_removes_its_ivf_saves(tmp_path: Path) -> None:
     _load(tmp_path, [])
-    assert space_folder(tmp_path, SPACE).is_dir()
-    LexicalStore(tmp_path).drop(SPACE)
-    assert not space_folder(tmp_path, SPACE).exists()
+    assert space_folder(tmp_path, Scope.local(SPACE)).is_dir()
+    LexicalStore(tmp_path).drop(Scope.local(SPACE))
+    assert not space_folder(tmp_path, Scope.local(SPACE)).exists()
 
 
 def test_a_save_with_bad_metadata_or_keys_costs_a_full_load(tmp_path: Path) -> None:
     first, _ = _load(tmp_path, [])
-    folders = sorted(p.parent for p in space_folder(tmp_path, SPACE).glob("*/*/ivf.faiss"))
+    folders = sorted(p.parent for p in space_folder(tmp_path, Scope.local(SPACE)).glob("*/*/ivf.faiss"))
     (folders[0] / "complete.json").write_text('{"part": "x"}', encoding="utf-8")  # no trained_on
     np.save(folders[1] / "keys.npy", np.zeros(len(np.load(folders[1] / "keys.npy")), dtype=np.int64))  # repeated
     embedded: list[int] = []

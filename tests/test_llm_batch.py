@@ -20,6 +20,7 @@ from tmem.llm.base import Message
 from tmem.llm.batch import export_pending, import_results
 from tmem.llm.scripted import ScriptedBackend, scripted_llm
 from tmem.llm.service import StructuredLLM
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store import open_store
 from tmem.store.base import Store
@@ -49,7 +50,7 @@ def store(store_url: str) -> Iterator[Store]:
 
 async def queue_requests(llm: StructuredLLM, n: int, space: str = "conv", stage: str = "topics", start: int = 0) -> int:
     results = await asyncio.gather(
-        *(llm.complete(prompt(i), Label, stage=stage, space=space) for i in range(start, start + n)),
+        *(llm.complete(prompt(i), Label, stage=stage, space=Scope.local(space)) for i in range(start, start + n)),
         return_exceptions=True,
     )
     assert all(isinstance(r, BatchPending) for r in results), results
@@ -92,7 +93,7 @@ def test_round_trip_through_an_offline_runner(store: Store, tmp_path: Path) -> N
     lines = [json.loads(x) for x in batch_file.read_text().splitlines()]
     assert len({x["custom_id"] for x in lines}) == 3
     assert {x["body"]["response_format"]["type"] for x in lines} == {"json_schema"}
-    assert export_pending(store, tmp_path / "other.jsonl", space="other") == 1
+    assert export_pending(store, tmp_path / "other.jsonl", space=Scope.local("other")) == 1
 
     results_file = tmp_path / "results.jsonl"
     with OpenAIStub(reply=label_reply) as stub:
@@ -109,8 +110,10 @@ def test_round_trip_through_an_offline_runner(store: Store, tmp_path: Path) -> N
     live = StructuredLLM(ScriptedBackend(), store, model="gpt-test", settings=Settings(llm="openai"))
 
     async def rerun() -> list[Label]:
-        out = [(await live.complete(prompt(i), Label, stage="topics", space="conv")).output for i in range(3)]
-        out.append((await live.complete(prompt(0), Label, stage="topics", space="other")).output)
+        out = [
+            (await live.complete(prompt(i), Label, stage="topics", space=Scope.local("conv"))).output for i in range(3)
+        ]
+        out.append((await live.complete(prompt(0), Label, stage="topics", space=Scope.local("other"))).output)
         return out
 
     labels = asyncio.run(rerun())
@@ -164,8 +167,8 @@ def test_bad_lines_are_reported_and_good_ones_kept(store: Store, tmp_path: Path)
     assert reasons[8] == "not a JSON object"
     assert reasons[9] == "no custom_id"
     assert {bad.custom_id for bad in report.bad if bad.line in (3, 4, 6)} == set(hashes[1:4])
-    assert store.cached_response("conv", hashes[0]) is not None
-    assert store.cached_response("conv", hashes[1]) is None
+    assert store.cached_response(Scope.local("conv"), hashes[0]) is not None
+    assert store.cached_response(Scope.local("conv"), hashes[1]) is None
 
 
 def test_missing_results_file_is_a_clear_error(store: Store, tmp_path: Path) -> None:
@@ -182,9 +185,9 @@ def _seed(home: Path) -> None:
         llm = scripted_llm(store, replies=[{"label": "x", "confidence": 1.0}] * 2, model="gpt-test")
 
         async def run() -> None:
-            await llm.complete(prompt(0), Label, stage="segment", space="conv")
-            await llm.complete(prompt(0), Label, stage="segment", space="conv")  # cached
-            await llm.complete(prompt(1), Label, stage="topics", space="conv")
+            await llm.complete(prompt(0), Label, stage="segment", space=Scope.local("conv"))
+            await llm.complete(prompt(0), Label, stage="segment", space=Scope.local("conv"))  # cached
+            await llm.complete(prompt(1), Label, stage="topics", space=Scope.local("conv"))
 
         asyncio.run(run())
         llm.batch = True
@@ -264,7 +267,7 @@ async def test_requests_answered_live_since_they_were_queued_are_not_exported_ag
     await queue_requests(batch, 1, space="other", start=5)
     queued = {(p.space, p.request_hash) for p in store.pending()}
     live = scripted_llm(store, fn=lambda req: {"label": "x", "confidence": 1.0})
-    answered = await live.complete(prompt(0), Label, stage="topics", space="conv")
+    answered = await live.complete(prompt(0), Label, stage="topics", space=Scope.local("conv"))
 
     out = tmp_path / "batch.jsonl"
     assert export_pending(store, out) == 3  # request 0 (still pending in "other"), 1 and 5

@@ -16,6 +16,7 @@ from tmem.errors import LLMError, LLMOutputError, LLMTransientError
 from tmem.llm.base import Message
 from tmem.llm.openai_backend import OpenAIBackend
 from tmem.llm.service import StructuredLLM
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
@@ -80,7 +81,7 @@ class Harness:
         self.llm = StructuredLLM(self.backend, store, model="stub-model", settings=self.settings)
 
     async def ask(self, messages: list[Message] = MESSAGES) -> Event:
-        result = await self.llm.complete(messages, Event, stage="items", space="conv")
+        result = await self.llm.complete(messages, Event, stage="items", space=Scope.local("conv"))
         return result.output
 
 
@@ -114,7 +115,7 @@ async def test_request_shape_uses_strict_json_schema(harness: Harness) -> None:
 
 async def test_usage_from_the_response_is_logged(harness: Harness, store: SQLiteStore) -> None:
     await harness.ask()
-    (call,) = store.llm_calls("conv")
+    (call,) = store.llm_calls(Scope.local("conv"))
     assert len(harness.stub.chat_requests) == 1
     assert call.outcome == "ok" and call.attempts == 1 and call.latency_ms > 0
     from tmem.util.text import count_tokens
@@ -129,7 +130,7 @@ async def test_rerun_hits_the_cache_with_zero_new_requests(harness: Harness, sto
     assert len(harness.stub.requests) == 1
     second = await harness.ask()
     assert second == first and len(harness.stub.requests) == 1
-    assert [c.outcome for c in store.llm_calls("conv")] == ["ok", "cached"]
+    assert [c.outcome for c in store.llm_calls(Scope.local("conv"))] == ["ok", "cached"]
 
 
 async def test_429_with_retry_after_is_honoured(harness: Harness) -> None:
@@ -169,7 +170,7 @@ async def test_transient_errors_are_bounded(store: SQLiteStore) -> None:
         finally:
             await h.llm.aclose()
     assert len(stub.chat_requests) == 3
-    (call,) = store.llm_calls("conv")
+    (call,) = store.llm_calls(Scope.local("conv"))
     assert call.outcome == "error" and call.error is not None and "503" in call.error
 
 
@@ -271,7 +272,7 @@ async def test_seeded_fault_rate_pipeline_completes(store: SQLiteStore) -> None:
     assert results == [EVENT] * 8
     faults = {r.fault for r in stub.chat_requests}
     assert faults - {"ok"}, "the seeded schedule injected no fault; pick another seed"
-    assert len(store.llm_calls("conv")) == 8
+    assert len(store.llm_calls(Scope.local("conv"))) == 8
 
 
 def test_stub_embeddings_are_deterministic_unit_vectors() -> None:

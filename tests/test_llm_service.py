@@ -16,6 +16,7 @@ from tmem.llm.request import build_request, request_hash
 from tmem.llm.scripted import ScriptedBackend, scripted_llm
 from tmem.llm.service import StructuredLLM, make_llm, validate_reply
 from tmem.models import LLMCall
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
 
@@ -52,11 +53,11 @@ def settings(**kw: object) -> Settings:
 
 async def test_first_call_validates_and_logs_usage(store: SQLiteStore) -> None:
     llm = scripted_llm(store, replies=[GOOD])
-    result = await llm.complete(MESSAGES, Facts, stage="items", space="s1")
+    result = await llm.complete(MESSAGES, Facts, stage="items", space=Scope.local("s1"))
     assert result.output == Facts.model_validate(GOOD)
     assert not result.cached and result.attempts == 1
     assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
-    (call,) = store.llm_calls("s1")
+    (call,) = store.llm_calls(Scope.local("s1"))
     assert call.outcome == "ok" and call.stage == "items" and call.model == "scripted"
     assert call.request_hash == result.request_hash
     assert (call.tokens_in, call.tokens_out) == (result.usage.input_tokens, result.usage.output_tokens)
@@ -65,17 +66,17 @@ async def test_first_call_validates_and_logs_usage(store: SQLiteStore) -> None:
 
 async def test_rerun_hits_cache_without_backend_call(store: SQLiteStore) -> None:
     llm = scripted_llm(store, replies=[GOOD])
-    first = await llm.complete(MESSAGES, Facts, stage="items", space="s1")
-    again = await llm.complete(MESSAGES, Facts, stage="items", space="s1")
+    first = await llm.complete(MESSAGES, Facts, stage="items", space=Scope.local("s1"))
+    again = await llm.complete(MESSAGES, Facts, stage="items", space=Scope.local("s1"))
     backend = llm.backend
     assert isinstance(backend, ScriptedBackend) and len(backend.requests) == 1
     assert again.cached and again.output == first.output and again.usage == Usage()
-    outcomes = [(c.outcome, c.tokens_in, c.tokens_out) for c in store.llm_calls("s1")]
+    outcomes = [(c.outcome, c.tokens_in, c.tokens_out) for c in store.llm_calls(Scope.local("s1"))]
     assert outcomes[1] == ("cached", 0, 0)
-    assert store.llm_calls("s1")[1].response is None  # the response is not stored twice
+    assert store.llm_calls(Scope.local("s1"))[1].response is None  # the response is not stored twice
     # The cache is per space: the same request in another space is paid again.
     with pytest.raises(LLMError, match="no reply left"):
-        await llm.complete(MESSAGES, Facts, stage="items", space="s2")
+        await llm.complete(MESSAGES, Facts, stage="items", space=Scope.local("s2"))
 
 
 async def test_hash_ignores_space_and_stage_but_not_content() -> None:
@@ -91,16 +92,16 @@ async def test_hash_ignores_space_and_stage_but_not_content() -> None:
 async def test_local_repair_of_fences_prose_and_trailing_commas(store: SQLiteStore) -> None:
     messy = 'Sure! Here it is:\n```json\n{"facts": [{"speaker": "Caroline", "text": "moved", "year": 2019,},],}\n```'
     llm = scripted_llm(store, replies=[messy])
-    result = await llm.complete(MESSAGES, Facts, stage="items", space="s1")
+    result = await llm.complete(MESSAGES, Facts, stage="items", space=Scope.local("s1"))
     assert result.output.facts[0].year == 2019 and result.attempts == 1
     # The cache holds the validated JSON, not the messy text.
-    assert json.loads(store.cached_response("s1", result.request_hash) or "") == GOOD
+    assert json.loads(store.cached_response(Scope.local("s1"), result.request_hash) or "") == GOOD
 
 
 async def test_invalid_output_is_retried_with_the_error_shown(store: SQLiteStore) -> None:
     bad = {"facts": [{"speaker": "Caroline", "text": "moved", "year": 19}]}
     llm = scripted_llm(store, replies=[bad, GOOD])
-    result = await llm.complete(MESSAGES, Facts, stage="items", space="s1")
+    result = await llm.complete(MESSAGES, Facts, stage="items", space=Scope.local("s1"))
     assert result.output == Facts.model_validate(GOOD) and result.attempts == 2
     backend = llm.backend
     assert isinstance(backend, ScriptedBackend)
@@ -108,7 +109,7 @@ async def test_invalid_output_is_retried_with_the_error_shown(store: SQLiteStore
     assert retry.messages[: len(MESSAGES)] == MESSAGES
     assert retry.messages[-2] == Message(role="assistant", content=json.dumps(bad))
     assert "facts.0.year" in retry.messages[-1].content and "1900" in retry.messages[-1].content
-    (call,) = store.llm_calls("s1")
+    (call,) = store.llm_calls(Scope.local("s1"))
     first_in = sum(len(m.content) > 0 for m in MESSAGES)
     assert call.attempts == 2 and call.tokens_in > first_in
     # Tokens are summed over both attempts.
@@ -118,17 +119,17 @@ async def test_invalid_output_is_retried_with_the_error_shown(store: SQLiteStore
 async def test_bounded_failure_raises_output_error_and_logs_it(store: SQLiteStore) -> None:
     llm = scripted_llm(store, replies=["not json", "{}", '{"facts": 3}'], settings=settings(llm_output_retries=2))
     with pytest.raises(LLMOutputError, match=r"Stage items: model scripted .* 3 time\(s\); last error: .*facts"):
-        await llm.complete(MESSAGES, Facts, stage="items", space="s1")
-    (call,) = store.llm_calls("s1")
+        await llm.complete(MESSAGES, Facts, stage="items", space=Scope.local("s1"))
+    (call,) = store.llm_calls(Scope.local("s1"))
     assert call.outcome == "error" and call.attempts == 3 and call.response is None
     assert call.error is not None and "facts" in call.error
-    assert store.cached_response("s1", call.request_hash) is None
+    assert store.cached_response(Scope.local("s1"), call.request_hash) is None
 
 
 async def test_zero_output_retries_fails_on_first_invalid_reply(store: SQLiteStore) -> None:
     llm = scripted_llm(store, replies=["{}", GOOD], settings=settings(llm_output_retries=0))
     with pytest.raises(LLMOutputError):
-        await llm.complete(MESSAGES, Facts, stage="items", space="s1")
+        await llm.complete(MESSAGES, Facts, stage="items", space=Scope.local("s1"))
     backend = llm.backend
     assert isinstance(backend, ScriptedBackend) and backend.remaining == 1
 
@@ -136,14 +137,14 @@ async def test_zero_output_retries_fails_on_first_invalid_reply(store: SQLiteSto
 async def test_batch_mode_queues_pending_then_uses_imported_result(store: SQLiteStore) -> None:
     llm = scripted_llm(store, replies=[], batch=True)
     with pytest.raises(BatchPending) as info:
-        await llm.complete(MESSAGES, Facts, stage="topics", space="s1")
+        await llm.complete(MESSAGES, Facts, stage="topics", space=Scope.local("s1"))
     assert info.value.count == 1 and info.value.stage == "topics"
-    (pending,) = store.pending("s1")
+    (pending,) = store.pending(Scope.local("s1"))
     body = json.loads(pending.body)
     assert body["model"] == "scripted" and body["messages"][1]["content"] == MESSAGES[1].content
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["name"] == "Facts"
-    assert store.llm_calls("s1") == []  # nothing paid, nothing logged
+    assert store.llm_calls(Scope.local("s1")) == []  # nothing paid, nothing logged
     # An imported batch result (stored raw, in a code fence) is validated through the repair path.
     store.log_llm_call(
         LLMCall(
@@ -160,7 +161,7 @@ async def test_batch_mode_queues_pending_then_uses_imported_result(store: SQLite
             response="```json\n" + json.dumps(GOOD) + "\n```",
         )
     )
-    result = await llm.complete(MESSAGES, Facts, stage="topics", space="s1")
+    result = await llm.complete(MESSAGES, Facts, stage="topics", space=Scope.local("s1"))
     assert result.cached and result.output == Facts.model_validate(GOOD)
 
 
@@ -183,8 +184,8 @@ async def test_batch_mode_invalid_cached_result_queues_a_retry_request(store: SQ
         )
     )
     with pytest.raises(BatchPending):
-        await llm.complete(MESSAGES, Facts, stage="topics", space="s1")
-    (pending,) = store.pending("s1")
+        await llm.complete(MESSAGES, Facts, stage="topics", space=Scope.local("s1"))
+    (pending,) = store.pending(Scope.local("s1"))
     assert pending.request_hash != rhash
     body = json.loads(pending.body)
     assert body["messages"][-2] == {"role": "assistant", "content": '{"facts": "none"}'}
@@ -208,7 +209,7 @@ async def test_concurrency_limit_is_respected(store: SQLiteStore) -> None:
     backend = SlowBackend()
     llm = StructuredLLM(backend, store, model="slow", settings=settings(llm_concurrency=3))
     prompts = [[Message(role="user", content=f"q{i}")] for i in range(10)]
-    results = await asyncio.gather(*(llm.complete(p, Facts, stage="s", space="s1") for p in prompts))
+    results = await asyncio.gather(*(llm.complete(p, Facts, stage="s", space=Scope.local("s1")) for p in prompts))
     assert [r.output.note for r in results] == [f"q{i}" for i in range(10)]
     assert backend.peak == 3
 
@@ -227,13 +228,15 @@ async def test_identical_requests_in_flight_are_paid_once(store: SQLiteStore) ->
 
     backend = SlowBackend()
     llm = StructuredLLM(backend, store, model="slow", settings=settings(llm_concurrency=4))
-    first, second = await asyncio.gather(*(llm.complete(MESSAGES, Facts, stage="s", space="s1") for _ in range(2)))
+    first, second = await asyncio.gather(
+        *(llm.complete(MESSAGES, Facts, stage="s", space=Scope.local("s1")) for _ in range(2))
+    )
     assert backend.requests == 1
     assert first.output == second.output == Facts.model_validate(GOOD)
-    assert sorted(c.outcome for c in store.llm_calls("s1")) == ["cached", "ok"]
-    assert sum(c.tokens_in for c in store.llm_calls("s1")) == 5  # the cost report counts the call once
+    assert sorted(c.outcome for c in store.llm_calls(Scope.local("s1"))) == ["cached", "ok"]
+    assert sum(c.tokens_in for c in store.llm_calls(Scope.local("s1"))) == 5  # the cost report counts the call once
     # another space keeps its own log and cache: it pays for its own call
-    await llm.complete(MESSAGES, Facts, stage="s", space="s2")
+    await llm.complete(MESSAGES, Facts, stage="s", space=Scope.local("s2"))
     assert backend.requests == 2
 
 
@@ -250,18 +253,18 @@ async def test_a_failed_shared_request_fails_every_waiter_once(store: SQLiteStor
     backend = FailingBackend()
     llm = StructuredLLM(backend, store, model="failing", settings=settings(llm_concurrency=4))
     outcomes = await asyncio.gather(
-        *(llm.complete(MESSAGES, Facts, stage="s", space="s1") for _ in range(3)), return_exceptions=True
+        *(llm.complete(MESSAGES, Facts, stage="s", space=Scope.local("s1")) for _ in range(3)), return_exceptions=True
     )
     assert backend.requests == 1
     assert all(isinstance(o, LLMError) and "OPENAI_API_KEY" in str(o) for o in outcomes)
-    assert [c.outcome for c in store.llm_calls("s1")] == ["error"] * 3
+    assert [c.outcome for c in store.llm_calls(Scope.local("s1"))] == ["error"] * 3
 
 
 async def test_the_llm_survives_several_event_loops(store: SQLiteStore) -> None:
     llm = scripted_llm(store, fn=lambda req: {"facts": [], "note": req.messages[-1].content})
 
     def run_in_new_loop(text: str) -> str | None:
-        coro = llm.complete([Message(role="user", content=text)], Facts, stage="s", space="s1")
+        coro = llm.complete([Message(role="user", content=text)], Facts, stage="s", space=Scope.local("s1"))
         return asyncio.run(coro).output.note
 
     loop = asyncio.get_running_loop()
@@ -308,9 +311,9 @@ async def test_a_waiter_sends_the_request_itself_when_the_call_it_shared_is_canc
 
     backend = SlowBackend()
     llm = StructuredLLM(backend, store, model="slow", settings=settings(llm_concurrency=4))
-    owner = asyncio.create_task(llm.complete(MESSAGES, Facts, stage="s", space="s1"))
+    owner = asyncio.create_task(llm.complete(MESSAGES, Facts, stage="s", space=Scope.local("s1")))
     await asyncio.sleep(0.01)
-    waiter = asyncio.create_task(llm.complete(MESSAGES, Facts, stage="s", space="s1"))
+    waiter = asyncio.create_task(llm.complete(MESSAGES, Facts, stage="s", space=Scope.local("s1")))
     await asyncio.sleep(0.01)
     owner.cancel()
     result = await waiter

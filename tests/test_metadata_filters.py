@@ -13,6 +13,7 @@ from tests.test_store_items_contract import store  # noqa: F401 - the store fixt
 from tmem import InputError, Memory, Settings
 from tmem.models import Turn
 from tmem.retrieve.filters import MemoryFilter, inherited_metadata
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 QUERY = "garden tomatoes watering schedule"
@@ -211,18 +212,18 @@ def test_every_turn_read_returns_metadata(store: Store) -> None:  # noqa: F811 -
 
     meta: dict[str, Any] = {"project": "alpha", "n": 3, "x": 1.5, "ok": False, "é": "ü"}
     turn = Turn(id="t0", session_id="s1", seq=0, speaker="A", text="hello", time=START, metadata=meta)
-    store.ensure_space("a")
-    store.add_session("a", Session(id="s1", seq=0, started_at=START, content_hash="h"), [turn])
+    store.ensure_space(Scope.local("a"))
+    store.add_session(Scope.local("a"), Session(id="s1", seq=0, started_at=START, content_hash="h"), [turn])
     later = turn.model_copy(update={"id": "t1", "seq": 1, "metadata": {}})
-    store.add_turns("a", "s1", [later])
+    store.add_turns(Scope.local("a"), "s1", [later])
     reads = [
-        store.turns("a")[0],
-        store.turns("a", ["t0"])[0],
-        store.find_turns("a", ["t0"])[0],
-        store.turns_after("a", -1)[0],
+        store.turns(Scope.local("a"))[0],
+        store.turns(Scope.local("a"), ["t0"])[0],
+        store.find_turns(Scope.local("a"), ["t0"])[0],
+        store.turns_after(Scope.local("a"), -1)[0],
     ]
     assert all(t.metadata == meta and isinstance(t.metadata["ok"], bool) for t in reads)
-    last = store.last_turn("a")
+    last = store.last_turn(Scope.local("a"))
     assert last is not None and last.id == "t1" and last.metadata == {}
 
 
@@ -241,7 +242,7 @@ def test_turns_stored_before_migration_005_read_empty_metadata(tmp_path: Path) -
     db.close()
     reopened = open_store(tmp_path / "tmem.db")
     try:
-        (old,) = reopened.turns("old")
+        (old,) = reopened.turns(Scope.local("old"))
         assert old.text == "before" and old.metadata == {}
         assert reopened._rows("SELECT name FROM migrations ORDER BY version")[-1][0] == "005_turn_metadata"  # type: ignore[attr-defined]
     finally:

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from tests.support.openai_stub import OpenAIStub
 from tests.support.stage_replies import reply_for
 from tmem.cli.main import cli
+from tmem.scope import Scope
 from tmem.store import open_store
 
 BUNDLED = Path(__file__).resolve().parents[1] / "src" / "tmem" / "eval" / "data" / "locomo_conv30_s1-5.json"
@@ -74,5 +75,9 @@ def test_import_build_search_ask_on_postgres_match_sqlite(
     assert on_pg["spaces"] == on_sqlite["spaces"]
     assert on_pg["ask"]["answer"] == "banking job lost"
     store = open_store(pg_url)  # the LLM log and the built memory live in PostgreSQL
-    assert store.llm_calls("conv-30") and store.items("conv-30") and store.triggers("conv-30")
+    assert (
+        store.llm_calls(Scope.local("conv-30"))
+        and store.items(Scope.local("conv-30"))
+        and store.triggers(Scope.local("conv-30"))
+    )
     store.close()

@@ -30,6 +30,7 @@ from tmem.models import BuildMode, Item, ItemKind, Session, TriggerFamily, Turn
 from tmem.retrieve.cascade import QUERY_MEMO, Retriever
 from tmem.retrieve.config import SWITCHES, RetrievalConfig
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.store import open_store
 from tmem.store.sqlite import SQLiteStore
 
@@ -93,7 +94,7 @@ def test_view_table_host_score_is_nan_aware_max_over_views() -> None:
 def test_one_stack_holds_every_vector_once(retriever: Retriever) -> None:
     """The in-process backend keeps every node and view vector once, in one matrix; its lookups equal a cosine over
     each part's own texts, and a host's score is the max over its views (the ViewTable reference)."""
-    index = retriever.index(SPACE)
+    index = retriever.index(Scope.local(SPACE))
     assert isinstance(index.vectors, MemoryVectorIndex)
     counts = index.counts()
     assert index.vectors.matrix.shape == (sum(counts.values()), 256) == (len(index.entries), 256)
@@ -117,15 +118,17 @@ def test_one_stack_holds_every_vector_once(retriever: Retriever) -> None:
 
 
 def test_superseded_items_and_their_triggers_are_not_indexed(retriever: Retriever) -> None:
-    index = retriever.index(SPACE)
+    index = retriever.index(Scope.local(SPACE))
     assert "i5" not in index.item_pos
-    res = retriever.search(SPACE, "Gina owns a goldfish named Bubbles pet fish", CFG.without("TF").replace(gate=None))
+    res = retriever.search(
+        Scope.local(SPACE), "Gina owns a goldfish named Bubbles pet fish", CFG.without("TF").replace(gate=None)
+    )
     assert "i5" not in item_ids(res)
 
 
 def test_host_without_views_never_gets_a_trigger_route(retriever: Retriever) -> None:
     cfg = CFG.replace(gate=None, R=100, kI=100)
-    res = retriever.search(SPACE, "clothing store wholesaler", cfg)
+    res = retriever.search(Scope.local(SPACE), "clothing store wholesaler", cfg)
     for hit in res.items:
         if hit.item.id in {"i2", "i6"}:  # no triggers hosted
             assert all(r.name != "item.trigger" for r in hit.routes)
@@ -136,7 +139,7 @@ def test_host_without_views_never_gets_a_trigger_route(retriever: Retriever) -> 
 
 def test_bypass_horizon_scene_returns_when_all_its_topics_are_filtered_out(retriever: Retriever) -> None:
     cfg = CFG.replace(kT=1)
-    res = retriever.search(SPACE, HORIZON_CUE, cfg)
+    res = retriever.search(Scope.local(SPACE), HORIZON_CUE, cfg)
     assert len(res.topics) == 1 and res.topics[0][0] != "t_work"  # s6's only topic did not survive
     hit = next(h for h in res.scenes if h.scene.id == "s6")
     assert [r.name for r in hit.routes] == ["scene.trigger.horizon"]
@@ -144,12 +147,12 @@ def test_bypass_horizon_scene_returns_when_all_its_topics_are_filtered_out(retri
     assert hit.topic_ids == []
     assert [t.id for t in hit.turns] == hit.scene.turn_ids
     assert hit.turns[0].time.year == 2023  # dated raw turns
-    assert "s6" not in scene_ids(retriever.search(SPACE, HORIZON_CUE, cfg.without("HT")))
+    assert "s6" not in scene_ids(retriever.search(Scope.local(SPACE), HORIZON_CUE, cfg.without("HT")))
 
 
 def test_topic_filter_gates_descriptive_routes(retriever: Retriever) -> None:
     cfg = CFG.replace(kT=1)
-    res = retriever.search(SPACE, "dance studio lease downtown", cfg.without("ST", "HT"))
+    res = retriever.search(Scope.local(SPACE), "dance studio lease downtown", cfg.without("ST", "HT"))
     assert res.topics[0][0] == "t_dance"
     assert scene_ids(res) == ["s3"]  # only the surviving topic's scene is admitted
     assert all(h.topic_ids == ["t_dance"] for h in res.scenes)
@@ -157,7 +160,7 @@ def test_topic_filter_gates_descriptive_routes(retriever: Retriever) -> None:
 
 def test_gate_on_item_trigger_route(retriever: Retriever) -> None:
     cfg = CFG.replace(kS=1).without("ST", "HT")
-    res = retriever.search(SPACE, BRIDGE_CUE, cfg)
+    res = retriever.search(Scope.local(SPACE), BRIDGE_CUE, cfg)
     hit = next(h for h in res.items if h.item.id == "i4")  # s5 is not kept: reached through its Bridge view only
     route = next(r for r in hit.routes if r.name == "item.trigger")
     assert route.gate == 0.85 and route.score >= 0.85 and route.view == "bridge:bridge"
@@ -174,18 +177,18 @@ def test_gate_on_item_trigger_route(retriever: Retriever) -> None:
     assert {m.host_id for m in res.gated}.isdisjoint(
         {h.item.id for h in res.items if any(r.name == "item.trigger" for r in h.routes)}
     )
-    ungated = retriever.search(SPACE, BRIDGE_CUE, cfg.replace(gate=None))
+    ungated = retriever.search(Scope.local(SPACE), BRIDGE_CUE, cfg.replace(gate=None))
     i3 = next(h for h in ungated.items if h.item.id == "i3")
     assert ungated.gated == []
     assert any(r.name == "item.trigger" and r.gate is None for r in i3.routes)
-    assert "i3" not in item_ids(retriever.search(SPACE, BRIDGE_CUE, cfg.replace(gate=weak + 1e-4)))
-    assert "i3" in item_ids(retriever.search(SPACE, BRIDGE_CUE, cfg.replace(gate=weak - 1e-4)))
+    assert "i3" not in item_ids(retriever.search(Scope.local(SPACE), BRIDGE_CUE, cfg.replace(gate=weak + 1e-4)))
+    assert "i3" in item_ids(retriever.search(Scope.local(SPACE), BRIDGE_CUE, cfg.replace(gate=weak - 1e-4)))
 
 
 def test_entity_only_union_ignores_bridge_views(retriever: Retriever) -> None:
     cfg = CFG.replace(kS=1, item_trigger_families=("entity",)).without("ST", "HT")
-    assert "i4" not in item_ids(retriever.search(SPACE, BRIDGE_CUE, cfg))
-    res = retriever.search(SPACE, ENTITY_CUE, cfg.replace(gate=None))
+    assert "i4" not in item_ids(retriever.search(Scope.local(SPACE), BRIDGE_CUE, cfg))
+    res = retriever.search(Scope.local(SPACE), ENTITY_CUE, cfg.replace(gate=None))
     i1 = next(h for h in res.items if h.item.id == "i1")
     assert any(r.name == "item.trigger" and r.view == "entity:concept" for r in i1.routes)
 
@@ -194,7 +197,7 @@ def test_entity_only_union_ignores_bridge_views(retriever: Retriever) -> None:
 def test_budgets_respected(retriever: Retriever, kT: int, kS: int, kI: int, R: int) -> None:
     cfg = CFG.replace(kT=kT, kS=kS, kI=kI, R=R, gate=None, scene_trigger_top=2)
     for q in (HORIZON_CUE, BRIDGE_CUE, "Gina clothing store", SCENE_CUE, "zzz unknown words"):
-        res = retriever.search(SPACE, q, cfg)
+        res = retriever.search(Scope.local(SPACE), q, cfg)
         assert len(res.topics) <= kT and len(res.scenes) <= kS and len(res.items) <= kI
         for h in res.items:
             assert all(r.rank <= R for r in h.routes if r.name == "item.trigger")
@@ -207,7 +210,7 @@ def test_budgets_respected(retriever: Retriever, kT: int, kS: int, kI: int, R: i
 
 
 def test_scores_are_fused_and_sorted(retriever: Retriever) -> None:
-    res = retriever.search(SPACE, "Gina clothing store wholesaler", CFG)
+    res = retriever.search(Scope.local(SPACE), "Gina clothing store wholesaler", CFG)
     for hits in (res.scenes, res.items):
         scores = [h.score for h in hits]
         assert scores == sorted(scores, reverse=True)
@@ -219,24 +222,24 @@ def test_scores_are_fused_and_sorted(retriever: Retriever) -> None:
 
 
 def test_switch_SL_removes_scene_evidence_only(retriever: Retriever) -> None:
-    full = retriever.search(SPACE, "Gina clothing store", CFG)
-    off = retriever.search(SPACE, "Gina clothing store", CFG.without("SL"))
+    full = retriever.search(Scope.local(SPACE), "Gina clothing store", CFG)
+    off = retriever.search(Scope.local(SPACE), "Gina clothing store", CFG.without("SL"))
     assert full.scenes and off.scenes == []
     assert off.items == full.items and off.personas == full.personas and off.topics == full.topics
     assert off.disabled == ["SL"]
 
 
 def test_switch_IC_removes_items_only(retriever: Retriever) -> None:
-    full = retriever.search(SPACE, "Gina clothing store", CFG)
-    off = retriever.search(SPACE, "Gina clothing store", CFG.without("IC"))
+    full = retriever.search(Scope.local(SPACE), "Gina clothing store", CFG)
+    off = retriever.search(Scope.local(SPACE), "Gina clothing store", CFG.without("IC"))
     assert full.items and off.items == []
     assert off.scenes == full.scenes and off.personas == full.personas
 
 
 def test_switch_ETBT_removes_item_trigger_route_only(retriever: Retriever) -> None:
     cfg = CFG.replace(kS=1)
-    full = retriever.search(SPACE, BRIDGE_CUE, cfg)
-    off = retriever.search(SPACE, BRIDGE_CUE, cfg.without("ET+BT"))
+    full = retriever.search(Scope.local(SPACE), BRIDGE_CUE, cfg)
+    off = retriever.search(Scope.local(SPACE), BRIDGE_CUE, cfg.without("ET+BT"))
     assert "item.trigger" in route_names(full) and "item.trigger" not in route_names(off)
     assert "i4" in item_ids(full) and "i4" not in item_ids(off)
     assert off.scenes == full.scenes and off.personas == full.personas
@@ -244,16 +247,16 @@ def test_switch_ETBT_removes_item_trigger_route_only(retriever: Retriever) -> No
 
 
 def test_switch_PS_removes_persona_only(retriever: Retriever) -> None:
-    full = retriever.search(SPACE, "Gina clothing store", CFG)
-    off = retriever.search(SPACE, "Gina clothing store", CFG.without("PS"))
+    full = retriever.search(Scope.local(SPACE), "Gina clothing store", CFG)
+    off = retriever.search(Scope.local(SPACE), "Gina clothing store", CFG.without("PS"))
     assert [p.speaker for p in full.personas] == ["Gina"] and off.personas == []
     assert off.scenes == full.scenes and off.items == full.items
 
 
 def test_switch_TF_admits_every_scene(retriever: Retriever) -> None:
     cfg = CFG.replace(kT=1).without("ST", "HT")
-    full = retriever.search(SPACE, "Gina dance studio", cfg)
-    off = retriever.search(SPACE, "Gina dance studio", cfg.without("TF"))
+    full = retriever.search(Scope.local(SPACE), "Gina dance studio", cfg)
+    off = retriever.search(Scope.local(SPACE), "Gina dance studio", cfg.without("TF"))
     assert len(full.topics) == 1 and off.topics == []
     assert len(set(scene_ids(off))) > len(set(scene_ids(full)))
     assert all(h.topic_ids == [] for h in off.scenes)
@@ -264,8 +267,8 @@ def test_switch_TF_admits_every_scene(retriever: Retriever) -> None:
 def test_switch_scene_trigger_families(retriever: Retriever, switch: str, route: str) -> None:
     cue, host = (SCENE_CUE, "s3") if switch == "ST" else (HORIZON_CUE, "s6")
     cfg = CFG.replace(kT=1)
-    full = retriever.search(SPACE, cue, cfg)
-    off = retriever.search(SPACE, cue, cfg.without(switch))
+    full = retriever.search(Scope.local(SPACE), cue, cfg)
+    off = retriever.search(Scope.local(SPACE), cue, cfg.without(switch))
     assert route in route_names(full) and route not in route_names(off)
     assert host in scene_ids(full) and host not in scene_ids(off)
     # every other stage-2 list ranks and scores exactly as before
@@ -302,27 +305,27 @@ def test_presets_and_errors() -> None:
 def test_index_built_once_and_query_embedded_once(store: SQLiteStore) -> None:
     emb = CountingEmbedder()
     r = Retriever(store, emb)
-    r.search(SPACE, "first query")
+    r.search(Scope.local(SPACE), "first query")
     assert r.builds == 1
     before = len(emb.texts)
-    r.search(SPACE, "second query")
-    r.search(SPACE, "third query", CFG.without("TF"))
+    r.search(Scope.local(SPACE), "second query")
+    r.search(Scope.local(SPACE), "third query", CFG.without("TF"))
     assert r.builds == 1
     assert emb.texts[before:] == ["second query", "third query"]
 
 
 def test_new_nodes_rebuild_without_reembedding_stored_texts(store: SQLiteStore) -> None:
     emb = CountingEmbedder()
-    Retriever(store, emb).search(SPACE, "warm the embedding cache")
+    Retriever(store, emb).search(Scope.local(SPACE), "warm the embedding cache")
     emb.texts.clear()
     fresh = Retriever(store, emb)  # a new process: vectors come from the store's cache
-    fresh.search(SPACE, "Gina")
+    fresh.search(Scope.local(SPACE), "Gina")
     assert emb.texts == ["Gina"]
     new_item = Item(id="i7", text="Jon started teaching salsa classes.", kind=ItemKind.ATOMIC, scene_ids=["s3"])
-    store.put_items(SPACE, [new_item])
-    store.set_state(SPACE, "build.sessions", "7")  # what a build does when it commits
+    store.put_items(Scope.local(SPACE), [new_item])
+    store.set_state(Scope.local(SPACE), "build.sessions", "7")  # what a build does when it commits
     emb.texts.clear()
-    res = fresh.search(SPACE, "salsa classes", CFG.replace(kS=5))
+    res = fresh.search(Scope.local(SPACE), "salsa classes", CFG.replace(kS=5))
     assert fresh.builds == 2
     assert emb.texts == ["Jon started teaching salsa classes.", "salsa classes"]
     assert item_ids(res)[0] == "i7"
@@ -330,33 +333,35 @@ def test_new_nodes_rebuild_without_reembedding_stored_texts(store: SQLiteStore) 
 
 def test_unknown_space_raises_not_found(retriever: Retriever) -> None:
     with pytest.raises(NotFoundError):
-        retriever.search("nobody", "hello")
+        retriever.search(Scope.local("nobody"), "hello")
 
 
 def test_empty_space_returns_empty_result(store: SQLiteStore) -> None:
-    store.ensure_space("empty")
-    res = Retriever(store, CountingEmbedder()).search("empty", "anything")
+    store.ensure_space(Scope.local("empty"))
+    res = Retriever(store, CountingEmbedder()).search(Scope.local("empty"), "anything")
     assert res.scenes == [] and res.items == [] and res.topics == [] and not res.descriptive_only
 
 
 def test_space_with_turns_but_no_memory_answers_from_its_raw_turns(store: SQLiteStore) -> None:
     """A space never built is searched as raw turns (the unbuilt-turn route), never refused; the result says how many
     turns no build holds yet."""
-    store.ensure_space("raw")
+    store.ensure_space(Scope.local("raw"))
     when = datetime(2023, 5, 8, 13, 56)
     store.add_session(
-        "raw",
+        Scope.local("raw"),
         Session(id="session_1", seq=0, started_at=when, content_hash="h1"),
         [
             Turn(id="D1:1", session_id="session_1", seq=0, speaker="Gina", text="I opened a dance studio.", time=when),
             Turn(id="D1:2", session_id="session_1", seq=1, speaker="Jon", text="My bank is closing.", time=when),
         ],
     )
-    res = Retriever(store, CountingEmbedder()).search("raw", "dance studio")
+    res = Retriever(store, CountingEmbedder()).search(Scope.local("raw"), "dance studio")
     assert res.scenes == [] and res.items == [] and res.unbuilt_turns == 2
     assert res.turns[0].turn.id == "D1:1" and res.turns[0].scene_id is None
     assert {r.name for r in res.turns[0].routes} >= {"turn.unbuilt.bm25", "turn.unbuilt.dense"}
-    off = Retriever(store, CountingEmbedder()).search("raw", "dance studio", RetrievalConfig(unbuilt_top=0))
+    off = Retriever(store, CountingEmbedder()).search(
+        Scope.local("raw"), "dance studio", RetrievalConfig(unbuilt_top=0)
+    )
     assert off.turns == []  # the route is a setting: off, a plain search reaches no raw turn
 
 
@@ -376,7 +381,7 @@ class KeywordReranker:
 
 def test_reranker_reorders_and_is_explained(store: SQLiteStore) -> None:
     r = Retriever(store, CountingEmbedder(), reranker=KeywordReranker())
-    res = r.search(SPACE, "store dance studio puppy", CFG.without("ST", "HT"))
+    res = r.search(Scope.local(SPACE), "store dance studio puppy", CFG.without("ST", "HT"))
     scores = [h.score for h in res.scenes]
     assert scores == sorted(scores, reverse=True)
     for h in [*res.scenes, *res.items]:
@@ -388,7 +393,7 @@ def test_reranker_reorders_and_is_explained(store: SQLiteStore) -> None:
 def test_configured_reranker_that_cannot_load_says_what_to_do(store: SQLiteStore, tmp_path: object) -> None:
     r = Retriever(store, CountingEmbedder())
     with pytest.raises(ConfigError, match="TMEM_RERANKER_MODEL"):
-        r.search(SPACE, "Gina", CFG.replace(reranker=str(tmp_path) + "/no-such-model"))
+        r.search(Scope.local(SPACE), "Gina", CFG.replace(reranker=str(tmp_path) + "/no-such-model"))
 
 
 # ------------------------------------------------------------------ extractive spaces
@@ -397,7 +402,7 @@ def test_configured_reranker_that_cannot_load_says_what_to_do(store: SQLiteStore
 def test_extractive_space_is_descriptive_only() -> None:
     s = make_store(BuildMode.EXTRACTIVE)
     try:
-        res = Retriever(s, CountingEmbedder()).search(SPACE, ENTITY_CUE, CFG.replace(gate=None))
+        res = Retriever(s, CountingEmbedder()).search(Scope.local(SPACE), ENTITY_CUE, CFG.replace(gate=None))
         assert res.descriptive_only
         assert res.personas == []
         assert not {n for n in route_names(res) if n.startswith("scene.trigger")}
@@ -430,7 +435,7 @@ def test_cascade_invariants(
     shared: Retriever, kT: int, kS: int, kI: int, R: int, gate_value: float | None, off: set[str], query: str
 ) -> None:
     cfg = CFG.replace(kT=kT, kS=kS, kI=kI, R=R, gate=gate_value).without(*off)
-    res = shared.search(SPACE, query, cfg)
+    res = shared.search(Scope.local(SPACE), query, cfg)
     names = route_names(res)
     assert len(res.topics) <= kT and len(res.scenes) <= kS and len(res.items) <= kI
     assert res.disabled == sorted(off)
@@ -463,10 +468,10 @@ def test_approximate_parts_answer_like_exact_ones(store: SQLiteStore) -> None:
     assert Settings().approx_above == APPROX_ABOVE
     exact = Retriever(store, CountingEmbedder())
     approx = Retriever(store, CountingEmbedder(), approx_above=1)
-    vectors = approx.index(SPACE).vectors
+    vectors = approx.index(Scope.local(SPACE)).vectors
     assert isinstance(vectors, MemoryVectorIndex) and {"scene", "item", "turn"} <= set(vectors.approximate_parts)
     for q in (ENTITY_CUE, BRIDGE_CUE, SCENE_CUE, HORIZON_CUE, "Gina clothing store"):
-        a, e = approx.search(SPACE, q, CFG), exact.search(SPACE, q, CFG)
+        a, e = approx.search(Scope.local(SPACE), q, CFG), exact.search(Scope.local(SPACE), q, CFG)
         # equal cosines may come back in another order (approximate parts rank ties by score alone), which moves
         # the fused RRF scores by a rank's worth at most
         assert sorted(item_ids(a)) == sorted(item_ids(e)) and sorted(scene_ids(a)) == sorted(scene_ids(e))

@@ -18,6 +18,7 @@ from tmem.ingest.importer import import_spaces
 from tmem.ingest.reader import read_file
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
 DEV = DEV_LOCOMO
@@ -30,7 +31,7 @@ QUESTION = "When did Caroline go to the LGBTQ support group?"  # gold evidence D
 def _build(store: SQLiteStore) -> None:
     conv = next(s for s in read_file(DEV) if s.name == SPACE)
     import_spaces(store, [conv.model_copy(update={"sessions": conv.sessions[:4]})], source=str(DEV))
-    asyncio.run(build_extractive(store, SPACE, embedder=HashEmbedder()))
+    asyncio.run(build_extractive(store, Scope.local(SPACE), embedder=HashEmbedder()))
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def test_extractive_space_search(db: Path) -> None:
     store = SQLiteStore.open(db / "tmem.db")
     try:
         emb = CountingEmbedder()
-        res = Retriever(store, emb).search(SPACE, QUESTION, RetrievalConfig.preset("paper"))
+        res = Retriever(store, emb).search(Scope.local(SPACE), QUESTION, RetrievalConfig.preset("paper"))
         assert res.descriptive_only and res.personas == []
         assert 0 < len(res.scenes) <= 5 and 0 < len(res.items) <= 15
         assert "D1:3" in res.turn_ids()

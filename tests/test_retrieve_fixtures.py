@@ -23,6 +23,7 @@ from tmem.models import (
     TriggerView,
     Turn,
 )
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 from tmem.util.text import text_hash
 
@@ -206,8 +207,8 @@ class CountingEmbedder:
 
 def make_store(mode: BuildMode = BuildMode.LLM) -> SQLiteStore:
     store = SQLiteStore.open(":memory:")
-    store.ensure_space(SPACE)
-    store.set_speakers(SPACE, ["Gina", "Jon"])
+    store.ensure_space(Scope.local(SPACE))
+    store.set_speakers(Scope.local(SPACE), ["Gina", "Jon"])
     scenes: list[Scene] = []
     seq = 0
     for n, (sid, (title, summary, texts, _topics)) in enumerate(SCENES.items()):
@@ -227,7 +228,7 @@ def make_store(mode: BuildMode = BuildMode.LLM) -> SQLiteStore:
                 )
             )
             seq += 1
-        store.add_session(SPACE, session, turns)
+        store.add_session(Scope.local(SPACE), session, turns)
         scenes.append(
             Scene(
                 id=sid,
@@ -241,17 +242,20 @@ def make_store(mode: BuildMode = BuildMode.LLM) -> SQLiteStore:
                 mode=mode,
             )
         )
-    store.put_scenes(SPACE, scenes)
-    store.put_topics(SPACE, [Topic(id=tid, seq=n, label=label) for n, (tid, label) in enumerate(TOPICS.items())])
-    store.link_topics(
-        SPACE, [TopicSceneLink(topic_id=t, scene_id=sid) for sid, (*_, topics) in SCENES.items() for t in topics]
+    store.put_scenes(Scope.local(SPACE), scenes)
+    store.put_topics(
+        Scope.local(SPACE), [Topic(id=tid, seq=n, label=label) for n, (tid, label) in enumerate(TOPICS.items())]
     )
-    store.put_items(SPACE, [i.model_copy(update={"mode": mode}) for i in ITEMS])
+    store.link_topics(
+        Scope.local(SPACE),
+        [TopicSceneLink(topic_id=t, scene_id=sid) for sid, (*_, topics) in SCENES.items() for t in topics],
+    )
+    store.put_items(Scope.local(SPACE), [i.model_copy(update={"mode": mode}) for i in ITEMS])
     if mode == BuildMode.EXTRACTIVE:
-        store.put_triggers(SPACE, [t for t in TRIGGERS if t.family == TriggerFamily.ENTITY])
+        store.put_triggers(Scope.local(SPACE), [t for t in TRIGGERS if t.family == TriggerFamily.ENTITY])
     else:
-        store.put_triggers(SPACE, TRIGGERS)
-        store.put_persona(SPACE, PERSONA)
-    store.set_state(SPACE, "build.mode", mode.value)
-    store.set_state(SPACE, "build.sessions", str(len(SCENES)))
+        store.put_triggers(Scope.local(SPACE), TRIGGERS)
+        store.put_persona(Scope.local(SPACE), PERSONA)
+    store.set_state(Scope.local(SPACE), "build.mode", mode.value)
+    store.set_state(Scope.local(SPACE), "build.sessions", str(len(SCENES)))
     return store

@@ -6,6 +6,7 @@ from tests.test_retrieve_fixtures import SPACE, CountingEmbedder, make_store
 from tmem.models import BuildMode
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 
 # i4 ("Gina is allergic to peanuts") lives in scene s5; a query about peanuts with kS=1 pointed elsewhere by a
 # topic filter of one topic keeps it out of the scene pool, so only the direct route can reach it.
@@ -15,7 +16,7 @@ QUERY = "allergic to peanuts"
 def _items(cfg: RetrievalConfig) -> dict[str, set[str]]:
     store = make_store()
     try:
-        result = Retriever(store, CountingEmbedder()).search(SPACE, QUERY, cfg)
+        result = Retriever(store, CountingEmbedder()).search(Scope.local(SPACE), QUERY, cfg)
         return {h.item.id: {r.name for r in h.routes} for h in result.items}
     finally:
         store.close()
@@ -48,7 +49,7 @@ def test_search_reports_the_resolved_preset() -> None:
     for mode, expected in ((BuildMode.LLM, "auto:associative"), (BuildMode.EXTRACTIVE, "auto:extractive")):
         store = make_store(mode)
         try:
-            assert Retriever(store, CountingEmbedder()).search(SPACE, QUERY).preset == expected
+            assert Retriever(store, CountingEmbedder()).search(Scope.local(SPACE), QUERY).preset == expected
         finally:
             store.close()
 
@@ -58,10 +59,10 @@ def test_scene_items_route_names_the_item_that_reached_the_scene() -> None:
     try:
         retriever = Retriever(store, CountingEmbedder())
         cfg = RetrievalConfig.preset("paper").replace(scene_via_items_top=5)
-        hit = next(h for h in retriever.search(SPACE, QUERY, cfg).scenes if h.scene.id == "s5")
+        hit = next(h for h in retriever.search(Scope.local(SPACE), QUERY, cfg).scenes if h.scene.id == "s5")
         (route,) = [r for r in hit.routes if r.name == "scene.items"]
         assert route.view == "i4" and route.rank == 1
-        off = retriever.search(SPACE, QUERY, RetrievalConfig.preset("paper"))
+        off = retriever.search(Scope.local(SPACE), QUERY, RetrievalConfig.preset("paper"))
         assert all(r.name != "scene.items" for h in off.scenes for r in h.routes)
     finally:
         store.close()

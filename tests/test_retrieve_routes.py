@@ -18,8 +18,9 @@ from tmem.errors import InputError
 from tmem.retrieve import routes
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import ASSOCIATIVE_ROUTES, PRESET_OVERRIDES, PRESETS, SWITCHES, RetrievalConfig
-from tmem.retrieve.routes import ROUTES, SPECS, RouteName, Scope, Source, Stage, is_ranked_list, spec, stage_routes
+from tmem.retrieve.routes import ROUTES, SPECS, Candidates, RouteName, Source, Stage, is_ranked_list, spec, stage_routes
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.service.deps import retrieval_config
 from tmem.settings import Settings
 
@@ -107,7 +108,7 @@ def test_the_route_table_names_every_route_once_and_keeps_its_spelling() -> None
         "item.bm25",
         "item.dense",
     }
-    assert {s.name for s in ROUTES if s.scope is Scope.UNBUILT} == {"turn.unbuilt.bm25", "turn.unbuilt.dense"}
+    assert {s.name for s in ROUTES if s.scope is Candidates.UNBUILT} == {"turn.unbuilt.bm25", "turn.unbuilt.dense"}
     assert spec("rerank.some-model") is None and not is_ranked_list("rerank.some-model")
     assert all(is_ranked_list(n) for n in RouteName)
     assert json.dumps(sorted(ASSOCIATIVE_ROUTES)) == json.dumps(
@@ -175,7 +176,7 @@ def _routes_seen(*configs: RetrievalConfig) -> dict[str, int]:
         retriever = Retriever(store, CountingEmbedder())
         seen: dict[str, int] = {}
         for cfg in configs:
-            result = retriever.search(SPACE, "Gina peanuts puppy store dance", cfg)
+            result = retriever.search(Scope.local(SPACE), "Gina peanuts puppy store dance", cfg)
             for hit in [*result.scenes, *result.items, *result.turns]:
                 for r in hit.routes:
                     assert type(r.name) is str  # plain strings in results, as before

@@ -15,6 +15,7 @@ from tmem.construct.check import check_space
 from tmem.construct.slots import link_slots, normalise_slot, slot_key
 from tmem.models import Item, ItemKind, Turn
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
+from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 from tmem.util.tokens import default_counter
 
@@ -80,14 +81,14 @@ def test_the_shipped_llm_built_memories_open_and_upgrade(name: str, tmp_path: Pa
     copy = tmp_path / "tmem.db"
     shutil.copyfile(shipped, copy)  # never open the shipped file in place
     store = SQLiteStore.open(copy)
-    items = store.items(name)
+    items = store.items(Scope.local(name))
     assert items and all(it.slot is None for it in items)
-    store.put_items(name, [items[0].model_copy(update={"slot": "x / y"})])
-    assert store.items(name, [items[0].id])[0].slot == "x / y"
-    assert check_space(store, name).ok
+    store.put_items(Scope.local(name), [items[0].model_copy(update={"slot": "x / y"})])
+    assert store.items(Scope.local(name), [items[0].id])[0].slot == "x / y"
+    assert check_space(store, Scope.local(name)).ok
     store.close()
     reopened = SQLiteStore.open(copy)  # the migration is recorded once: a second open applies nothing
-    assert reopened.items(name, [items[0].id])[0].slot == "x / y"
+    assert reopened.items(Scope.local(name), [items[0].id])[0].slot == "x / y"
     reopened.close()
 
 

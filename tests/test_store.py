@@ -30,6 +30,7 @@ from tmem.models import (
     TriggerView,
     Turn,
 )
+from tmem.scope import Scope
 from tmem.store import open_store
 from tmem.store.base import Store
 from tmem.store.sqlite import SQLiteStore
@@ -38,7 +39,7 @@ T0 = datetime(2023, 5, 8, 13, 56)
 
 
 def _seed(store: Store, space: str, n_turns: int = 4) -> list[Turn]:
-    store.ensure_space(space)
+    store.ensure_space(Scope.local(space))
     session = Session(id="session_1", seq=0, started_at=T0, content_hash="h1")
     turns = [
         Turn(
@@ -52,7 +53,7 @@ def _seed(store: Store, space: str, n_turns: int = 4) -> list[Turn]:
         )
         for i in range(n_turns)
     ]
-    store.add_session(space, session, turns)
+    store.add_session(Scope.local(space), session, turns)
     return turns
 
 
@@ -71,44 +72,44 @@ def store(store_url: str) -> Iterator[Store]:
 
 def test_turns_round_trip_and_summary(store: Store) -> None:
     turns = _seed(store, "a")
-    assert store.turns("a") == turns
-    assert store.turns("a", ["D1:2"]) == [turns[1]]
+    assert store.turns(Scope.local("a")) == turns
+    assert store.turns(Scope.local("a"), ["D1:2"]) == [turns[1]]
     with pytest.raises(NotFoundError):
-        store.turns("a", ["D9:9"])
+        store.turns(Scope.local("a"), ["D9:9"])
     (summary,) = store.list_spaces()
     assert (summary.sessions, summary.turns, summary.build_state) == (1, 4, "not built")
-    store.set_state("a", "build.mode", "extractive")
-    store.set_state("a", "build.sessions", "1")
+    store.set_state(Scope.local("a"), "build.mode", "extractive")
+    store.set_state(Scope.local("a"), "build.sessions", "1")
     assert store.list_spaces()[0].build_state == "built"
 
 
 def test_every_turn_in_one_scene(store: Store) -> None:
     _seed(store, "a")
-    store.put_scenes("a", [_scene("s1", ["D1:1", "D1:2"])])
+    store.put_scenes(Scope.local("a"), [_scene("s1", ["D1:1", "D1:2"])])
     with pytest.raises(IntegrityError, match="exactly one scene"):
-        store.put_scenes("a", [_scene("s2", ["D1:2", "D1:3"], seq=1)])
-    assert [s.id for s in store.scenes("a")] == ["s1"]  # the failed write left nothing behind
+        store.put_scenes(Scope.local("a"), [_scene("s2", ["D1:2", "D1:3"], seq=1)])
+    assert [s.id for s in store.scenes(Scope.local("a"))] == ["s1"]  # the failed write left nothing behind
     with pytest.raises(IntegrityError):
-        store.put_scenes("a", [_scene("s3", ["D7:1"], seq=2)])  # not a turn of the space
+        store.put_scenes(Scope.local("a"), [_scene("s3", ["D7:1"], seq=2)])  # not a turn of the space
 
 
 def test_upsert_scene_replaces_turns_and_keeps_links(store: Store) -> None:
     _seed(store, "a")
-    store.put_scenes("a", [_scene("s1", ["D1:1", "D1:2"])])
-    store.put_topics("a", [Topic(id="t1", seq=0, label="pets")])
-    store.link_topics("a", [TopicSceneLink(topic_id="t1", scene_id="s1")])
-    store.put_scenes("a", [_scene("s1", ["D1:1", "D1:2", "D1:3"])])
-    assert store.scenes("a")[0].turn_ids == ["D1:1", "D1:2", "D1:3"]
-    assert store.topic_links("a") == [TopicSceneLink(topic_id="t1", scene_id="s1")]
+    store.put_scenes(Scope.local("a"), [_scene("s1", ["D1:1", "D1:2"])])
+    store.put_topics(Scope.local("a"), [Topic(id="t1", seq=0, label="pets")])
+    store.link_topics(Scope.local("a"), [TopicSceneLink(topic_id="t1", scene_id="s1")])
+    store.put_scenes(Scope.local("a"), [_scene("s1", ["D1:1", "D1:2", "D1:3"])])
+    assert store.scenes(Scope.local("a"))[0].turn_ids == ["D1:1", "D1:2", "D1:3"]
+    assert store.topic_links(Scope.local("a")) == [TopicSceneLink(topic_id="t1", scene_id="s1")]
 
 
 def test_delete_scene_cascades(store: Store) -> None:
     _seed(store, "a")
-    store.put_scenes("a", [_scene("s1", ["D1:1"]), _scene("s2", ["D1:2"], 1)])
-    store.put_topics("a", [Topic(id="t1", seq=0, label="x")])
-    store.link_topics("a", [TopicSceneLink(topic_id="t1", scene_id="s1")])
+    store.put_scenes(Scope.local("a"), [_scene("s1", ["D1:1"]), _scene("s2", ["D1:2"], 1)])
+    store.put_topics(Scope.local("a"), [Topic(id="t1", seq=0, label="x")])
+    store.link_topics(Scope.local("a"), [TopicSceneLink(topic_id="t1", scene_id="s1")])
     store.put_triggers(
-        "a",
+        Scope.local("a"),
         [
             Trigger(
                 id="tr1",
@@ -119,60 +120,62 @@ def test_delete_scene_cascades(store: Store) -> None:
             )
         ],
     )
-    store.delete_scenes("a", ["s1"])
-    assert [s.id for s in store.scenes("a")] == ["s2"]
-    assert store.topic_links("a") == [] and store.triggers("a") == []
+    store.delete_scenes(Scope.local("a"), ["s1"])
+    assert [s.id for s in store.scenes(Scope.local("a"))] == ["s2"]
+    assert store.topic_links(Scope.local("a")) == [] and store.triggers(Scope.local("a")) == []
 
 
 def test_atomic_item_needs_one_scene(store: Store) -> None:
     _seed(store, "a")
-    store.put_scenes("a", [_scene("s1", ["D1:1"]), _scene("s2", ["D1:2"], 1)])
+    store.put_scenes(Scope.local("a"), [_scene("s1", ["D1:1"]), _scene("s2", ["D1:2"], 1)])
     with pytest.raises(IntegrityError):
-        store.put_items("a", [Item(id="i1", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1", "s2"])])
+        store.put_items(Scope.local("a"), [Item(id="i1", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1", "s2"])])
     item = Item(id="i2", text="y", kind=ItemKind.CONNECTED, scene_ids=["s2", "s1"], date="2023-05-07")
-    store.put_items("a", [item])
-    assert store.items("a") == [item]
+    store.put_items(Scope.local("a"), [item])
+    assert store.items(Scope.local("a")) == [item]
 
 
 def test_spaces_are_isolated(store: Store) -> None:
     _seed(store, "a")
     _seed(store, "b", n_turns=2)
-    store.put_scenes("a", [_scene("s1", ["D1:1"])])
-    store.put_scenes("b", [_scene("s1", ["D1:1"])])  # same ids in another space do not collide
-    store.put_persona("a", Persona(speaker="Caroline", traits=[PersonaTrait(category="identity", value="x")]))
-    assert store.personas("b") == []
-    assert len(store.turns("b")) == 2
-    store.delete_space("a")
+    store.put_scenes(Scope.local("a"), [_scene("s1", ["D1:1"])])
+    store.put_scenes(Scope.local("b"), [_scene("s1", ["D1:1"])])  # same ids in another space do not collide
+    store.put_persona(
+        Scope.local("a"), Persona(speaker="Caroline", traits=[PersonaTrait(category="identity", value="x")])
+    )
+    assert store.personas(Scope.local("b")) == []
+    assert len(store.turns(Scope.local("b"))) == 2
+    store.delete_space(Scope.local("a"))
     assert [s.name for s in store.list_spaces()] == ["b"]
-    assert [s.id for s in store.scenes("b")] == ["s1"]
+    assert [s.id for s in store.scenes(Scope.local("b"))] == ["s1"]
     with pytest.raises(NotFoundError, match="Known spaces: b"):
-        store.get_space("a")
+        store.get_space(Scope.local("a"))
 
 
 def test_missing_space_names_only_the_asking_tenants_spaces(store: Store) -> None:
     """issue 20 High 1: a tenant's missing space never lists another tenant's spaces or any store key."""
     for key in ("acme/alice", "acme/big", "bobco/notes", "plain"):
-        store.ensure_space(key)
+        store.ensure_space(Scope.local(key))
     with pytest.raises(SpaceNotFound) as caught:
-        store.get_space("bobco/gone")
+        store.get_space(Scope.local("bobco/gone"))
     err = caught.value
     assert (err.tenant, err.space, err.known) == ("bobco", "gone", ("notes",))
     assert "acme" not in str(err) and "bobco/" not in str(err) and "plain" not in str(err)
     with pytest.raises(SpaceNotFound) as caught:
-        store.get_space("carol/x")
+        store.get_space(Scope.local("carol/x"))
     assert caught.value.known == () and "acme" not in str(caught.value) and "bobco" not in str(caught.value)
     with pytest.raises(SpaceNotFound, match=r"Known spaces: plain\.") as caught:
-        store.get_space("nothere")
+        store.get_space(Scope.local("nothere"))
     assert caught.value.tenant == ""
 
 
 def test_transaction_rolls_back_everything(store: Store) -> None:
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     with pytest.raises(RuntimeError), store.transaction():
-        store.set_state("a", "k", "v")
-        store.put_topics("a", [Topic(id="t", seq=0, label="l")])
+        store.set_state(Scope.local("a"), "k", "v")
+        store.put_topics(Scope.local("a"), [Topic(id="t", seq=0, label="l")])
         raise RuntimeError("boom")
-    assert store.get_state("a", "k") is None and store.topics("a") == []
+    assert store.get_state(Scope.local("a"), "k") is None and store.topics(Scope.local("a")) == []
 
 
 def test_llm_log_cache_and_pending(store: Store) -> None:
@@ -190,19 +193,19 @@ def test_llm_log_cache_and_pending(store: Store) -> None:
         response='{"x": 1}',
     )
     store.log_llm_call(call)
-    assert store.cached_response("a", "h") == '{"x": 1}'
-    assert store.cached_response("b", "h") is None  # the cache is per space
+    assert store.cached_response(Scope.local("a"), "h") == '{"x": 1}'
+    assert store.cached_response(Scope.local("b"), "h") is None  # the cache is per space
     store.put_pending([PendingRequest(space="a", stage="items", request_hash="p", body="{}")])
-    assert [p.request_hash for p in store.pending("a")] == ["p"]
+    assert [p.request_hash for p in store.pending(Scope.local("a"))] == ["p"]
     store.delete_pending(["p"])
-    assert store.pending() == [] and store.llm_calls("a") == [call]
+    assert store.pending() == [] and store.llm_calls(Scope.local("a")) == [call]
 
 
 def test_state_prefix_is_literal(store: Store) -> None:
-    store.ensure_space("a")
-    store.set_state("a", "build.mode", "llm")
-    store.set_state("a", "buildXmode", "other")
-    assert store.state_keys("a", "build.") == {"build.mode": "llm"}
+    store.ensure_space(Scope.local("a"))
+    store.set_state(Scope.local("a"), "build.mode", "llm")
+    store.set_state(Scope.local("a"), "buildXmode", "other")
+    assert store.state_keys(Scope.local("a"), "build.") == {"build.mode": "llm"}
 
 
 def test_reopen_persists(store_url: str) -> None:
@@ -210,7 +213,7 @@ def test_reopen_persists(store_url: str) -> None:
     _seed(s, "a")
     s.close()
     s2 = open_store(store_url)
-    assert len(s2.turns("a")) == 4
+    assert len(s2.turns(Scope.local("a"))) == 4
     s2.close()
 
 
@@ -235,14 +238,14 @@ def test_round_trips_are_lossless(
 ) -> None:
     a = f"a{next(_examples)}"  # one space per example: the store fixture is shared by the examples
     _seed(store, a)
-    store.put_scenes(a, [_scene("s1", ["D1:1", "D1:3"])])
+    store.put_scenes(Scope.local(a), [_scene("s1", ["D1:1", "D1:3"])])
     arrays = {k: np.asarray(v, dtype=np.float32) for k, v in vectors.items()}
-    store.put_embeddings(a, "m", arrays)
-    got = store.get_embeddings(a, "m", [*list(arrays), "missing"])
+    store.put_embeddings(Scope.local(a), "m", arrays)
+    got = store.get_embeddings(Scope.local(a), "m", [*list(arrays), "missing"])
     assert set(got) == set(arrays) and all(np.array_equal(got[k], arrays[k]) for k in arrays)
     persona = Persona(speaker="C", traits=[PersonaTrait(category=c, value=v, item_ids=["i"]) for c, v in traits])
-    store.put_persona(a, persona)
-    assert store.personas(a) == [persona]
+    store.put_persona(Scope.local(a), persona)
+    assert store.personas(Scope.local(a)) == [persona]
     trig = Trigger(
         id="t",
         family=TriggerFamily.SCENE,
@@ -251,21 +254,21 @@ def test_round_trips_are_lossless(
         fields={n: t for n, t in views},
         views=[TriggerView(name=n, text=t) for n, t in views],
     )
-    store.put_triggers(a, [trig])
-    assert store.triggers(a) == [trig]
-    assert store.triggers(a, family=TriggerFamily.HORIZON) == []
+    store.put_triggers(Scope.local(a), [trig])
+    assert store.triggers(Scope.local(a)) == [trig]
+    assert store.triggers(Scope.local(a), family=TriggerFamily.HORIZON) == []
 
 
 def test_a_commit_that_fails_rolls_back_and_leaves_the_store_usable() -> None:
     store = SQLiteStore.open(":memory:")
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     # Deferred foreign keys move the check to COMMIT: the one way to make a commit fail on demand.
     store._db.execute("PRAGMA defer_foreign_keys = ON")
     with pytest.raises(StoreError, match="Nothing of it was written"):
-        store.link_topics("a", [TopicSceneLink(topic_id="no-topic", scene_id="no-scene")])
-    assert store.topic_links("a") == []
-    store.ensure_space("b")  # a new transaction starts: the failed one did not stay open
-    assert store.has_space("b")
+        store.link_topics(Scope.local("a"), [TopicSceneLink(topic_id="no-topic", scene_id="no-scene")])
+    assert store.topic_links(Scope.local("a")) == []
+    store.ensure_space(Scope.local("b"))  # a new transaction starts: the failed one did not stay open
+    assert store.has_space(Scope.local("b"))
 
 
 def test_delete_space_leaves_no_trace_in_any_table(store: Store) -> None:
@@ -273,12 +276,12 @@ def test_delete_space_leaves_no_trace_in_any_table(store: Store) -> None:
     requests, build state), in every table the schema has, and touches no other space."""
     for space in ("a", "b"):
         _seed(store, space)
-        store.put_scenes(space, [_scene("s1", ["D1:1", "D1:2"])])
-        store.put_topics(space, [Topic(id="t1", seq=0, label="dogs", description="d")])
-        store.link_topics(space, [TopicSceneLink(topic_id="t1", scene_id="s1")])
-        store.put_items(space, [Item(id="i1", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1"])])
+        store.put_scenes(Scope.local(space), [_scene("s1", ["D1:1", "D1:2"])])
+        store.put_topics(Scope.local(space), [Topic(id="t1", seq=0, label="dogs", description="d")])
+        store.link_topics(Scope.local(space), [TopicSceneLink(topic_id="t1", scene_id="s1")])
+        store.put_items(Scope.local(space), [Item(id="i1", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1"])])
         store.put_triggers(
-            space,
+            Scope.local(space),
             [
                 Trigger(
                     id="tr1",
@@ -289,9 +292,9 @@ def test_delete_space_leaves_no_trace_in_any_table(store: Store) -> None:
                 )
             ],
         )
-        store.put_persona(space, Persona(speaker="Caroline", traits=[]))
-        store.set_state(space, "build.mode", "llm")
-        store.put_embeddings(space, "m", {"h": np.ones(4, dtype=np.float32)})
+        store.put_persona(Scope.local(space), Persona(speaker="Caroline", traits=[]))
+        store.set_state(Scope.local(space), "build.mode", "llm")
+        store.put_embeddings(Scope.local(space), "m", {"h": np.ones(4, dtype=np.float32)})
         store.log_llm_call(
             LLMCall(
                 space=space,
@@ -308,9 +311,9 @@ def test_delete_space_leaves_no_trace_in_any_table(store: Store) -> None:
             )
         )
         store.put_pending([PendingRequest(space=space, stage="s", request_hash="p", body="{}")])
-        store.add_tombstones(space, "turn", ["gone"])
-        store.add_item_edit(space, ItemEdit(item_id="i1", version=1, old_text="a", new_text="b", at=T0))
-        assert store.acquire_lease(space, "build", "me", 60.0, 0.0)
+        store.add_tombstones(Scope.local(space), "turn", ["gone"])
+        store.add_item_edit(Scope.local(space), ItemEdit(item_id="i1", version=1, old_text="a", new_text="b", at=T0))
+        assert store.acquire_lease(Scope.local(space), "build", "me", 60.0, 0.0)
     # the service's control tables are keyed by tenant (tmem.store.control); the erasure ledger names the deleted
     # space on purpose, and nothing else (tests/test_erasure_ledger.py): it is how other nodes learn to drop copies
     tables = [t for t in _space_tables(store) if not t.startswith("service_") and t != "erasures"]
@@ -321,17 +324,19 @@ def test_delete_space_leaves_no_trace_in_any_table(store: Store) -> None:
 
     before_b = rows("b")
     assert all(before_b.values()), before_b  # the fixture fills every table
-    store.delete_space("a")
+    store.delete_space(Scope.local("a"))
     assert rows("a") == dict.fromkeys(tables, 0)
     assert rows("b") == before_b
 
 
 def test_filtered_triggers_carry_exactly_their_own_views(store: Store) -> None:
     _seed(store, "a")
-    store.put_scenes("a", [_scene("s1", ["D1:1"])])
-    store.put_items("a", [Item(id=f"i{n}", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1"]) for n in (1, 2)])
+    store.put_scenes(Scope.local("a"), [_scene("s1", ["D1:1"])])
+    store.put_items(
+        Scope.local("a"), [Item(id=f"i{n}", text="x", kind=ItemKind.ATOMIC, scene_ids=["s1"]) for n in (1, 2)]
+    )
     store.put_triggers(
-        "a",
+        Scope.local("a"),
         [
             Trigger(id="e1", family=TriggerFamily.ENTITY, host_kind="item", host_id="i1",
                     views=[TriggerView(name="concept", text="pet")]),
@@ -345,10 +350,10 @@ def test_filtered_triggers_carry_exactly_their_own_views(store: Store) -> None:
     def views(triggers: list[Trigger]) -> dict[str, list[str]]:
         return {t.id: [v.text for v in t.views] for t in triggers}
 
-    assert views(store.triggers("a", family=TriggerFamily.ENTITY)) == {"e1": ["pet"], "e2": ["hobby"]}
-    assert views(store.triggers("a", host_ids=["i1"])) == {"b1": ["vet visit", "pet | vet"], "e1": ["pet"]}
-    assert views(store.triggers("a", family=TriggerFamily.BRIDGE, host_ids=["i2"])) == {}
-    assert len(views(store.triggers("a"))) == 3
+    assert views(store.triggers(Scope.local("a"), family=TriggerFamily.ENTITY)) == {"e1": ["pet"], "e2": ["hobby"]}
+    assert views(store.triggers(Scope.local("a"), host_ids=["i1"])) == {"b1": ["vet visit", "pet | vet"], "e1": ["pet"]}
+    assert views(store.triggers(Scope.local("a"), family=TriggerFamily.BRIDGE, host_ids=["i2"])) == {}
+    assert len(views(store.triggers(Scope.local("a")))) == 3
 
 
 def _space_tables(store: Store) -> list[str]:
@@ -372,7 +377,7 @@ def _count(store: Store, table: str, space: str) -> int:
 
 
 def test_text_that_is_not_utf8_is_a_store_error_and_writes_nothing(store: Store) -> None:
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     with pytest.raises(StoreError, match="not valid UTF-8"):
-        store.put_topics("a", [Topic(id="t1", seq=0, label="broken \ud800 escape")])
-    assert store.topics("a") == []
+        store.put_topics(Scope.local("a"), [Topic(id="t1", seq=0, label="broken \ud800 escape")])
+    assert store.topics(Scope.local("a")) == []

@@ -8,6 +8,7 @@ import pytest
 
 from tmem.errors import IntegrityError, StoreError
 from tmem.models import Session, Turn
+from tmem.scope import Scope
 from tmem.store.rules import build_state, check_space_name, tenant_of
 from tmem.store.sqlite import SQLiteStore
 from tmem.util.state import STATE_MODE, STATE_SESSIONS
@@ -17,14 +18,14 @@ def test_a_locked_sqlite_store_is_a_store_error_that_says_to_wait(tmp_path: Path
     path = tmp_path / "tmem.db"
     holder = SQLiteStore.open(path)
     waiter = SQLiteStore.open(path, timeout_s=0.05)
-    holder.ensure_space("a")
+    holder.ensure_space(Scope.local("a"))
     with holder.transaction():
-        holder.set_state("a", "k", "v")  # the write lock is held until the block ends
+        holder.set_state(Scope.local("a"), "k", "v")  # the write lock is held until the block ends
         with pytest.raises(StoreError, match=r"locked by another process.*Wait for the other tmem command"):
-            waiter.ensure_space("b")
-        assert waiter.has_space("a")  # readers are not blocked (WAL)
-    waiter.ensure_space("b")  # once released, the same store works again
-    assert waiter.has_space("b")
+            waiter.ensure_space(Scope.local("b"))
+        assert waiter.has_space(Scope.local("a"))  # readers are not blocked (WAL)
+    waiter.ensure_space(Scope.local("b"))  # once released, the same store works again
+    assert waiter.has_space(Scope.local("b"))
     holder.close()
     waiter.close()
 
@@ -57,13 +58,13 @@ def test_turns_of_another_session_are_refused_before_anything_is_written() -> No
     from datetime import datetime
 
     store = SQLiteStore.open(":memory:")
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     when = datetime(2023, 5, 1, 10, 0)
     session = Session(id="s1", seq=0, started_at=when, content_hash="h")
     turn = Turn(id="t1", session_id="other", seq=0, speaker="A", text="hi", time=when)
     with pytest.raises(IntegrityError, match="expected 's1'"):
-        store.add_session("a", session, [turn])
-    assert store.sessions("a") == []
+        store.add_session(Scope.local("a"), session, [turn])
+    assert store.sessions(Scope.local("a")) == []
 
 
 def test_an_error_is_rendered_for_a_tenant_from_its_fields() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from tmem.errors import InputError, StoreError
 from tmem.models import Session, Topic, Turn
+from tmem.scope import Scope
 from tmem.store import legacy, open_store
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
@@ -27,8 +28,8 @@ def test_every_table_is_keyed_by_tenant_and_space(pg_url: str) -> None:
     assert len(tables) >= 16
     for table, pkey in tables:
         assert pkey.startswith("PRIMARY KEY (tenant, "), (table, pkey)
-    store.ensure_space("acme/support")
-    store.ensure_space("local")
+    store.ensure_space(Scope.local("acme/support"))
+    store.ensure_space(Scope.local("local"))
     assert sorted(store._rows("SELECT tenant, name FROM spaces")) == [("", "local"), ("acme", "acme/support")]
     with pytest.raises(StoreError):  # the CHECK ties the tenant column to the space key
         store._exec("INSERT INTO spaces(tenant, name) VALUES ('evil', 'acme/x')")
@@ -59,50 +60,50 @@ def test_two_processes_opening_at_once_migrate_once(pg_url: str) -> None:
 def test_transactions_pin_one_connection_per_thread(pg_url: str) -> None:
     """A thread's open transaction is invisible to another thread until it commits; both share one store."""
     store = PostgresStore.open(pg_url, max_size=4)
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     inside = threading.Event()
     release = threading.Event()
     seen: list[list[Topic]] = []
 
     def writer() -> None:
         with store.transaction():
-            store.put_topics("a", [Topic(id="t1", seq=0, label="pets")])
+            store.put_topics(Scope.local("a"), [Topic(id="t1", seq=0, label="pets")])
             with store.transaction():  # nested: joins the outer one
-                store.set_state("a", "k", "v")
+                store.set_state(Scope.local("a"), "k", "v")
             inside.set()
             release.wait(10)
 
     t = threading.Thread(target=writer)
     t.start()
     assert inside.wait(10)
-    seen.append(store.topics("a"))  # another connection: the uncommitted topic is not visible
-    assert store.get_state("a", "k") is None
+    seen.append(store.topics(Scope.local("a")))  # another connection: the uncommitted topic is not visible
+    assert store.get_state(Scope.local("a"), "k") is None
     release.set()
     t.join()
     assert seen == [[]]
-    assert [x.id for x in store.topics("a")] == ["t1"] and store.get_state("a", "k") == "v"
+    assert [x.id for x in store.topics(Scope.local("a"))] == ["t1"] and store.get_state(Scope.local("a"), "k") == "v"
     store.close()
 
 
 def test_a_failed_statement_rolls_back_the_whole_transaction(pg_url: str) -> None:
     store = PostgresStore.open(pg_url)
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     session = Session(id="s1", seq=0, started_at=T0, content_hash="h")
     turn = Turn(id="t1", session_id="s1", seq=0, speaker="A", text="hi", time=T0)
-    store.add_session("a", session, [turn])
+    store.add_session(Scope.local("a"), session, [turn])
     with pytest.raises(StoreError, match="Nothing of it was written"):
-        store.add_session("a", Session(id="s2", seq=0, started_at=T0, content_hash="h2"), [])  # seq taken
-    assert [s.id for s in store.sessions("a")] == ["s1"]
-    store.ensure_space("b")  # the pool hands out a clean connection afterwards
-    assert store.has_space("b")
+        store.add_session(Scope.local("a"), Session(id="s2", seq=0, started_at=T0, content_hash="h2"), [])  # seq taken
+    assert [s.id for s in store.sessions(Scope.local("a"))] == ["s1"]
+    store.ensure_space(Scope.local("b"))  # the pool hands out a clean connection afterwards
+    assert store.has_space(Scope.local("b"))
     store.close()
 
 
 def test_text_with_a_nul_character_is_refused_with_what_to_do(pg_url: str) -> None:
     store = open_store(pg_url)
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     with pytest.raises(InputError, match=r"NUL.*remove it"):
-        store.set_state("a", "k", "bad\x00value")
+        store.set_state(Scope.local("a"), "k", "bad\x00value")
     store.close()
 
 

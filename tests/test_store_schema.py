@@ -17,6 +17,7 @@ from tmem.cli.main import cli
 from tmem.construct.check import check_space
 from tmem.errors import StoreError
 from tmem.models import PendingRequest, Session, Turn
+from tmem.scope import Scope
 from tmem.store import open_store
 from tmem.store.rules import tenant_of
 from tmem.store.sqlite import SQLiteStore
@@ -56,7 +57,7 @@ def test_the_diff_sees_a_missing_column(tmp_path: Path) -> None:
 
 def test_turn_metadata_round_trips(store_url: str) -> None:
     store = open_store(store_url)
-    store.ensure_space("acme/support")
+    store.ensure_space(Scope.local("acme/support"))
     when = datetime(2024, 3, 1, 9, 30)
     session = Session(id="s1", seq=0, started_at=when, content_hash="h")
     meta: dict[str, str | int | float | bool] = {"channel": "email", "n": 3, "score": 0.5, "urgent": True}
@@ -64,17 +65,17 @@ def test_turn_metadata_round_trips(store_url: str) -> None:
         Turn(id="t1", session_id="s1", seq=0, speaker="ann", text="hello", time=when, metadata=meta),
         Turn(id="t2", session_id="s1", seq=1, speaker="bob", text="hi", time=when),
     ]
-    store.add_session("acme/support", session, turns)
-    assert store.turns("acme/support") == turns
-    assert store.last_turn("acme/support") == turns[1]
-    assert store.find_turns("acme/support", ["t1"])[0].metadata == meta
+    store.add_session(Scope.local("acme/support"), session, turns)
+    assert store.turns(Scope.local("acme/support")) == turns
+    assert store.last_turn(Scope.local("acme/support")) == turns[1]
+    assert store.find_turns(Scope.local("acme/support"), ["t1"])[0].metadata == meta
     store.close()
 
 
 @pytest.mark.parametrize("name", ["/x", "a/b/c", "../../etc/passwd", "local", "t/"])
 def test_any_space_key_has_the_tenant_the_rules_give(store_url: str, name: str) -> None:
     store = open_store(store_url)
-    store.ensure_space(name)
+    store.ensure_space(Scope.local(name))
     assert store._rows("SELECT tenant FROM spaces")[0][0] == tenant_of(name)  # type: ignore[attr-defined]
     store.close()
 
@@ -96,18 +97,18 @@ def test_a_schema_1_memory_upgrades_with_tenant_keys(tmp_path: Path) -> None:
     _schema_1(tmp_path / "tmem.db")
     store = SQLiteStore.open(tmp_path / "tmem.db")
     assert [s.name for s in store.list_spaces()] == ["acme/support", "local"]
-    assert store.turns("acme/support")[0].metadata == {}
-    assert [p.request_hash for p in store.pending("local")] == ["b", "a"]
+    assert store.turns(Scope.local("acme/support"))[0].metadata == {}
+    assert [p.request_hash for p in store.pending(Scope.local("local"))] == ["b", "a"]
     store.put_pending([PendingRequest(space="local", request_hash="c", stage="items", body="{}")])
-    assert [p.request_hash for p in store.pending("local")] == ["b", "a", "c"]
+    assert [p.request_hash for p in store.pending(Scope.local("local"))] == ["b", "a", "c"]
     tenants = store._rows("SELECT name, tenant FROM spaces ORDER BY name")
     assert [tuple(r) for r in tenants] == [("acme/support", "acme"), ("local", "")]
     assert store._rows("SELECT version_num FROM alembic_version")[0][0] == head()
-    assert check_space(store, "local").ok and check_space(store, "acme/support").ok
+    assert check_space(store, Scope.local("local")).ok and check_space(store, Scope.local("acme/support")).ok
     store.close()
     assert _diff(f"sqlite:///{tmp_path / 'tmem.db'}") == []
     reopened = SQLiteStore.open(tmp_path / "tmem.db")  # at head: nothing applied again
-    assert reopened.turns("local")[0].text == "hello"
+    assert reopened.turns(Scope.local("local"))[0].text == "hello"
     reopened.close()
 
 
@@ -120,7 +121,7 @@ def test_a_column_added_before_its_revision_is_kept(tmp_path: Path) -> None:
     db.commit()
     db.close()
     store = SQLiteStore.open(tmp_path / "tmem.db")
-    assert store.turns("local")[0].metadata == {"k": 1}
+    assert store.turns(Scope.local("local"))[0].metadata == {"k": 1}
     store.close()
     assert _diff(f"sqlite:///{tmp_path / 'tmem.db'}") == []
 
@@ -146,13 +147,13 @@ def test_the_shipped_llm_built_memories_upgrade_and_pass_check(name: str, tmp_pa
 @pytest.mark.postgres
 def test_a_postgres_database_from_before_alembic_upgrades(pg_url: str) -> None:
     store = open_store(pg_url)
-    store.ensure_space("acme/support")
+    store.ensure_space(Scope.local("acme/support"))
     store._exec("DROP TABLE alembic_version")  # type: ignore[attr-defined]
     store._exec("DROP INDEX erasures_pending")  # type: ignore[attr-defined]
     store._exec("ALTER TABLE turns DROP COLUMN metadata")  # type: ignore[attr-defined]
     store.close()
     reopened = open_store(pg_url)
-    assert reopened.has_space("acme/support")
+    assert reopened.has_space(Scope.local("acme/support"))
     reopened.close()
     assert _diff(pg_url) == []
 

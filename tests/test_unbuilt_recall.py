@@ -18,6 +18,7 @@ from tmem.llm.scripted import scripted_llm
 from tmem.models import Turn
 from tmem.retrieve.config import PRESETS, RetrievalConfig
 from tmem.retrieve.types import Route, SearchResult, TurnHit
+from tmem.scope import Scope
 from tmem.store import open_store
 
 T0 = datetime(2024, 3, 1, 9, 0)
@@ -68,7 +69,7 @@ def test_a_message_appended_to_the_open_session_is_in_the_next_context() -> None
         mem.build("u")
         assert FACTS[1] not in mem.context("u", "cat Pixel shelter", max_tokens=200).text  # index cached now
         tid = _say(mem, FACTS[1], 7)  # same session (within the gap): no new session hash
-        assert len(mem.store.sessions("u")) == 1
+        assert len(mem.store.sessions(Scope.local("u"))) == 1
         ctx = mem.context("u", "cat Pixel shelter", max_tokens=200)
         assert FACTS[1] in ctx.text and ctx.unbuilt_turns == 1
         (hit,) = [h for h in ctx.hits if tid in h.turn_ids]

@@ -203,7 +203,7 @@ def tenants(tmp_path: Path) -> Iterator[TestClient]:
         tenant = keys.get(key or "")
         if tenant is None:
             return None
-        return ViewerScope(mem, prefix=f"{tenant}/", tenant=tenant, jobs=lambda space: jobs)
+        return ViewerScope(mem, tenant=tenant, jobs=lambda space: jobs)
 
     host = FastAPI()
     host.include_router(create_router(resolve, key_login=True), prefix="/ui")

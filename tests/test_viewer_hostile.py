@@ -39,7 +39,7 @@ def served(tmp_path: Path) -> Iterator[FastAPI]:
 
     def resolve(key: str | None) -> ViewerScope | None:
         tenant = keys.get(key or "")
-        return None if tenant is None else ViewerScope(mem, prefix=f"{tenant}/", tenant=tenant)
+        return None if tenant is None else ViewerScope(mem, tenant=tenant)
 
     host = FastAPI()
     host.include_router(create_router(resolve, key_login=True), prefix="/ui")

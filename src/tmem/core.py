@@ -54,6 +54,7 @@ from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.filters import MemoryFilter, memory_filter
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope, SpaceRef, as_scope
 from tmem.settings import Settings
 from tmem.store.base import Store
 from tmem.util.aio import LoopThread
@@ -186,11 +187,11 @@ class MemoryCore:
                 await llm.aclose()
         self._owned.clear()
 
-    def _invalidate(self, space: str) -> None:
+    def _invalidate(self, space: Scope) -> None:
         if self._retriever is not None:
             self._retriever.invalidate(space)
 
-    def _refresh_index(self, space: str) -> None:
+    def _refresh_index(self, space: Scope) -> None:
         """After this process changed the memory of ``space`` (a build, an edit, a forget): update its index now and
         incrementally (only new, changed and gone entries are touched). The retriever updates its cached index when
         it holds one; otherwise, with pgvector, the database's vectors are updated so that no searching worker has to
@@ -210,8 +211,9 @@ class MemoryCore:
             cfg = cfg.replace(reranker=self.settings.reranker_model)
         return cfg
 
-    def question_time(self, space: str, asked: datetime | None = None) -> QuestionTime:
+    def question_time(self, space: SpaceRef, asked: datetime | None = None) -> QuestionTime:
         """When a question is asked: at ``asked`` when given, else after the latest session start of the space."""
+        space = as_scope(space)
         if asked is not None:
             return QuestionTime(at=asked, relation="at")
         sessions = self.store.sessions(space)
@@ -221,7 +223,8 @@ class MemoryCore:
             )
         return QuestionTime.after_sessions(s.started_at for s in sessions)
 
-    def staleness(self, space: str) -> Staleness:
+    def staleness(self, space: SpaceRef) -> Staleness:
+        space = as_scope(space)
         self.store.get_space(space)
         built = self.store.get_state(space, STATE_MODE) is not None
         watermark = self.store.get_state(space, STATE_TURN_SEQ)
@@ -231,7 +234,7 @@ class MemoryCore:
             stale = self.store.count_turns_after(space, -1)
         else:  # built before the watermark existed (schema-v1 memories): turns outside scenes
             stale = self.store.count_turns_outside_scenes(space)
-        return Staleness(space=space, built=built, stale_turns=stale)
+        return Staleness(space=space.space, built=built, stale_turns=stale)
 
     # ------------------------------------------------------------------ conversations
     def spaces(self) -> list[SpaceSummary]:
@@ -241,13 +244,13 @@ class MemoryCore:
         """Import a LoCoMo or native file; re-importing the same content changes nothing."""
         return import_file(self.store, path, fmt, space)
 
-    def add_sessions(self, space: str, sessions: Sequence[SessionInput]) -> ImportReport:
+    def add_sessions(self, space: SpaceRef, sessions: Sequence[SessionInput]) -> ImportReport:
         """Append sessions to ``space`` (created if new); known sessions are skipped by content hash."""
-        return import_sessions(self.store, space, list(sessions))
+        return import_sessions(self.store, as_scope(space), list(sessions))
 
     def add_messages(
         self,
-        space: str,
+        space: SpaceRef,
         messages: Sequence[MessageInput | dict[str, object]],
         *,
         received_at: datetime | None = None,
@@ -266,13 +269,14 @@ class MemoryCore:
                     "nothing of this call was stored."
                 ) from None
         gap = timedelta(minutes=self.settings.session_gap_minutes)
-        return add_messages(self.store, space, parsed, gap=gap, received_at=received_at)
+        return add_messages(self.store, as_scope(space), parsed, gap=gap, received_at=received_at)
 
-    def delete_space(self, space: str) -> ErasureState:
+    def delete_space(self, space: SpaceRef) -> ErasureState:
         """Delete the space and every trace of it (conversation, memory, embeddings, LLM log), erased from disk.
         ``erased`` is False when another process's open read kept the erasure from completing: it stays pending in
         the erasure ledger and is finished by :meth:`upkeep` (run every few seconds by ``tmem serve``, ``mcp`` and
         ``ui``)."""
+        space = as_scope(space)
         with self.store.transaction():
             self.store.delete_space(space)
             seq = self.store.add_erasure(space, "delete")
@@ -283,10 +287,12 @@ class MemoryCore:
         return state_of(self.store, seq, finish_erasures(self.store))
 
     # ------------------------------------------------------------------ erasure upkeep
-    def erasures(self, *, space: str | None = None, tenant: str | None = None, pending: bool = False) -> list[Erasure]:
+    def erasures(
+        self, *, space: SpaceRef | None = None, tenant: str | None = None, pending: bool = False
+    ) -> list[Erasure]:
         """The store's erasure ledger (of ``space`` or ``tenant`` when given; only pending entries with ``pending``):
         one entry per forget or deletion, pending until its bytes are erased."""
-        return self.store.erasures(space=space, tenant=tenant, pending=pending)
+        return self.store.erasures(scope=None if space is None else as_scope(space), tenant=tenant, pending=pending)
 
     def upkeep(self) -> bool:
         """One round of erasure upkeep: finish pending erasures, drop this process's local copies of erased spaces.
@@ -304,13 +310,13 @@ class MemoryCore:
 
     # ------------------------------------------------------------------ construction
     def build(
-        self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
+        self, space: SpaceRef, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
     ) -> BuildReport:
         """Build or extend the memory of ``space`` (only what is new); BuildBusy if another build of it runs."""
-        return self._loop.run(self._abuild(space, options, rebuild=rebuild, progress=progress))
+        return self._loop.run(self._abuild(as_scope(space), options, rebuild=rebuild, progress=progress))
 
     async def _abuild(
-        self, space: str, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
+        self, space: Scope, options: BuildOptions | None = None, *, rebuild: bool = False, progress: bool = False
     ) -> BuildReport:
         """The build, on the core's loop, under the space's build lease (BuildBusy when another build holds it)."""
         self.store.get_space(space)
@@ -337,7 +343,7 @@ class MemoryCore:
     def build_policy(self) -> BuildPolicy:
         return BuildPolicy(after_turns=self.settings.build_after_turns, idle_seconds=self.settings.build_idle_seconds)
 
-    def build_if_due(self, space: str, idle_seconds: float) -> BuildReport | None:
+    def build_if_due(self, space: SpaceRef, idle_seconds: float) -> BuildReport | None:
         """Build when the build policy says so (``TMEM_BUILD_AFTER_TURNS`` / ``TMEM_BUILD_IDLE_SECONDS``) and no other
         build of the space runs; ``idle_seconds``: time since the space's last message arrived. None otherwise."""
         if not self.build_policy().due(self.staleness(space).stale_turns, idle_seconds):
@@ -350,7 +356,7 @@ class MemoryCore:
     # ------------------------------------------------------------------ recall
     def search(
         self,
-        space: str,
+        space: SpaceRef,
         query: str,
         config: RetrievalConfig | str | None = None,
         *,
@@ -358,6 +364,7 @@ class MemoryCore:
     ) -> SearchResult:
         """Recall for ``query``: typed scene and item hits with the routes that reached them, plus personas, and
         whether the memory is stale; ``where`` keeps only memory from matching turns (tmem.retrieve.filters)."""
+        space = as_scope(space)
         self.store.get_space(space)
         chosen, cfg = memory_filter(where), self.resolve_config(config)
         if chosen is not None:  # only hits from matching turns (tmem.retrieve.filters)
@@ -369,7 +376,7 @@ class MemoryCore:
 
     def context(
         self,
-        space: str,
+        space: SpaceRef,
         query: str,
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
         config: RetrievalConfig | str | None = None,
@@ -378,6 +385,7 @@ class MemoryCore:
     ) -> Context:
         """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
         (None: the whole search result), and how many turns are not built yet; ``where`` filters before packing."""
+        space = as_scope(space)
         self.store.get_space(space)
         chosen, cfg = memory_filter(where), self.resolve_config(config)
         if chosen is not None:
@@ -389,7 +397,7 @@ class MemoryCore:
 
     def ask(
         self,
-        space: str,
+        space: SpaceRef,
         question: str,
         when: QuestionTime | datetime | None = None,
         *,
@@ -399,6 +407,7 @@ class MemoryCore:
     ) -> Answer:
         """Answer ``question`` from the memory of ``space`` (needs an LLM) with a context of at most ``max_tokens``;
         dated after the latest session unless ``when`` says otherwise."""
+        space = as_scope(space)
         llm = self.answer_llm  # a missing model is reported before anything else
         self.store.get_space(space)
         asked = when if isinstance(when, QuestionTime) else self.question_time(space, when)
@@ -410,12 +419,12 @@ class MemoryCore:
         )
 
     # ------------------------------------------------------------------ one memory at a time
-    def get_item(self, space: str, item_id: str) -> Item:
-        return get_item(self.store, space, item_id)
+    def get_item(self, space: SpaceRef, item_id: str) -> Item:
+        return get_item(self.store, as_scope(space), item_id)
 
     def list_items(
         self,
-        space: str,
+        space: SpaceRef,
         *,
         kind: ItemKind | str | None = None,
         speaker: str | None = None,
@@ -433,20 +442,22 @@ class MemoryCore:
         filters = item_filters(
             kind=kind, speaker=speaker, since=since, until=until, text=text, live=live, metadata=metadata
         )
-        return list_items(self.store, space, filters, offset=offset, limit=limit)
+        return list_items(self.store, as_scope(space), filters, offset=offset, limit=limit)
 
-    def update_item(self, space: str, item_id: str, text: str) -> Item:
+    def update_item(self, space: SpaceRef, item_id: str, text: str) -> Item:
         """New text for one item: its triggers are regenerated, the old text is kept in its history."""
+        space = as_scope(space)
         updated = self._loop.run(update_item(self.store, space, item_id, text, llm=self.llm))
         self._refresh_index(space)
         return updated
 
-    def delete_item(self, space: str, item_id: str) -> ForgetReport:
+    def delete_item(self, space: SpaceRef, item_id: str) -> ForgetReport:
         """Delete one item for good: the same as ``forget(space, item_ids=[item_id])``."""
         return self.forget(space, item_ids=[item_id])
 
-    def forget(self, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
+    def forget(self, space: SpaceRef, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = ()) -> ForgetReport:
         """Forget turns and items: tombstoned, removed from every derived record and cache, erased from disk."""
+        space = as_scope(space)
         if not turn_ids and not item_ids:
             raise InputError("Name what to forget: turn_ids and/or item_ids.")
         cached = CachedEmbedder(self.embedder, self.store, space)
@@ -462,23 +473,24 @@ class MemoryCore:
         self._refresh_index(space)
         return report
 
-    def history(self, space: str, item_id: str) -> ItemHistory:
+    def history(self, space: SpaceRef, item_id: str) -> ItemHistory:
         """The item's versions (extracted, then each edit, with times) and its supersession chain."""
-        return item_history(self.store, space, item_id)
+        return item_history(self.store, as_scope(space), item_id)
 
     # ------------------------------------------------------------------ inspection and export
-    def export(self, space: str) -> SpaceExport:
+    def export(self, space: SpaceRef) -> SpaceExport:
         """Every record of ``space``; ``export(...).model_dump_json()`` is a complete, readable backup."""
-        return export_space(self.store, space)
+        return export_space(self.store, as_scope(space))
 
-    def export_file(self, space: str, path: str | Path) -> Path:
+    def export_file(self, space: SpaceRef, path: str | Path) -> Path:
         """Write :meth:`export` of ``space`` as JSON to ``path``; returns the path."""
         target = Path(path)
         target.write_text(json.dumps(self.export(space).model_dump(mode="json"), indent=1, ensure_ascii=False))
         return target
 
-    def cost(self, space: str | None = None) -> CostReport:
+    def cost(self, space: SpaceRef | None = None) -> CostReport:
         """LLM calls and tokens per construction stage, from the call log (of ``space``, or of every space)."""
+        space = None if space is None else as_scope(space)
         if space is not None:
             self.store.get_space(space)
         return cost_report(self.store, space)

@@ -27,9 +27,11 @@ named. No front end edits a message's text after it was raised.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
-SPACE_FIELDS = frozenset({"space"})  # fields holding a store space key ("T/S" on a server, "S" locally)
-WITHHELD = "(a space of another key)"  # how a space key of another tenant would be rendered (never expected)
+SPACE_FIELDS = frozenset({"space"})  # fields holding a space: its name when a ``tenant`` field is beside it, else a
+# store key ("T/S" on a server, "S" locally)
+WITHHELD = "(a space of another key)"  # how a space of another tenant would be rendered (never expected)
 
 
 def space_for(key: str, tenant: str | None) -> str:
@@ -41,27 +43,56 @@ def space_for(key: str, tenant: str | None) -> str:
     return name if sep and head == tenant else WITHHELD
 
 
+@runtime_checkable
+class Scoped(Protocol):
+    """A tenant's space (:class:`tmem.scope.Scope`, which imports this module): a ``space`` field given as one is
+    kept as its two fields, ``tenant`` and the space's name."""
+
+    tenant: str
+    space: str
+
+
+def _rendered(fields: dict[str, object], reader: str | None) -> dict[str, object]:
+    """``fields`` as reader ``reader`` (a tenant, or None for the local user) reads them: a space of the reader's
+    tenant by its name, of another tenant never; the local user reads a tenant's space as ``T/S``."""
+    owner = fields.get("tenant")
+    out = dict(fields)
+    for k in SPACE_FIELDS & fields.keys():
+        value = fields[k]
+        if not isinstance(value, str):
+            continue
+        if not isinstance(owner, str):  # a store key of no stated tenant
+            out[k] = space_for(value, reader)
+        elif not reader:
+            out[k] = f"{owner}/{value}" if owner else value
+        else:
+            out[k] = value if reader == owner else WITHHELD
+    return out
+
+
 class TmemError(Exception):
     """Base class of every error raised by tmem.
 
     ``TmemError(message)`` is a plain message. ``TmemError(template, **fields)`` renders ``template.format(**fields)``
-    (for the local user) and keeps both: :meth:`shown_to` renders it again for a tenant's reader, with every field of
-    :data:`SPACE_FIELDS` (a store key) shown as that tenant's own space name.
+    (for the local user) and keeps both: :meth:`shown_to` renders it again for a tenant's reader. A space is raised
+    as the fields of its scope (``**scope.fields``: ``tenant`` and the space's name ``space``) and shown by its name to
+    its tenant, never to another; a ``space`` field without a ``tenant`` beside it is a store key (``T/S``), shown as
+    ``S`` to tenant T.
     """
 
     def __init__(self, message: str = "", /, **fields: object) -> None:
+        scoped = fields.get("space")
+        if isinstance(scoped, Scoped):
+            fields = {**fields, "tenant": scoped.tenant, "space": scoped.space}
         self.template = message
         self.fields: dict[str, object] = fields
-        super().__init__(message.format(**fields) if fields else message)
+        super().__init__(message.format(**_rendered(fields, None)) if fields else message)
 
     def shown_to(self, tenant: str | None) -> str:
         """The message as tenant ``tenant``'s reader reads it (``None``: the local user, who reads it as raised)."""
         if not tenant or not self.fields:
             return str(self)
-        shown = {
-            k: space_for(v, tenant) if k in SPACE_FIELDS and isinstance(v, str) else v for k, v in self.fields.items()
-        }
-        return self.template.format(**shown)
+        return self.template.format(**_rendered(self.fields, tenant))
 
 
 class ConfigError(TmemError):

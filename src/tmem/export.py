@@ -16,6 +16,7 @@ from tmem.models import (
     Trigger,
     Turn,
 )
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 
@@ -38,7 +39,7 @@ class SpaceExport(BaseModel):
     item_edits: list[ItemEdit] = Field(default_factory=list)
 
 
-def export_space(store: Store, space: str) -> SpaceExport:
+def export_space(store: Store, space: Scope) -> SpaceExport:
     return SpaceExport(
         space=store.get_space(space),
         sessions=store.sessions(space),

@@ -20,8 +20,8 @@ made from those methods and nothing else, so they cannot drift (``tests/test_fac
 calls them synchronously (the LLM work runs on the core's private event loop thread); :class:`AsyncMemory` is its
 async twin for services and agents that already run an event loop: every call goes through
 :func:`tmem.util.aio.blocking`, so no store, embedding, index or LLM work ever runs on the caller's loop
-(docs/architecture.md). Both take the space as one string and own - and close - the store, the LLMs, the embedder, the
-retriever and the loop thread.
+(docs/architecture.md). Both take a space by its name (or a :class:`tmem.scope.Scope`) and own - and close - the
+store, the LLMs, the embedder, the retriever and the loop thread.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from tmem.llm.base import ChatRequest
+from tmem.scope import Scope
 
 CHUNK = 8
 SHORT = 3
@@ -550,11 +551,13 @@ def dev_space(name: str = "conv-26", sessions: slice | None = None) -> Any:
 
 def memory_snapshot(store: Any, space: str, *, with_seq: bool = True) -> dict[str, Any]:
     """Everything a build produced, as comparable plain data (ids, texts, links, trigger views, personas)."""
-    items = store.items(space)
+    items = store.items(Scope.local(space))
     return {
-        "scenes": [(s.id, s.seq, s.title, s.summary, s.narrative, tuple(s.turn_ids)) for s in store.scenes(space)],
-        "topics": sorted((t.id, t.seq, t.label, t.description) for t in store.topics(space)),
-        "links": sorted((link.topic_id, link.scene_id) for link in store.topic_links(space)),
+        "scenes": [
+            (s.id, s.seq, s.title, s.summary, s.narrative, tuple(s.turn_ids)) for s in store.scenes(Scope.local(space))
+        ],
+        "topics": sorted((t.id, t.seq, t.label, t.description) for t in store.topics(Scope.local(space))),
+        "links": sorted((link.topic_id, link.scene_id) for link in store.topic_links(Scope.local(space))),
         "items": sorted(
             (
                 it.id,
@@ -572,9 +575,9 @@ def memory_snapshot(store: Any, space: str, *, with_seq: bool = True) -> dict[st
         ),
         "triggers": sorted(
             (t.id, t.family.value, t.host_id, t.group, tuple((v.name, v.text) for v in t.views))
-            for t in store.triggers(space)
+            for t in store.triggers(Scope.local(space))
         ),
-        "personas": sorted(p.model_dump_json() for p in store.personas(space)) if with_seq else [],
+        "personas": sorted(p.model_dump_json() for p in store.personas(Scope.local(space))) if with_seq else [],
     }
 
 
@@ -614,7 +617,7 @@ def measure(names: list[str], *, faults: float = 0.0, plan: str = "--sequential"
             if result.exit_code != 0:
                 raise RuntimeError(result.output)
             store = SQLiteStore.open(Path(home) / "tmem.db")
-            report = cost_report(store, name)
+            report = cost_report(store, Scope.local(name))
             store.close()
             for s in [*report.stages, report.total]:
                 rows.append(f"| {name} | {s.stage} | {s.calls} | {s.input_tokens:,} | {s.output_tokens:,} |")

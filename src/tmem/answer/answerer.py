@@ -21,6 +21,7 @@ from tmem.answer.schemas import CotAnswer, MemoryReply, ShortAnswer
 from tmem.llm.base import LLM, Message, Usage
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.util.fence import Trusted, fence, fence_inline
 from tmem.util.text import count_tokens
 from tmem.util.tokens import TokenCounter
@@ -33,7 +34,7 @@ STAGE_REPLY = "answer.reply"
 class Searcher(Protocol):
     """What answering needs from retrieval (:class:`tmem.retrieve.Retriever` satisfies it)."""
 
-    def search(self, space: str, query: str, config: RetrievalConfig | None = None) -> SearchResult: ...
+    def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult: ...
 
 
 class QuestionTime(BaseModel):
@@ -135,12 +136,12 @@ class Answerer:
         self._llm = llm
         self._counter = counter  # what max_tokens counts (None: cl100k)
 
-    def search(self, space: str, question: str, config: RetrievalConfig | None = None) -> SearchResult:
+    def search(self, space: Scope, question: str, config: RetrievalConfig | None = None) -> SearchResult:
         return self._searcher.search(space, question, config)
 
     def _context(
         self,
-        space: str,
+        space: Scope,
         question: str,
         config: RetrievalConfig | None,
         result: SearchResult | None,
@@ -157,7 +158,7 @@ class Answerer:
 
     async def answer(
         self,
-        space: str,
+        space: Scope,
         question: str,
         when: QuestionTime,
         *,
@@ -178,7 +179,7 @@ class Answerer:
             short = await self._llm.complete(messages, ShortAnswer, stage=STAGE_ANSWER, space=space)
             text, usage, cached = short.output.answer, short.usage, short.cached
         return Answer(
-            space=space,
+            space=space.space,
             question=question,
             answer=text.strip(),
             reasoning=reasoning,
@@ -193,7 +194,7 @@ class Answerer:
 
     async def reply(
         self,
-        space: str,
+        space: Scope,
         message: str,
         when: QuestionTime,
         *,
@@ -208,7 +209,7 @@ class Answerer:
         messages = reply_messages(message, context, when, speaker=speaker, listener=listener)
         out = await self._llm.complete(messages, MemoryReply, stage=STAGE_REPLY, space=space)
         return Answer(
-            space=space,
+            space=space.space,
             question=message,
             answer=out.output.reply.strip(),
             variant="reply",

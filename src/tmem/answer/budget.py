@@ -33,6 +33,7 @@ from tmem.models import Item, Scene, Turn
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.routes import is_ranked_list
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
+from tmem.scope import Scope
 from tmem.util.tokens import TokenCounter, default_counter
 
 UnitKind = Literal["item", "scene", "turn"]
@@ -106,7 +107,7 @@ PERSONA_HEADER = "\n\nPersona notes (standing traits of the speakers):\n"
 
 
 class Searcher(Protocol):
-    def search(self, space: str, query: str, config: RetrievalConfig | None = None) -> SearchResult: ...
+    def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult: ...
 
 
 # ------------------------------------------------------------------------------------------------ units
@@ -443,7 +444,7 @@ def context_config(config: RetrievalConfig, max_tokens: int | None) -> Retrieval
 
 def recall(
     searcher: Searcher,
-    space: str,
+    space: Scope,
     query: str,
     max_tokens: int | None,
     config: RetrievalConfig | None = None,
@@ -483,7 +484,7 @@ def pack_for(
 
 def recall_context(
     searcher: Searcher,
-    space: str,
+    space: Scope,
     query: str,
     max_tokens: int | None,
     config: RetrievalConfig | None = None,

@@ -10,6 +10,7 @@ from tmem.answer.budget import MAX_CONTEXT_DEPTH, Context, Searcher, recall_cont
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.filters import MemoryFilter, filter_result
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.tokens import TokenCounter
 
@@ -30,17 +31,17 @@ class FilteredSearcher:
         self.depth = 0
         self.found = -1  # hits of the last unfiltered search
 
-    def search(self, space: str, query: str, config: RetrievalConfig | None = None) -> SearchResult:
+    def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult:
         cfg = config or RetrievalConfig.preset("auto")
         if self.depth > cfg.context_depth:
             cfg = cfg.replace(context_depth=self.depth)
         result = self.retriever.search(space, query, cfg)
         self.found = _size(result)
-        return filter_result(result, self.store, self.where)
+        return filter_result(result, self.store, space, self.where)
 
 
 def filtered_search(
-    retriever: Searcher, store: Store, space: str, query: str, config: RetrievalConfig, where: MemoryFilter
+    retriever: Searcher, store: Store, space: Scope, query: str, config: RetrievalConfig, where: MemoryFilter
 ) -> SearchResult:
     """A search whose hits all match ``where``: lists as deep as a 2000-token context's, then filtered, so that a
     selective filter still finds matches beyond the plain search's top lists."""
@@ -52,7 +53,7 @@ def filtered_search(
 def filtered_context(
     retriever: Searcher,
     store: Store,
-    space: str,
+    space: Scope,
     query: str,
     max_tokens: int | None,
     config: RetrievalConfig,

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tmem.answer.budget import Context
 from tmem.models import Item, MetaValue
 from tmem.retrieve.filters import inherited_metadata, lookup_turns
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 
@@ -41,7 +42,7 @@ def item_record(item: Item, turn_ids: list[str], routes: list[str], metadata: di
     )
 
 
-def hit_records(store: Store, space: str, ctx: Context) -> list[HitRecord]:
+def hit_records(store: Store, space: Scope, ctx: Context) -> list[HitRecord]:
     """The hits of ``ctx`` as records, in the order they entered (id-scoped reads of their items and turns)."""
     item_ids = [h.id for h in ctx.hits if h.kind == "item"]
     items = {i.id: i for i in store.items(space, item_ids)} if item_ids else {}

@@ -18,6 +18,7 @@ from tmem.cli.context import AppContext, echo_json, pass_app
 from tmem.construct.options import BuildOptions
 from tmem.construct.report import EXIT_INCOMPLETE, BuildReport
 from tmem.errors import BatchPending, ConfigError
+from tmem.scope import Scope
 
 EXIT_BATCH_PENDING = 3
 
@@ -97,7 +98,9 @@ def build_cmd(
         raise click.UsageError("Give one SPACE or --all.")
     mem = app.memory()
     # --all skips spaces without turns (nothing to build); a named empty space is reported as an error.
-    names = [s.name for s in mem.spaces() if s.turns] if all_spaces else [mem.store.get_space(space or "").name]
+    if not all_spaces:
+        mem.store.get_space(Scope.local(space or ""))  # NotFoundError naming the known spaces
+    names = [s.name for s in mem.spaces() if s.turns] if all_spaces else [space or ""]
     settings = app.settings
     if mem.llm is None and batch_out is not None:
         raise ConfigError("--batch-out needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL (or --llm-model NAME).")
@@ -114,8 +117,9 @@ def build_cmd(
         from tmem.construct.estimate import estimate_build
 
         for name in names:
-            if mem.store.turns(name) and not mem.store.scenes(name):
-                click.echo(estimate_table(estimate_build(mem.store, name, options)), err=True)
+            scope = Scope.local(name)
+            if mem.store.turns(scope) and not mem.store.scenes(scope):
+                click.echo(estimate_table(estimate_build(mem.store, scope, options)), err=True)
     for name in names:
         try:
             reports.append(mem.build(name, options, rebuild=rebuild, progress=not no_progress))

@@ -19,6 +19,7 @@ from tmem.construct.check import CheckReport, check_space
 from tmem.construct.policy import build_lease
 from tmem.construct.report import EXIT_INCOMPLETE
 from tmem.errors import BuildBusy
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 DEFAULT_WAIT = 600.0
@@ -47,7 +48,7 @@ def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool
     is orphaned, supersession links agree both ways, and the LLM call log is consistent (no call paid twice).
     """
     try:
-        report = checked_between_builds(app.store(), space, app.settings.build_lease_seconds, wait)
+        report = checked_between_builds(app.store(), Scope.local(space), app.settings.build_lease_seconds, wait)
     except BuildBusy as exc:
         click.echo(f"Error: {exc}", err=True)
         ctx.exit(EXIT_BUSY)
@@ -92,7 +93,7 @@ def check_command(ctx: click.Context, app: AppContext, space: str, as_json: bool
         ctx.exit(EXIT_INCOMPLETE)
 
 
-def checked_between_builds(store: Store, space: str, lease_seconds: float, wait: float) -> CheckReport:
+def checked_between_builds(store: Store, space: Scope, lease_seconds: float, wait: float) -> CheckReport:
     """``check_space`` while holding the space's build lease, so that no build rewrites a session mid-check (a
     build between its transactions leaves turns in no scene for a moment). Waits up to ``wait`` seconds for a
     running build to end, then raises BuildBusy."""
@@ -105,7 +106,7 @@ def checked_between_builds(store: Store, space: str, lease_seconds: float, wait:
         except BuildBusy:
             if time.monotonic() >= deadline:
                 raise BuildBusy(
-                    f"A build of {space!r} is still running after {wait:g} s; run `tmem check {space}` when it has "
+                    f"A build of {space.key!r} is still running after {wait:g} s; run `tmem check {space.key}` when it has "
                     "ended, or give it longer with --wait."
                 ) from None
             time.sleep(POLL_SECONDS)

@@ -27,6 +27,7 @@ from tmem.models import (
     Trigger,
     TriggerFamily,
 )
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.state import STATE_MODE
 
@@ -122,7 +123,7 @@ def delete_cmd(app: AppContext, space: str, yes: bool) -> None:
     """Delete SPACE and erase it: conversation, memory, embeddings and LLM log, with no bytes left in the files."""
     from tmem.memory import Memory
 
-    summary = _summary(app.store(), space)  # NotFoundError naming the known spaces
+    summary = _summary(app.store(), Scope.local(space))  # NotFoundError naming the known spaces
     if not yes:
         click.confirm(
             f"Delete space {space!r} ({summary.sessions} sessions, {summary.turns} turns) and everything built from "
@@ -151,19 +152,19 @@ def delete_cmd(app: AppContext, space: str, yes: bool) -> None:
 # --------------------------------------------------------------------------------------------- show: data
 
 
-def _summary(store: Store, space: str) -> SpaceSummary:
+def _summary(store: Store, space: Scope) -> SpaceSummary:
     store.get_space(space)  # NotFoundError naming the known spaces
-    return next(s for s in store.list_spaces() if s.name == space)
+    return next(s for s in store.list_spaces() if s.name == space.key)
 
 
-def _overview(store: Store, space: str) -> dict[str, Any]:
+def _overview(store: Store, space: Scope) -> dict[str, Any]:
     summary = _summary(store, space)
     items = store.items(space)
     triggers = store.triggers(space)
     mode = store.get_state(space, STATE_MODE)
     descriptive = mode == BuildMode.EXTRACTIVE.value
     return {
-        "space": space,
+        "space": space.key,
         "speakers": store.get_space(space).speakers,
         "sessions": summary.sessions,
         "turns": summary.turns,
@@ -186,7 +187,7 @@ def _overview(store: Store, space: str) -> dict[str, Any]:
     }
 
 
-def _topics_by_scene(store: Store, space: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def _topics_by_scene(store: Store, space: Scope) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     by_scene: dict[str, list[str]] = defaultdict(list)
     by_topic: dict[str, list[str]] = defaultdict(list)
     for link in store.topic_links(space):
@@ -195,7 +196,7 @@ def _topics_by_scene(store: Store, space: str) -> tuple[dict[str, list[str]], di
     return by_scene, by_topic
 
 
-def _section_data(store: Store, space: str, section: str) -> list[dict[str, Any]]:
+def _section_data(store: Store, space: Scope, section: str) -> list[dict[str, Any]]:
     if section == "scenes":
         by_scene, _ = _topics_by_scene(store, space)
         return [{**s.model_dump(mode="json"), "topic_ids": by_scene.get(s.id, [])} for s in store.scenes(space)]
@@ -311,7 +312,7 @@ def _print_personas(personas: list[Persona]) -> None:
             click.echo(f"    - {trait.category}: {trait.value}{support}")
 
 
-def _print_section(store: Store, space: str, section: str) -> None:
+def _print_section(store: Store, space: Scope, section: str) -> None:
     if section in ("scenes", "topics"):
         by_scene, by_topic = _topics_by_scene(store, space)
         if section == "scenes":
@@ -351,9 +352,10 @@ def show_cmd(
     store = app.store()
     flags = (show_scenes, show_topics, show_items, show_triggers, show_persona)
     chosen = [name for name, on in zip(SECTIONS, flags, strict=True) if on]
-    overview = _overview(store, space)
+    scope = Scope.local(space)
+    overview = _overview(store, scope)
     if as_json:
-        echo_json({**overview, **{name: _section_data(store, space, name) for name in chosen}})
+        echo_json({**overview, **{name: _section_data(store, scope, name) for name in chosen}})
         return
     if not chosen:
         _print_overview(overview)
@@ -361,7 +363,7 @@ def show_cmd(
     if overview["note"]:
         click.echo(f"{space}: {overview['note']}")
     for name in chosen:
-        _print_section(store, space, name)
+        _print_section(store, scope, name)
 
 
 @click.command("erasures")

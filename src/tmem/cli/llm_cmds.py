@@ -13,6 +13,7 @@ from tmem.cli.context import AppContext, echo_json, pass_app
 from tmem.construct.estimate import BuildEstimate
 from tmem.llm.batch import BATCH_URL, export_pending, import_results
 from tmem.llm.cost import CostReport, StageCost, cost_report
+from tmem.scope import Scope
 
 
 @click.group("llm")
@@ -40,21 +41,22 @@ def cost_cmd(app: AppContext, space: str | None, as_json: bool, estimate: bool, 
     """Calls and input/output tokens per stage and in total (of SPACE, or of every space); with --estimate, the
     expected cost of building SPACE."""
     store = app.store()
-    if space is not None:
-        store.get_space(space)  # NotFoundError names the known spaces
+    scope = None if space is None else Scope.local(space)
+    if scope is not None:
+        store.get_space(scope)  # NotFoundError names the known spaces
     if estimate:
         from tmem.construct.estimate import estimate_build
         from tmem.construct.options import BuildOptions
 
-        if space is None:
+        if scope is None:
             raise click.UsageError("--estimate needs a SPACE.")
-        planned = estimate_build(store, space, BuildOptions(few_rounds=few_rounds))
+        planned = estimate_build(store, scope, BuildOptions(few_rounds=few_rounds))
         if as_json:
             echo_json(planned.model_dump(mode="json"))
         else:
             click.echo(estimate_table(planned))
         return
-    report = cost_report(store, space)
+    report = cost_report(store, scope)
     if as_json:
         echo_json(report.model_dump(mode="json"))
         return
@@ -126,9 +128,10 @@ def _row(stage: StageCost) -> tuple[str, ...]:
 def batch_export_cmd(app: AppContext, file: Path, space: str | None, as_json: bool) -> None:
     """Write the pending (uncached) requests to FILE as OpenAI Batch API JSONL."""
     store = app.store()
-    if space is not None:
-        store.get_space(space)
-    count = export_pending(store, file, space)
+    scope = None if space is None else Scope.local(space)
+    if scope is not None:
+        store.get_space(scope)
+    count = export_pending(store, file, scope)
     if as_json:
         echo_json({"file": str(file), "requests": count, "space": space})
     elif count == 0:

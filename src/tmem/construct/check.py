@@ -59,6 +59,7 @@ from tmem.models import (
     TriggerFamily,
     Turn,
 )
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.dates import DATE_PRECISIONS
 from tmem.util.state import STATE_TURN_SEQ
@@ -117,6 +118,7 @@ class MemorySnapshot(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     space: Space
+    key: str = Field(description="The space's store key, which its LLM calls record (T/S for a tenant's space).")
     sessions: list[Session]
     turns: list[Turn]
     scenes: list[Scene]
@@ -129,16 +131,17 @@ class MemorySnapshot(BaseModel):
     state: dict[str, str]
 
 
-def load_snapshot(store: Store, space: str) -> MemorySnapshot:
+def load_snapshot(store: Store, space: Scope) -> MemorySnapshot:
     """Read the whole space in one snapshot of the store (raises NotFoundError naming the known spaces when it does
     not exist): a build committing meanwhile is seen whole or not at all."""
     with store.snapshot():
         return _read(store, space)
 
 
-def _read(store: Store, space: str) -> MemorySnapshot:
+def _read(store: Store, space: Scope) -> MemorySnapshot:
     return MemorySnapshot(
         space=store.get_space(space),
+        key=space.key,
         sessions=store.sessions(space),
         turns=store.turns(space),
         scenes=store.scenes(space),
@@ -152,7 +155,7 @@ def _read(store: Store, space: str) -> MemorySnapshot:
     )
 
 
-def check_space(store: Store, space: str) -> CheckReport:
+def check_space(store: Store, space: Scope) -> CheckReport:
     return check_snapshot(load_snapshot(store, space))
 
 
@@ -392,7 +395,7 @@ class _Checker:
         sources: set[str] = set()
         for n, call in enumerate(self.s.calls):
             ref = f"call #{n} ({call.stage or '?'}, {call.request_hash[:12]})"
-            if call.space != self.s.space.name:
+            if call.space != self.s.key:
                 self.add("llm_call_wrong_space", f"{ref} is logged for space {call.space!r}", call.request_hash)
             if not call.stage.strip():
                 self.add("llm_call_no_stage", f"{ref} has no stage", call.request_hash)

@@ -20,6 +20,7 @@ from tmem.construct.report import FailedUnit, StageReport
 from tmem.errors import BatchPending, BuildError, LLMOutputError
 from tmem.llm.base import LLM, LLMResult, Message
 from tmem.models import Turn
+from tmem.scope import Scope
 from tmem.util.dates import When, parse_when
 from tmem.util.fence import Fenced, Trusted, check_value, one_line
 from tmem.util.text import text_hash
@@ -132,7 +133,7 @@ class StageRun:
 
     stage: str
     llm: LLM
-    space: str
+    space: Scope
     concurrency: int
     progress: bool
     report: StageReport = field(init=False)

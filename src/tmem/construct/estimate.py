@@ -18,6 +18,7 @@ from importlib import resources
 from pydantic import BaseModel, Field
 
 from tmem.construct.options import BuildOptions
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.dates import DATE_CONVENTION
 from tmem.util.text import count_tokens
@@ -72,7 +73,7 @@ def _instructions(name: str) -> int:
 
 
 def estimate_build(
-    store: Store, space: str, options: BuildOptions | None = None, rates: Rates | None = None
+    store: Store, space: Scope, options: BuildOptions | None = None, rates: Rates | None = None
 ) -> BuildEstimate:
     """Requests and tokens per stage that building the open turns of ``space`` is expected to take."""
     options = options or BuildOptions()
@@ -157,7 +158,7 @@ def estimate_build(
     )
     rounds = 4 + (1 if chunks > 1 else 0) if few else windows + topic_requests + 2 + max(chunks, 1)
     return BuildEstimate(
-        space=space,
+        space=space.space,
         plan="few-rounds" if few else "sequential",
         open_turns=len(turns),
         scenes=round(scenes),

@@ -29,6 +29,7 @@ from tmem.construct.revert import load_covered, save_covered
 from tmem.construct.slots import link_slots, normalise_slot
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Item, ItemKind, Scene, Topic, Turn
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.dates import DATE_CONVENTION, When
 from tmem.util.fence import Trusted, fence, fence_inline, shown_id
@@ -427,7 +428,7 @@ def _link_conflicts(known: dict[str, Item], changed: list[str]) -> int:
     return updated
 
 
-async def run_items(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
+async def run_items(store: Store, space: Scope, run: StageRun, options: BuildOptions) -> None:
     """Extract items for every topic that gained scenes since its last extraction."""
     covered = load_covered(store, space)
     scenes = {s.id: s for s in store.scenes(space)}

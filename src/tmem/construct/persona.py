@@ -19,6 +19,7 @@ from tmem.construct.common import StageRun, checked, chunks, render
 from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Persona, PersonaTrait
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.fence import Fenced, Trusted, fence, fence_inline
 
@@ -133,7 +134,7 @@ async def _persona_of(run: StageRun, speaker: str, items: list[Item], options: B
     return await run.attempt(f"persona:{speaker}", [speaker], build)
 
 
-async def run_persona(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
+async def run_persona(store: Store, space: Scope, run: StageRun, options: BuildOptions) -> None:
     items = store.items(space)
     speakers = list(store.get_space(space).speakers) or sorted({t.speaker for t in store.turns(space)})
     todo = [(s, speaker_items(items, s)) for s in speakers]

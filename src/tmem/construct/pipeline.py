@@ -38,12 +38,13 @@ from tmem.index.factory import refresh_space
 from tmem.index.space import SpaceRecords, load_space
 from tmem.llm.base import LLM
 from tmem.models import BuildMode, TriggerFamily
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.text import text_hash
 
 STATE_DIGEST = "build.digest"  # content digest of the memory after the last completed LLM build
 
-StageFn = Callable[[Store, str, StageRun, BuildOptions], Awaitable[None]]
+StageFn = Callable[[Store, Scope, StageRun, BuildOptions], Awaitable[None]]
 
 # What each stage reads that another stage writes (direct dependencies). In batch mode a stage runs in the same round
 # as an earlier one whose requests are pending when it does not depend on it, so a fresh build takes one round per
@@ -69,7 +70,7 @@ STAGES: tuple[tuple[str, StageFn], ...] = (
 
 async def build_space(
     store: Store,
-    space: str,
+    space: Scope,
     *,
     llm: LLM | None,
     embedder: Embedder,
@@ -101,7 +102,7 @@ async def build_space(
     if options.batch_out is not None:
         _enable_batch(llm)
     started = time.perf_counter()
-    report = BuildReport(space=space, mode=BuildMode.LLM.value)
+    report = BuildReport(space=space.space, mode=BuildMode.LLM.value)
     waiting: dict[str, BatchPending] = {}  # stages whose requests were queued for the batch protocol
     for name, stage in STAGES:
         if any(dep in waiting for dep in _closure(name)):
@@ -146,7 +147,7 @@ async def build_space(
     return report
 
 
-def _save_failed(store: Store, space: str, report: BuildReport) -> None:
+def _save_failed(store: Store, space: Scope, report: BuildReport) -> None:
     """The units this build could not complete (replaced at every build: a rerun that completes them clears it)."""
     failed = json.dumps([u.model_dump() for u in report.failed]) if report.failed else None
     store.set_state(space, STATE_FAILED, failed)
@@ -193,12 +194,12 @@ def counts_of(records: SpaceRecords) -> dict[str, int]:
     return counts
 
 
-def memory_counts(store: Store, space: str) -> dict[str, int]:
+def memory_counts(store: Store, space: Scope) -> dict[str, int]:
     """Nodes per type in the stored memory of ``space`` (the counts every build report shows)."""
     return counts_of(load_space(store, space))
 
 
-def reset_space(store: Store, space: str) -> None:
+def reset_space(store: Store, space: Scope) -> None:
     """Drop the built memory of ``space`` (scenes, topics, items, triggers, personas, build state); keep the
     conversation and the LLM call log (so a rebuild with the same model and prompts is answered from the cache)."""
     with store.transaction():
@@ -224,15 +225,15 @@ def _enable_batch(llm: LLM) -> None:
     llm.batch = True
 
 
-def _export(store: Store, space: str, stage: str, options: BuildOptions, first: BatchPending) -> BatchPending:
+def _export(store: Store, space: Scope, stage: str, options: BuildOptions, first: BatchPending) -> BatchPending:
     from tmem.llm.batch import export_pending
 
     assert options.batch_out is not None  # only the batch mode raises BatchPending
-    count = export_pending(store, options.batch_out, space=space)
+    count = export_pending(store, options.batch_out, space)
     return BatchPending(
-        f"Space {space!r}, stage {stage}: {count} uncached request(s) written to {options.batch_out}. Run them "
+        f"Space {space.key!r}, stage {stage}: {count} uncached request(s) written to {options.batch_out}. Run them "
         f"through the OpenAI Batch API (or any offline process), import the results with `tmem llm batch-import "
-        f"RESULTS.jsonl`, then run `tmem build {space}` again to continue.",
+        f"RESULTS.jsonl`, then run `tmem build {space.key}` again to continue.",
         count=count,
         stage=stage,
         path=str(options.batch_out),

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pydantic import BaseModel, ConfigDict, Field
 
 from tmem.errors import BuildBusy
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 BUILD_LEASE = "build"
@@ -60,7 +61,7 @@ def holder_is_dead(holder: str) -> bool:
     return False
 
 
-def _take(store: Store, space: str, holder: str, ttl_seconds: float) -> bool:
+def _take(store: Store, space: Scope, holder: str, ttl_seconds: float) -> bool:
     if store.acquire_lease(space, BUILD_LEASE, holder, ttl_seconds, time.time()):
         return True
     current = store.lease_holder(space, BUILD_LEASE)
@@ -72,7 +73,7 @@ def _take(store: Store, space: str, holder: str, ttl_seconds: float) -> bool:
 
 
 @contextmanager
-def build_lease(store: Store, space: str, ttl_seconds: float) -> Iterator[str]:
+def build_lease(store: Store, space: Scope, ttl_seconds: float) -> Iterator[str]:
     """Hold the build lease of ``space`` for the block; raises BuildBusy when another build holds it."""
     holder = lease_holder()
     if not _take(store, space, holder, ttl_seconds):

@@ -6,12 +6,13 @@ import json
 
 from tmem.construct.report import STATE_FALLBACK, load_fallback
 from tmem.models import Scene
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 STATE_COVERED = "items.covered"  # JSON {topic_id: [scene ids whose items were extracted in that topic]}
 
 
-def load_covered(store: Store, space: str) -> dict[str, list[str]]:
+def load_covered(store: Store, space: Scope) -> dict[str, list[str]]:
     raw = store.get_state(space, STATE_COVERED)
     if raw is None:
         return {}
@@ -19,11 +20,11 @@ def load_covered(store: Store, space: str) -> dict[str, list[str]]:
     return loaded
 
 
-def save_covered(store: Store, space: str, covered: dict[str, list[str]]) -> None:
+def save_covered(store: Store, space: Scope, covered: dict[str, list[str]]) -> None:
     store.set_state(space, STATE_COVERED, json.dumps({k: covered[k] for k in sorted(covered)}))
 
 
-def revert_scene(store: Store, space: str, scene: Scene) -> None:
+def revert_scene(store: Store, space: Scope, scene: Scene) -> None:
     """Remove ``scene``, its topic links, topics only it belonged to, items citing it (with their triggers, and the
     supersession and conflict marks they set on older items) and its scene triggers. The caller holds a
     transaction."""

@@ -30,6 +30,7 @@ from tmem.construct.revert import revert_scene
 from tmem.errors import LLMOutputError
 from tmem.llm.base import Message
 from tmem.models import BuildMode, Scene, Turn
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.fence import Fenced, Trusted, fence, fence_inline, shown_id
 
@@ -256,7 +257,7 @@ def _parts(turns: list[Turn], window: int) -> list[list[Turn]]:
     return parts
 
 
-async def run_segment(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
+async def run_segment(store: Store, space: Scope, run: StageRun, options: BuildOptions) -> None:
     """Segment every turn not yet in a scene (plus, in the sequential plan, the provisional tail of the previous
     build). Turns left open by an earlier few-rounds build with failed windows are segmented in parallel as well."""
     turns = store.turns(space)
@@ -279,7 +280,9 @@ async def run_segment(store: Store, space: str, run: StageRun, options: BuildOpt
             store.set_state(space, STATE_FALLBACK, json.dumps(dict(sorted(marks.items()))))
 
 
-async def _segment_parallel(store: Store, space: str, run: StageRun, options: BuildOptions, queue: list[Turn]) -> None:
+async def _segment_parallel(
+    store: Store, space: Scope, run: StageRun, options: BuildOptions, queue: list[Turn]
+) -> None:
     """Few-rounds plan: every open run of turns (a session, cut into windows) is segmented independently, all in one
     round; a scene never spans a session break here. A provisional tail of an earlier build is kept as closed."""
     parts = _parts(queue, options.segment_window)
@@ -309,7 +312,7 @@ async def _segment_parallel(store: Store, space: str, run: StageRun, options: Bu
 
 
 async def _segment_sequential(
-    store: Store, space: str, run: StageRun, options: BuildOptions, queue: list[Turn], scenes: list[Scene]
+    store: Store, space: Scope, run: StageRun, options: BuildOptions, queue: list[Turn], scenes: list[Scene]
 ) -> None:
     """Sequential plan: a sliding buffer from the first open turn; a scene may span a session break."""
     tail_id = store.get_state(space, STATE_OPEN_TAIL)

@@ -18,6 +18,7 @@ from tmem.construct.common import StageRun, checked, chunks, fmt_span, render, s
 from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Scene, Topic, TopicSceneLink
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.fence import Trusted, fence
 
@@ -97,7 +98,7 @@ def messages_for(scenes: Sequence[Scene], refs: Sequence[str], existing: Sequenc
     )
 
 
-async def run_topics(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
+async def run_topics(store: Store, space: Scope, run: StageRun, options: BuildOptions) -> None:
     """Admit every scene without a topic link: in arrival order, one group after the other (sequential plan), or all
     groups at once against the same existing labels (few-rounds plan)."""
     linked = {link.scene_id for link in store.topic_links(space)}
@@ -137,7 +138,7 @@ async def _assign(run: StageRun, group: list[Scene], existing: list[Topic]) -> A
 
 
 def _store_choices(
-    store: Store, space: str, run: StageRun, answers: Sequence[Assignment], existing: Sequence[Topic]
+    store: Store, space: Scope, run: StageRun, answers: Sequence[Assignment], existing: Sequence[Topic]
 ) -> None:
     """Open the new labels (in answer order; a label opened twice is one topic, its first description kept) and link
     the scenes, in one transaction."""

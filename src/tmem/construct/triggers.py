@@ -23,6 +23,7 @@ from tmem.construct.names import with_names
 from tmem.construct.options import BuildOptions
 from tmem.llm.base import Message
 from tmem.models import Item, Scene, Trigger, TriggerFamily, TriggerView
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.fence import Trusted, fence
 
@@ -115,7 +116,7 @@ def item_trigger_records(item: Item, tuples: Sequence[TriggerTuple], speakers: S
     return out
 
 
-async def run_item_triggers(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
+async def run_item_triggers(store: Store, space: Scope, run: StageRun, options: BuildOptions) -> None:
     done = {t.host_id for t in store.triggers(space, family=TriggerFamily.ENTITY)}
     items = store.items(space)
     # Superseded items are left out of every index: their triggers could never be used.
@@ -219,7 +220,7 @@ def scene_trigger_records(scene: Scene, out: SceneTriggerOut) -> list[Trigger]:
     ]
 
 
-async def run_scene_triggers(store: Store, space: str, run: StageRun, options: BuildOptions) -> None:
+async def run_scene_triggers(store: Store, space: Scope, run: StageRun, options: BuildOptions) -> None:
     done = {t.host_id for t in store.triggers(space, family=TriggerFamily.SCENE)}
     scenes = store.scenes(space)
     todo = [s for s in scenes if s.id not in done]

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from tmem.errors import TmemError
 from tmem.index.lexical import LexicalStore
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class LocalSweep:
     seen is kept in ``<root>/erasures.json``; a folder without that mark (or with a mark ahead of the ledger: another
     database) cannot tell what it missed and is cleared whole: it is a cache."""
 
-    def __init__(self, store: Store, lexical: LexicalStore | None, invalidate: Callable[[str], None]) -> None:
+    def __init__(self, store: Store, lexical: LexicalStore | None, invalidate: Callable[[Scope], None]) -> None:
         self.store = store
         self.lexical = lexical
         self.invalidate = invalidate
@@ -136,9 +137,10 @@ class LocalSweep:
             spaces = list(dict.fromkeys(e.space for e in entries if e.seq not in self._done))
             self._done -= {e.seq for e in entries}
             for space in spaces:
+                scope = Scope.local(space)  # a ledger entry records its space's store key
                 if self.lexical is not None:
-                    self.lexical.drop(space)
-                self.invalidate(space)
+                    self.lexical.drop(scope)
+                self.invalidate(scope)
             if entries:
                 self._write_mark(entries[-1].seq)
             return spaces

@@ -35,6 +35,7 @@ from tmem.embed.texts import turn_embedding_text
 from tmem.errors import NotFoundError
 from tmem.index.space import scene_text
 from tmem.models import BuildMode, Item, Persona, Scene, Trigger, Turn
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.state import STATE_MODE
 from tmem.util.text import text_hash
@@ -75,7 +76,7 @@ def _trigger_texts(trigger: Trigger) -> list[str]:
     return [v.text for v in trigger.views] + [v for k, v in trigger.fields.items() if k != "source"]
 
 
-def _known(store: Store, space: str, kind: str, ids: Sequence[str], found: set[str], report: ForgetReport) -> None:
+def _known(store: Store, space: Scope, kind: str, ids: Sequence[str], found: set[str], report: ForgetReport) -> None:
     missing = [i for i in dict.fromkeys(ids) if i not in found]
     gone = store.tombstoned(space, "turn" if kind == "turn" else "item", missing)
     report.already_forgotten += [i for i in missing if i in gone]
@@ -91,12 +92,12 @@ def _known(store: Store, space: str, kind: str, ids: Sequence[str], found: set[s
 
 
 def forget(
-    store: Store, space: str, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = (), embed: Embed
+    store: Store, space: Scope, *, turn_ids: Sequence[str] = (), item_ids: Sequence[str] = (), embed: Embed
 ) -> ForgetReport:
     """Forget turns and items of ``space`` (see the module docstring). ``embed`` embeds remaining turns for the
     rewritten scenes (through the embedding cache)."""
     store.get_space(space)
-    report = ForgetReport(space=space)
+    report = ForgetReport(space=space.space)
     removal = _Removal()
     with store.transaction():
         turns = store.find_turns(space, turn_ids)
@@ -126,7 +127,7 @@ def forget(
         )
         pending = store.pending(space)
         if pending:
-            store.delete_pending([p.request_hash for p in pending], space=space)
+            store.delete_pending([p.request_hash for p in pending], scope=space)
         bump_edits(store, space)
         report.erasure = store.add_erasure(space, "forget")  # last: the ledger's lock is held only to the commit
     report.erased = finish_erasures(store)
@@ -134,7 +135,7 @@ def forget(
     return report
 
 
-def _forget_items(store: Store, space: str, items: list[Item], removal: _Removal) -> None:
+def _forget_items(store: Store, space: Scope, items: list[Item], removal: _Removal) -> None:
     if not items:
         return
     ids = {i.id for i in items}
@@ -163,7 +164,7 @@ def _forget_items(store: Store, space: str, items: list[Item], removal: _Removal
     _fix_personas(store, space, ids, removal)
 
 
-def _fix_personas(store: Store, space: str, item_ids: set[str], removal: _Removal) -> None:
+def _fix_personas(store: Store, space: Scope, item_ids: set[str], removal: _Removal) -> None:
     for p in store.personas(space):
         kept = [t for t in p.traits if not set(t.item_ids) & item_ids]
         if len(kept) != len(p.traits):
@@ -173,7 +174,7 @@ def _fix_personas(store: Store, space: str, item_ids: set[str], removal: _Remova
 
 def _rewrite_scenes(
     store: Store,
-    space: str,
+    space: Scope,
     scenes: list[Scene],
     gone: set[str],
     embed: Embed,
@@ -216,7 +217,7 @@ def _rewrite_scenes(
     _fix_topics(store, space, touched, gone, speakers, llm_mode, removal, report)
 
 
-def _drop_scene_refs(store: Store, space: str, deleted: list[str]) -> None:
+def _drop_scene_refs(store: Store, space: Scope, deleted: list[str]) -> None:
     """Items that also cite other scenes keep those; the items-covered checkpoint forgets the scenes."""
     gone = set(deleted)
     for it in store.items_of_scenes(space, deleted):
@@ -230,7 +231,7 @@ def _drop_scene_refs(store: Store, space: str, deleted: list[str]) -> None:
 
 def _fix_topics(
     store: Store,
-    space: str,
+    space: Scope,
     topic_ids: list[str],
     gone: set[str],
     speakers: list[str],

@@ -24,6 +24,7 @@ from tmem.errors import InputError, NotFoundError
 from tmem.ingest.limits import MAX_TURN_CHARS, check_text
 from tmem.llm.base import LLM
 from tmem.models import BuildMode, Item, ItemEdit, Trigger, Turn
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.state import STATE_EDITS, STATE_MODE
 
@@ -46,7 +47,7 @@ class ItemHistory(BaseModel):
     superseded_by: list[Item] = Field(description="Newer items replacing this one, nearest first.")
 
 
-def get_item(store: Store, space: str, item_id: str) -> Item:
+def get_item(store: Store, space: Scope, item_id: str) -> Item:
     store.get_space(space)
     found = store.items(space, [item_id]) if item_id else []
     if not found:
@@ -59,12 +60,12 @@ def get_item(store: Store, space: str, item_id: str) -> Item:
     return found[0]
 
 
-def bump_edits(store: Store, space: str) -> None:
+def bump_edits(store: Store, space: Scope) -> None:
     """Change a state key so every process's cached search index of the space is rebuilt."""
     store.set_state(space, STATE_EDITS, str(int(store.get_state(space, STATE_EDITS) or 0) + 1))
 
 
-async def regenerate_triggers(store: Store, space: str, item: Item, llm: LLM | None) -> list[Trigger]:
+async def regenerate_triggers(store: Store, space: Scope, item: Item, llm: LLM | None) -> list[Trigger]:
     """Replace the item's triggers by ones made from its current text (see the module docstring)."""
     llm_mode = store.get_state(space, STATE_MODE) == BuildMode.LLM.value or item.mode is BuildMode.LLM
     triggers: list[Trigger] = []
@@ -88,7 +89,7 @@ async def regenerate_triggers(store: Store, space: str, item: Item, llm: LLM | N
 
 
 async def update_item(
-    store: Store, space: str, item_id: str, text: str, *, llm: LLM | None, at: datetime | None = None
+    store: Store, space: Scope, item_id: str, text: str, *, llm: LLM | None, at: datetime | None = None
 ) -> Item:
     """Replace the text of ``item_id``; returns the updated item."""
     new_text = " ".join(text.split())
@@ -119,7 +120,7 @@ async def update_item(
     return updated
 
 
-async def reapply_edits(store: Store, space: str, *, llm: LLM | None) -> int:
+async def reapply_edits(store: Store, space: Scope, *, llm: LLM | None) -> int:
     """Give every edited item still present its latest edited text (after a build). Returns the items changed."""
     latest: dict[str, str] = {}
     for edit in store.item_edits(space):
@@ -138,7 +139,7 @@ async def reapply_edits(store: Store, space: str, *, llm: LLM | None) -> int:
     return changed
 
 
-def _chain(store: Store, space: str, start: str | None, attr: str) -> list[Item]:
+def _chain(store: Store, space: Scope, start: str | None, attr: str) -> list[Item]:
     out: list[Item] = []
     seen: set[str] = set()
     current = start
@@ -152,7 +153,7 @@ def _chain(store: Store, space: str, start: str | None, attr: str) -> list[Item]
     return out
 
 
-def item_history(store: Store, space: str, item_id: str) -> ItemHistory:
+def item_history(store: Store, space: Scope, item_id: str) -> ItemHistory:
     item = get_item(store, space, item_id)
     edits = store.item_edits(space, [item_id])
     versions = [ItemVersion(version=0, text=edits[0].old_text if edits else item.text, change="extracted")]

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_fie
 from tmem.errors import InputError
 from tmem.models import Item, ItemKind, MetaValue, Turn
 from tmem.retrieve.filters import MemoryFilter, inherited_metadata, lookup_turns
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 MAX_PAGE = 500
@@ -97,7 +98,7 @@ def _day(value: str | None) -> date | None:
         return None
 
 
-def list_items(store: Store, space: str, filters: ItemFilters, *, offset: int = 0, limit: int = 50) -> ItemPage:
+def list_items(store: Store, space: Scope, filters: ItemFilters, *, offset: int = 0, limit: int = 50) -> ItemPage:
     """The page ``offset:offset+limit`` of the items of ``space`` that ``filters`` keeps, in arrival order."""
     if offset < 0 or not 1 <= limit <= MAX_PAGE:
         raise InputError(f"Page with offset >= 0 and limit between 1 and {MAX_PAGE} (got offset={offset}, {limit=}).")
@@ -110,7 +111,7 @@ def list_items(store: Store, space: str, filters: ItemFilters, *, offset: int = 
     page = kept[offset : offset + limit]
     inherited = {item_id: inherited_metadata(turns) for item_id, turns in source_turns(store, space, page).items()}
     return ItemPage(
-        space=space,
+        space=space.space,
         items=page,
         total=len(kept),
         offset=offset,
@@ -119,7 +120,7 @@ def list_items(store: Store, space: str, filters: ItemFilters, *, offset: int = 
     )
 
 
-def source_turns(store: Store, space: str, items: Sequence[Item]) -> dict[str, list[Turn]]:
+def source_turns(store: Store, space: Scope, items: Sequence[Item]) -> dict[str, list[Turn]]:
     """Each item's stored source turns (its own turn ids, else its scenes' turns), by item id in ``items``' order."""
     scene_ids = sorted({s for i in items if not i.turn_ids for s in i.scene_ids})
     scene_turns = {s.id: s.turn_ids for s in store.scenes(space, scene_ids)} if scene_ids else {}

@@ -15,6 +15,7 @@ import numpy as np
 
 from tmem.embed.base import Embedder, EmbeddingResult, Matrix
 from tmem.errors import EmbeddingError
+from tmem.scope import Scope
 from tmem.store.base import Store, Vector
 from tmem.util.text import text_hash
 
@@ -22,9 +23,9 @@ from tmem.util.text import text_hash
 class CachedEmbedder:
     _inner: Embedder
     _store: Store
-    _space: str
+    _space: Scope
 
-    def __init__(self, inner: Embedder, store: Store, space: str) -> None:
+    def __init__(self, inner: Embedder, store: Store, space: Scope) -> None:
         if isinstance(inner, CachedEmbedder) and inner._store is store and inner._space == space:
             inner = inner.inner
         self._inner = inner

@@ -8,11 +8,12 @@ from tmem.embed.hashing import HashEmbedder
 from tmem.embed.remote import OpenAIEmbedder
 from tmem.embed.sentence import SentenceTransformerEmbedder
 from tmem.errors import ConfigError
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.base import Store
 
 
-def make_embedder(settings: Settings, *, store: Store | None = None, space: str | None = None) -> Embedder:
+def make_embedder(settings: Settings, *, store: Store | None = None, space: Scope | None = None) -> Embedder:
     """The embedder ``settings`` describe; wrapped in a :class:`CachedEmbedder` when a store and space are given.
 
     * ``sentence-transformers``: ``settings.embed_model`` (default all-MiniLM-L6-v2, shipped, offline);

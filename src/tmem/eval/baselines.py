@@ -30,6 +30,7 @@ from tmem.index.dense import DenseTable
 from tmem.index.space import turn_search_text
 from tmem.models import Turn
 from tmem.retrieve.fusion import rrf
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.text import text_hash
 from tmem.util.tokens import TokenCounter, default_counter
@@ -62,7 +63,7 @@ def pack(units: Sequence[tuple[list[str], int]], budget: int) -> Packed:
 class SpaceBaselines:
     """Every raw turn and scene of one space, ready to be ranked and packed per query."""
 
-    def __init__(self, store: Store, space: str, vectorize: Vectorize, counter: TokenCounter | None = None) -> None:
+    def __init__(self, store: Store, space: Scope, vectorize: Vectorize, counter: TokenCounter | None = None) -> None:
         self.space = space
         self.counter = counter or default_counter()
         count = self.counter.count

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from tmem.llm.cost import StageCost, cost_report
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 EVAL_STAGES = frozenset({"answer", "answer.reply", "judge"})
@@ -36,7 +37,7 @@ def construction_cost(store: Store, spaces: Sequence[str]) -> ConstructionCost:
     stages: dict[str, StageCost] = {}
     total = StageCost(stage="total")
     for space in spaces:
-        for stage in cost_report(store, space).stages:
+        for stage in cost_report(store, Scope.local(space)).stages:
             if stage.stage in EVAL_STAGES:
                 continue
             acc = stages.setdefault(stage.stage, StageCost(stage=stage.stage))

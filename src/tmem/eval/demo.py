@@ -29,6 +29,7 @@ from tmem.ingest.locomo import read_locomo
 from tmem.llm.base import LLM
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 CONVERSATION = "conv-30"
@@ -113,7 +114,8 @@ async def run_demo(
     )
     import_spaces(store, [conv], source=where)
     echo("Building the memory " + ("with the LLM" if llm else "in extractive mode (no LLM)") + " ...")
-    report = await build_space(store, conv.name, llm=llm, embedder=embedder)
+    scope = Scope.local(conv.name)
+    report = await build_space(store, scope, llm=llm, embedder=embedder)
     echo("Built: " + ", ".join(f"{v} {k}" for k, v in report.counts.items()) + f" in {report.seconds:.1f}s")
     sample = next(s for s in data if isinstance(s, dict) and s.get("sample_id") == conv.name)
     qa: list[dict[str, Any]] = [q for q in sample.get("qa", []) if isinstance(q, dict)]
@@ -131,10 +133,10 @@ async def run_demo(
         question = str(q["question"])
         gold = normalise_evidence(q.get("evidence"), known).turn_ids
         if answerer is not None:
-            ans = await answerer.answer(conv.name, question, when, config=config)
+            ans = await answerer.answer(scope, question, when, config=config)
             result, context, answer_text = ans.search, ans.context, ans.answer
         else:
-            result = retriever.search(conv.name, question, config)
+            result = retriever.search(scope, question, config)
             context, answer_text = assemble_context(result), None
         inside = set(result.turn_ids())
         turn_text = {t.id: f"{t.id} {t.speaker}: {t.text}" for s in conv.sessions for t in s.turns}

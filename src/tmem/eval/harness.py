@@ -29,6 +29,7 @@ from tmem.ingest.importer import import_spaces
 from tmem.ingest.types import SpaceInput
 from tmem.llm.base import LLM
 from tmem.retrieve.config import SWITCHES, RetrievalConfig
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.base import Store
 from tmem.util.text import text_hash
@@ -116,16 +117,21 @@ async def prepare_spaces(
     for space in spaces:
         source = (seed_from or {}).get(space.name)
         if source is not None:
-            seed_embeddings(store, source, space.name, embedder.model_id)
+            seed_embeddings(store, Scope.local(source), Scope.local(space.name), embedder.model_id)
         reports.append(
             await build_space(
-                store, space.name, llm=llm, embedder=embedder, options=options or BuildOptions(), progress=progress
+                store,
+                Scope.local(space.name),
+                llm=llm,
+                embedder=embedder,
+                options=options or BuildOptions(),
+                progress=progress,
             )
         )
     return reports
 
 
-def seed_embeddings(store: Store, source: str, target: str, model_id: str) -> int:
+def seed_embeddings(store: Store, source: Scope, target: Scope, model_id: str) -> int:
     """Copy cached vectors of every text ``source`` holds (turns, node texts, trigger views) into ``target``'s cache.
 
     A stitched LoCoMo-Plus space repeats its LoCoMo conversation almost verbatim; when that conversation is already

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from tmem.answer.prompting import load_template
 from tmem.eval.judge_schema import JudgeVerdict, Label
 from tmem.llm.base import LLM, Message
+from tmem.scope import Scope
 
 STAGE_JUDGE = "judge"
 
@@ -50,7 +51,7 @@ def plus_judge_messages(
     )
 
 
-async def judge(llm: LLM, messages: list[Message], *, space: str, run: int) -> Judgement:
+async def judge(llm: LLM, messages: list[Message], *, space: Scope, run: int) -> Judgement:
     out = await llm.complete(messages, JudgeVerdict, stage=STAGE_JUDGE, space=space, temperature=0.0)
     return Judgement(
         run=run,

@@ -26,6 +26,7 @@ from tmem.eval.locomo_data import EvidenceIssue
 from tmem.eval.metrics import token_f1
 from tmem.eval.records import AnswerRecord, ResultsFile, retrieved_refs
 from tmem.llm.base import LLM
+from tmem.scope import Scope
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,16 @@ class _Pending:
 async def _answer(answerer: Answerer, task: QATask, variant: RunVariant, prompt: Variant) -> Answer:
     if task.benchmark == "locomo-plus":
         return await answerer.reply(
-            task.space, task.question, task.when, speaker=task.speaker, listener=task.listener, config=variant.config
+            Scope.local(task.space),
+            task.question,
+            task.when,
+            speaker=task.speaker,
+            listener=task.listener,
+            config=variant.config,
         )
-    return await answerer.answer(task.space, task.question, task.when, variant=prompt, config=variant.config)
+    return await answerer.answer(
+        Scope.local(task.space), task.question, task.when, variant=prompt, config=variant.config
+    )
 
 
 async def _judge_all(judge_llm: LLM, task: QATask, prediction: str, runs: int) -> list[Judgement]:
@@ -71,7 +79,7 @@ async def _judge_all(judge_llm: LLM, task: QATask, prediction: str, runs: int) -
             messages = plus_judge_messages(task.cue, task.question, prediction, task.relation, run=run, runs=runs)
         else:
             messages = locomo_judge_messages(task.question, task.gold or "", prediction, run=run, runs=runs)
-        return await judge(judge_llm, messages, space=task.space, run=run)
+        return await judge(judge_llm, messages, space=Scope.local(task.space), run=run)
 
     outcomes = await asyncio.gather(*(one(run) for run in range(1, runs + 1)), return_exceptions=True)
     pending = [o for o in outcomes if isinstance(o, BatchPending)]

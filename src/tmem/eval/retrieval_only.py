@@ -27,6 +27,7 @@ from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.routes import RouteName
 from tmem.retrieve.types import Route
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.tokens import TokenCounter, default_counter
 
@@ -102,7 +103,13 @@ def budget_cells(
     flat = baselines.packed_many(query.text, query.key, budgets)
     for budget in budgets:
         ctx = recall_context(
-            searcher, query.space, query.text, budget, config, include_persona=False, counter=baselines.counter
+            searcher,
+            Scope.local(query.space),
+            query.text,
+            budget,
+            config,
+            include_persona=False,
+            counter=baselines.counter,
         )
         systems = {"tmem": system_coverage(set(ctx.turn_ids), gold, ctx.tokens, any_hit=any_hit)}
         for name, packed in flat[budget].items():
@@ -155,11 +162,12 @@ def run_retrieval_only(
         if not todo and not todo_budgets:
             continue
         embedder.prime([q.text for q in group])
-        baselines = SpaceBaselines(store, space, cached_vectorizer(store, space, embedder), counter)
+        scope = Scope.local(space)
+        baselines = SpaceBaselines(store, scope, cached_vectorizer(store, scope, embedder), counter)
         known = {t.id for t in baselines.turns}
         for variant, q in todo:
             gold, issues, any_hit = _gold(q, known)
-            result = retriever.search(space, q.text, variant.config)
+            result = retriever.search(scope, q.text, variant.config)
             context = assemble_context(result, include_persona=False)
             size = counter.count(context.evidence)
             systems = {"tmem": system_coverage(set(result.turn_ids()), gold, size, any_hit=any_hit)}

@@ -15,6 +15,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from tmem.scope import Scope
+
 T = TypeVar("T")
 
 
@@ -33,8 +35,8 @@ class SpaceCache(Generic[T]):
             raise ValueError("SpaceCache needs a positive byte budget.")
         self.max_bytes = max_bytes
         self._size_of = size_of
-        self._entries: OrderedDict[str, _Entry[T]] = OrderedDict()
-        self._locks: dict[str, threading.Lock] = {}
+        self._entries: OrderedDict[Scope, _Entry[T]] = OrderedDict()
+        self._locks: dict[Scope, threading.Lock] = {}
         self._guard = threading.Lock()
         self.builds = 0
         self.evictions = 0
@@ -44,12 +46,12 @@ class SpaceCache(Generic[T]):
         with self._guard:
             return sum(e.nbytes for e in self._entries.values())
 
-    def spaces(self) -> list[str]:
+    def spaces(self) -> list[Scope]:
         """Cached spaces, least recently used first."""
         with self._guard:
             return list(self._entries)
 
-    def _lookup(self, space: str, fingerprint: Hashable) -> T | None:
+    def _lookup(self, space: Scope, fingerprint: Hashable) -> T | None:
         with self._guard:
             hit = self._entries.get(space)
             if hit is None or hit.fingerprint != fingerprint:
@@ -57,13 +59,13 @@ class SpaceCache(Generic[T]):
             self._entries.move_to_end(space)
             return hit.value
 
-    def stale(self, space: str) -> T | None:
+    def stale(self, space: Scope) -> T | None:
         """The value cached for ``space`` whatever its fingerprint (a base for an incremental update), or None."""
         with self._guard:
             hit = self._entries.get(space)
             return None if hit is None else hit.value
 
-    def get(self, space: str, fingerprint: Hashable, build: Callable[[], T], *, force: bool = False) -> T:
+    def get(self, space: Scope, fingerprint: Hashable, build: Callable[[], T], *, force: bool = False) -> T:
         """The cached value of ``space`` if its fingerprint matches (and not ``force``), else ``build()`` (once,
         under the space's lock; ``build`` may read :meth:`stale` to update the previous value)."""
         found = None if force else self._lookup(space, fingerprint)
@@ -89,7 +91,7 @@ class SpaceCache(Generic[T]):
                         self.evictions += 1
             return value
 
-    def invalidate(self, space: str | None = None) -> None:
+    def invalidate(self, space: Scope | None = None) -> None:
         """Forget one space's value (or every value); the next :meth:`get` builds again."""
         with self._guard:
             if space is None:

@@ -16,6 +16,7 @@ from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex, SyncReport, Vect
 from tmem.index.ivf_saves import IvfSaves
 from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, SpaceRecords, cached_vectorizer, index_space, load_space, refresh_vectors
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 
@@ -25,7 +26,7 @@ def persistent_vectors(store: Store) -> bool:
 
 
 def open_vector_index(
-    store: Store, space: str, embedder: Embedder, approx_above: int | None = APPROX_ABOVE
+    store: Store, space: Scope, embedder: Embedder, approx_above: int | None = APPROX_ABOVE
 ) -> VectorIndex:
     """The vector backend for ``space`` of ``store``: pgvector with PostgreSQL, in-process otherwise (parts of
     ``approx_above`` entries or more held approximately; None: every part exact)."""
@@ -38,7 +39,7 @@ def open_vector_index(
 
 
 def _reusable(
-    previous: SpaceIndex | None, store: Store, space: str, embedder: Embedder, approx_above: int | None
+    previous: SpaceIndex | None, store: Store, space: Scope, embedder: Embedder, approx_above: int | None
 ) -> VectorIndex:
     """A vector index to update for ``space``: a copy of the previous in-process one (searches running on the
     previous index keep reading it unchanged), else a fresh one of the store's backend."""
@@ -49,7 +50,7 @@ def _reusable(
 
 def load_index(
     store: Store,
-    space: str,
+    space: Scope,
     embedder: Embedder,
     previous: SpaceIndex | None = None,
     *,
@@ -70,7 +71,7 @@ def load_index(
     return index
 
 
-def refresh_space(store: Store, space: str, embedder: Embedder, records: SpaceRecords | None = None) -> SyncReport:
+def refresh_space(store: Store, space: Scope, embedder: Embedder, records: SpaceRecords | None = None) -> SyncReport:
     """After a build: embed every text the index will hold through the store's cache (so that the first search
     embeds only its query) and, with pgvector, write the new and changed entries to the database (removing the gone
     ones). Returns what the backend wrote; for the in-process backend that is every entry of a throwaway index."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tmem.index.ivf import IvfPart, faiss_module
+from tmem.scope import Scope
 from tmem.util.publish import publish_folder
 
 if TYPE_CHECKING:
@@ -33,9 +34,9 @@ _DONE = "complete.json"  # written last: a folder without it is not a save
 _FORMAT = 1
 
 
-def space_folder(root: Path, space: str) -> Path:
+def space_folder(root: Path, space: Scope) -> Path:
     """Where the IVF saves of ``space`` live under a saved-index root."""
-    return Path(root) / "ivf" / hashlib.sha256(space.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return Path(root) / "ivf" / hashlib.sha256(space.key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def part_digest(model_id: str, dim: int, part: str, entries: Sequence[Entry]) -> str:
@@ -50,7 +51,7 @@ def part_digest(model_id: str, dim: int, part: str, entries: Sequence[Entry]) ->
 class IvfSaves:
     """The IVF saves of one space for one embedder under ``root`` (one slot folder per part)."""
 
-    def __init__(self, root: Path, space: str, model_id: str) -> None:
+    def __init__(self, root: Path, space: Scope, model_id: str) -> None:
         self.folder = space_folder(root, space)
         self.model_id = model_id
         self.loads = 0

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tmem.index.bm25 import TOKENIZER_VERSION, BM25Index, bm25s_version
 from tmem.index.ivf_saves import space_folder
+from tmem.scope import Scope
 from tmem.util.publish import publish_folder
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,9 @@ _DONE = "complete.json"  # written last: a folder without it is not a save
 CORPORA = ("nodes", "turns")  # a space's two BM25 corpora (node texts, raw turns)
 
 
-def scope_of(space: str, corpus: str) -> str:
+def scope_of(space: Scope, corpus: str) -> str:
     """The slot name of one of a space's BM25 corpora."""
-    return f"{space}/{corpus}"
+    return f"{space.key}/{corpus}"
 
 
 def corpus_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
@@ -78,7 +79,7 @@ class LexicalStore:
             self._save(folder, built, scope)
         return built
 
-    def drop(self, space: str) -> None:
+    def drop(self, space: Scope) -> None:
         """Remove every save of ``space``, BM25 and IVF (after a forget or a delete: a save holds the vocabulary of
         its texts, an IVF save their vectors)."""
         for corpus in CORPORA:

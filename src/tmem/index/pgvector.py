@@ -35,6 +35,7 @@ import numpy.typing as npt
 from tmem.errors import StoreError
 from tmem.index.backend import Entry, Hit, HostHit, SyncReport, changes, part_order
 from tmem.index.dense import Matrix, query_vector, unit_rows
+from tmem.scope import Scope
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
 
@@ -108,7 +109,7 @@ class PgVectorIndex:
     def __init__(
         self,
         store: PostgresStore,
-        space: str,
+        space: Scope,
         model_id: str,
         dim: int,
         *,
@@ -133,7 +134,7 @@ class PgVectorIndex:
         self._kind = "halfvec" if halfvec else "vector"
         self._keep_other = keep_other_kind
         self._grouped = grouped  # False: one graph per part, as before the joint view graphs (the bench compares)
-        self._key: tuple[str, ...] = (*store._key(space), model_id)
+        self._key: tuple[str, ...] = (space.tenant, space.key, model_id)
         self._counts: dict[str, int] = {}
         self.ensure_schema(store, dim)
         self._refresh_counts()

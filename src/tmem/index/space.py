@@ -44,6 +44,7 @@ from tmem.models import (
     TriggerFamily,
     Turn,
 )
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.state import STATE_MODE
 from tmem.util.text import text_hash
@@ -56,7 +57,7 @@ NODE_TYPES: tuple[NodeType, ...] = ("topic", "scene", "item")
 class SpaceRecords:
     """Everything the index needs from one space, as plain records."""
 
-    space: str
+    space: Scope
     topics: list[Topic] = field(default_factory=list)
     scenes: list[Scene] = field(default_factory=list)
     items: list[Item] = field(default_factory=list)
@@ -68,7 +69,7 @@ class SpaceRecords:
     sessions: list[str] = field(default_factory=list)  # content hashes of the space's sessions, in seq order
 
 
-def load_space(store: Store, space: str) -> SpaceRecords:
+def load_space(store: Store, space: Scope) -> SpaceRecords:
     """Read a space's nodes, links, triggers, personas and turns (raises NotFoundError for an unknown space)."""
     store.get_space(space)
     return SpaceRecords(
@@ -85,7 +86,7 @@ def load_space(store: Store, space: str) -> SpaceRecords:
     )
 
 
-def cached_vectorizer(store: Store, space: str, embedder: Embedder) -> Vectorize:
+def cached_vectorizer(store: Store, space: Scope, embedder: Embedder) -> Vectorize:
     """A ``vectorize`` function embedding through the store's cache (model id, text hash): a text stored once is
     never embedded again."""
     cached = CachedEmbedder(embedder, store, space)
@@ -206,7 +207,7 @@ class SpaceIndex:
         return index_space(records, MemoryVectorIndex(dim), vectorize)
 
     @classmethod
-    def from_store(cls, store: Store, space: str, embedder: Embedder) -> SpaceIndex:
+    def from_store(cls, store: Store, space: Scope, embedder: Embedder) -> SpaceIndex:
         """The whole index of a stored space in process (vectors and BM25), ready to search."""
         index = cls.build(load_space(store, space), cached_vectorizer(store, space, embedder), embedder.dim)
         index.bm25, index.turn_bm25  # noqa: B018 -- built now, not by the first search

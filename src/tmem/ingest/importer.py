@@ -29,6 +29,7 @@ from tmem.ingest.limits import (
 from tmem.ingest.reader import Format, read_file
 from tmem.ingest.types import ImportReport, SpaceImportReport, SpaceInput
 from tmem.models import Session, SessionInput, Turn
+from tmem.scope import LOCAL_TENANT, Scope
 from tmem.store.base import Store
 from tmem.store.rules import space_name_problem
 from tmem.util.state import STATE_TURN_SEQ
@@ -54,7 +55,7 @@ def import_file(store: Store, path: str | Path, fmt: Format = "auto", space: str
 
 def import_sessions(
     store: Store,
-    space: str,
+    space: Scope,
     sessions: Sequence[SessionInput],
     *,
     speakers: Sequence[str] = (),
@@ -64,18 +65,22 @@ def import_sessions(
 
     Input is checked as a file would be: non-empty space name, speakers and turns, session and turn ids unique.
     """
-    space_input = SpaceInput(name=space, speakers=list(speakers), sessions=list(sessions))
-    return import_spaces(store, [space_input], source=source)
+    space_input = SpaceInput(name=space.space, speakers=list(speakers), sessions=list(sessions))
+    return import_spaces(store, [space_input], source=source, tenant=space.tenant)
 
 
-def import_spaces(store: Store, spaces: Sequence[SpaceInput], *, source: str) -> ImportReport:
-    """Import validated spaces in one transaction; raises InputError (and writes nothing) on a conflict."""
+def import_spaces(
+    store: Store, spaces: Sequence[SpaceInput], *, source: str, tenant: str = LOCAL_TENANT
+) -> ImportReport:
+    """Import validated spaces in one transaction (as ``tenant``'s; the local tenant reads each name as
+    :meth:`Scope.local` does); raises InputError (and writes nothing) on a conflict."""
     for space in spaces:  # readers check as they read; sessions built in code are checked here
         _check_input(space, source)
     report = ImportReport(source=source)
     with store.transaction():
         for space in spaces:
-            report.spaces.append(_import_space(store, space, source))
+            scope = Scope(tenant, space.name) if tenant else Scope.local(space.name)
+            report.spaces.append(_import_space(store, space, scope, source))
     return report
 
 
@@ -122,20 +127,20 @@ def _check_input(space: SpaceInput, source: str) -> None:
             turn_ids.add(turn.id)
 
 
-def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportReport:
-    created = not store.has_space(space.name)
-    stored_space = store.ensure_space(space.name)
-    stored_sessions = store.sessions(space.name)
-    stored_turns = store.turns(space.name)
+def _import_space(store: Store, space: SpaceInput, scope: Scope, source: str) -> SpaceImportReport:
+    created = not store.has_space(scope)
+    stored_space = store.ensure_space(scope)
+    stored_sessions = store.sessions(scope)
+    stored_turns = store.turns(scope)
     by_hash = {s.content_hash: s for s in stored_sessions}
     by_id = {s.id: s for s in stored_sessions}
     turn_owner = {t.id: t.session_id for t in stored_turns}
     next_session_seq = max((s.seq for s in stored_sessions), default=-1) + 1
     # seq continues after the stored turns and after the last build's watermark (a forgotten last turn's seq is
     # never reused); forgotten (tombstoned) turn ids are never stored again
-    watermark = int(store.get_state(space.name, STATE_TURN_SEQ) or -1)
+    watermark = int(store.get_state(scope, STATE_TURN_SEQ) or -1)
     next_turn_seq = max(max((t.seq for t in stored_turns), default=-1), watermark) + 1
-    forgotten = store.tombstoned(space.name, "turn", [t.id for s in space.sessions for t in s.turns])
+    forgotten = store.tombstoned(scope, "turn", [t.id for s in space.sessions for t in s.turns])
 
     report = SpaceImportReport(space=space.name, created=created)
     speakers = list(stored_space.speakers)
@@ -184,13 +189,13 @@ def _import_space(store: Store, space: SpaceInput, source: str) -> SpaceImportRe
             report.sessions_skipped.append(session.id)
             continue
         stored = Session(id=session.id, seq=next_session_seq, started_at=session.started_at, content_hash=content_hash)
-        store.add_session(space.name, stored, turns)
+        store.add_session(scope, stored, turns)
         next_session_seq += 1
         by_hash[content_hash] = stored
         by_id[session.id] = stored
         report.sessions_added.append(session.id)
         report.turns_added += len(turns)
     if speakers != list(stored_space.speakers):
-        store.set_speakers(space.name, speakers)
+        store.set_speakers(scope, speakers)
     report.speakers = speakers
     return report

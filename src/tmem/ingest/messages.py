@@ -29,6 +29,7 @@ from tmem.ingest.limits import MAX_CAPTION_CHARS, MAX_ID_CHARS, MAX_TURN_CHARS, 
 from tmem.ingest.metadata import metadata_problem
 from tmem.ingest.timestamps import parse_timestamp
 from tmem.models import Session, Turn
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.state import STATE_TURN_SEQ
 from tmem.util.text import text_hash
@@ -139,22 +140,20 @@ def _check(messages: Sequence[MessageInput]) -> None:
 
 def add_messages(
     store: Store,
-    space: str,
+    space: Scope,
     messages: Sequence[MessageInput],
     *,
     gap: timedelta,
     received_at: datetime | None = None,
 ) -> MessagesReport:
     """Store ``messages`` in ``space`` (created if new) in one transaction; see the module docstring."""
-    if not space.strip():
-        raise InputError("The space name is empty; name the space.")
-    problem = check_name(space, "the space's name")
+    problem = check_name(space.key, "the space's name")
     if problem:
         raise InputError("space {space!r}: {problem}", space=space, problem=problem)
     _check(messages)
     if received_at is not None and received_at.tzinfo is not None:
         received_at = received_at.astimezone(UTC).replace(tzinfo=None)
-    report = MessagesReport(space=space)
+    report = MessagesReport(space=space.space)
     keys = [m.id for m in messages if m.id is not None]
     with store.transaction():
         stored_space = store.ensure_space(space)
@@ -220,7 +219,7 @@ def add_messages(
     return report
 
 
-def _new_session(store: Store, space: str, first_key: str, when: datetime, previous: Session | None) -> Session:
+def _new_session(store: Store, space: Scope, first_key: str, when: datetime, previous: Session | None) -> Session:
     seq = previous.seq + 1 if previous is not None else 0
     base = f"{LIVE_SESSION_PREFIX}{seq + 1}"
     candidate, n = base, 1
@@ -229,4 +228,6 @@ def _new_session(store: Store, space: str, first_key: str, when: datetime, previ
         candidate = f"{base}-{n}"
     # The hash of a live session names its first message: it never equals an imported session's content hash, and it
     # stays fixed while messages are appended (re-importing a file never collides with a session that grew).
-    return Session(id=candidate, seq=seq, started_at=when, content_hash=text_hash(f"live\x1f{space}\x1f{first_key}"))
+    return Session(
+        id=candidate, seq=seq, started_at=when, content_hash=text_hash(f"live\x1f{space.key}\x1f{first_key}")
+    )

@@ -15,6 +15,8 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from tmem.scope import Scope
+
 T = TypeVar("T", bound=BaseModel)
 
 
@@ -54,7 +56,7 @@ class LLM(Protocol):
         output_model: type[T],
         *,
         stage: str,
-        space: str,
+        space: Scope,
         temperature: float = 0.0,
     ) -> LLMResult[T]: ...
 

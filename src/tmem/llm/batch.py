@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from tmem.errors import InputError, NotFoundError
 from tmem.models import LLMCall, PendingRequest
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 BATCH_URL = "/v1/chat/completions"
@@ -55,13 +56,14 @@ class BatchImportReport(BaseModel):
         return not self.bad
 
 
-def export_pending(store: Store, path: Path | str, space: str | None = None) -> int:
+def export_pending(store: Store, path: Path | str, space: Scope | None = None) -> int:
     """Write the pending requests (of one space, or all) as Batch API JSONL; returns the number of lines."""
     seen: set[str] = set()
     lines: list[str] = []
     for request in store.pending(space):
-        if store.cached_response(request.space, request.request_hash) is not None:
-            store.delete_pending([request.request_hash], space=request.space)
+        scope = Scope.local(request.space)  # a pending request records its space's store key
+        if store.cached_response(scope, request.request_hash) is not None:
+            store.delete_pending([request.request_hash], scope=scope)
             continue
         if request.request_hash in seen:
             continue

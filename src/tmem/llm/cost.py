@@ -15,6 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from tmem.models import LLMCall
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 
@@ -45,8 +46,8 @@ class CostReport(BaseModel):
     total: StageCost = Field(default_factory=lambda: StageCost(stage="total"))
 
 
-def cost_report(store: Store, space: str | None = None) -> CostReport:
-    report = CostReport(space=space)
+def cost_report(store: Store, space: Scope | None = None) -> CostReport:
+    report = CostReport(space=None if space is None else space.space)
     by_stage: dict[str, StageCost] = {}
     for call in store.llm_calls(space):
         stage = by_stage.get(call.stage)

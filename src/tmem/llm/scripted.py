@@ -4,7 +4,7 @@ Replies come from a queue (consumed in order) or from a function of the request;
 ``.requests``. A scripted reply is test scaffolding, never a statement about model quality.
 
     llm = scripted_llm(store, replies=[{"title": "Moving day", "summary": "..."}])
-    result = await llm.complete(messages, SceneOut, stage="segment", space="conv-26")
+    result = await llm.complete(messages, SceneOut, stage="segment", space=Scope.local("conv-26"))
 """
 
 from __future__ import annotations

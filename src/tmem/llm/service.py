@@ -35,6 +35,7 @@ from tmem.llm.base import ChatBackend, ChatRequest, ClosableBackend, LLMResult, 
 from tmem.llm.repair import repair_json
 from tmem.llm.request import JsonMode, build_request, canonical_json, chat_body, request_hash
 from tmem.models import LLMCall, PendingRequest
+from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.base import Store
 from tmem.util.aio import blocking
@@ -73,7 +74,7 @@ class StructuredLLM:
         self._settings = settings
         self.batch = batch
         self._semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self._in_flight: dict[tuple[str, str], asyncio.Future[str]] = {}  # (space, request hash) -> pending reply
+        self._in_flight: dict[tuple[Scope, str], asyncio.Future[str]] = {}  # (space, request hash) -> pending reply
 
     @property
     def model(self) -> str:
@@ -94,7 +95,7 @@ class StructuredLLM:
         output_model: type[T],
         *,
         stage: str,
-        space: str,
+        space: Scope,
         temperature: float = 0.0,
     ) -> LLMResult[T]:
         started = time.perf_counter()
@@ -126,7 +127,9 @@ class StructuredLLM:
 
     # ------------------------------------------------------------------------------------------------ internals
 
-    async def _validated(self, request: ChatRequest, rhash: str, output_model: type[T], space: str, tally: _Tally) -> T:
+    async def _validated(
+        self, request: ChatRequest, rhash: str, output_model: type[T], space: Scope, tally: _Tally
+    ) -> T:
         max_retries = self._settings.llm_output_retries
         text = await self._reply(request, rhash, space, tally)
         for retry in range(max_retries + 1):
@@ -147,13 +150,15 @@ class StructuredLLM:
             text = await self._reply(request, request_hash(request), space, tally)
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    async def _reply(self, request: ChatRequest, rhash: str, space: str, tally: _Tally) -> str:
+    async def _reply(self, request: ChatRequest, rhash: str, space: Scope, tally: _Tally) -> str:
         cached = await blocking(self._store.cached_response, space, rhash)
         if cached is not None:
             return cached
         if self.batch:
             body = chat_body(request, self._json_mode)
-            pending = PendingRequest(space=space, stage=request.stage, request_hash=rhash, body=canonical_json(body))
+            pending = PendingRequest(
+                space=space.key, stage=request.stage, request_hash=rhash, body=canonical_json(body)
+            )
             await blocking(self._store.put_pending, [pending])
             raise BatchPending(
                 f"Stage {request.stage or '?'}: 1 request is not cached and was queued for the batch protocol; "
@@ -175,7 +180,7 @@ class StructuredLLM:
                 # the call we waited for was cancelled, not us: send the request ourselves
         return await self._send(request, key, tally)
 
-    async def _send(self, request: ChatRequest, key: tuple[str, str], tally: _Tally) -> str:
+    async def _send(self, request: ChatRequest, key: tuple[Scope, str], tally: _Tally) -> str:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._in_flight[key] = future
         try:
@@ -210,7 +215,7 @@ class StructuredLLM:
 
     def _log(
         self,
-        space: str,
+        space: Scope,
         stage: str,
         rhash: str,
         tally: _Tally,
@@ -222,7 +227,7 @@ class StructuredLLM:
     ) -> None:
         self._store.log_llm_call(
             LLMCall(
-                space=space,
+                space=space.key,
                 stage=stage,
                 model=self._model,
                 request_hash=rhash,

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from tmem.errors import BuildBusy, TmemError
 from tmem.memory import AsyncMemory, Memory
+from tmem.scope import Scope
 from tmem.util.aio import blocking
 
 log = logging.getLogger("tmem.mcp")
@@ -49,32 +50,32 @@ def _now() -> str:
 
 
 class Builds:
-    """The server's background builds and idle timers, per store space key."""
+    """The server's background builds and idle timers, per scope."""
 
     def __init__(
         self,
         memory: AsyncMemory,
-        shown: Callable[[TmemError, str], str],
+        shown: Callable[[TmemError, Scope], str],
         open_builder: Callable[[], Memory] | None = None,
     ) -> None:
         self.memory = memory
-        self.shown = shown  # (error, store key) -> its text as the space's tenant reads it
+        self.shown = shown  # (error, scope) -> its text as the space's tenant reads it
         self._open_builder = open_builder
         self._builder: Memory | None = None
         self._one_at_a_time = threading.Lock()
-        self.jobs: dict[str, list[BuildJob]] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._timers: dict[str, asyncio.Task[None]] = {}
-        self._arrived: dict[str, float] = {}
+        self.jobs: dict[Scope, list[BuildJob]] = {}
+        self._tasks: dict[Scope, asyncio.Task[None]] = {}
+        self._timers: dict[Scope, asyncio.Task[None]] = {}
+        self._arrived: dict[Scope, float] = {}
 
-    def running(self, key: str) -> bool:
+    def running(self, key: Scope) -> bool:
         task = self._tasks.get(key)
         return task is not None and not task.done()
 
-    def of(self, key: str) -> list[BuildJob]:
+    def of(self, key: Scope) -> list[BuildJob]:
         return list(self.jobs.get(key, []))
 
-    async def arrived(self, key: str) -> str:
+    async def arrived(self, key: Scope) -> str:
         """Messages arrived in ``key``: start a build when due, else (re)start its idle timer. Returns what happened:
         'started', 'running' (a build of it runs already), 'scheduled' (the idle timer) or 'up to date'."""
         self._arrived[key] = time.monotonic()
@@ -93,7 +94,7 @@ class Builds:
         self._timers[key] = asyncio.create_task(self._idle(key, policy.idle_seconds))
         return "scheduled"
 
-    async def _idle(self, key: str, seconds: float) -> None:
+    async def _idle(self, key: Scope, seconds: float) -> None:
         await asyncio.sleep(seconds)
         quiet = time.monotonic() - self._arrived.get(key, 0.0)
         try:
@@ -104,18 +105,18 @@ class Builds:
         if not self.running(key) and self.memory.core.build_policy().due(stale, quiet):
             self._start(key, "idle")
 
-    def _start(self, key: str, reason: str) -> None:
+    def _start(self, key: Scope, reason: str) -> None:
         job = BuildJob(state="running", reason=reason, started_at=_now())
         self.jobs[key] = [*self.jobs.get(key, [])[-(KEEP_JOBS - 1) :], job]
         self._tasks[key] = asyncio.create_task(self._build(key, job))
 
-    def _build_in_thread(self, key: str, opener: Callable[[], Memory]) -> None:
+    def _build_in_thread(self, key: Scope, opener: Callable[[], Memory]) -> None:
         with self._one_at_a_time:
             if self._builder is None:
                 self._builder = opener()
             self._builder.build(key)
 
-    async def _build(self, key: str, job: BuildJob) -> None:
+    async def _build(self, key: Scope, job: BuildJob) -> None:
         try:
             opener = self._open_builder
             if opener is not None:

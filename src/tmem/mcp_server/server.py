@@ -2,7 +2,7 @@
 
 One server serves many spaces: every tool takes an optional ``space`` (default: the server's ``--space``). Over stdio
 they are the local user's spaces (plain names, as the CLI uses); over streamable HTTP every request carries
-``Authorization: Bearer KEY`` and the tools act on the key's tenant's space of that name (store key ``TENANT/SPACE``),
+``Authorization: Bearer KEY`` and the tools act on the key's tenant's space of that name (``Scope(TENANT, SPACE)``),
 exactly as the HTTP service does; error texts show the tenant its own names only. Logs go to ``--log-file`` when
 given, else stay at warning level on stderr (the stdio transport's stdout is the protocol).
 """
@@ -16,15 +16,17 @@ from collections.abc import AsyncIterator, Callable
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.applications import Starlette
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as ASGIScope
 
 from tmem import __version__
 from tmem.errors import StoreError, TmemError, public_message
 from tmem.mcp_server.builds import Builds
 from tmem.mcp_server.tools import register
 from tmem.memory import AsyncMemory, Memory
+from tmem.scope import Scope
 from tmem.settings import Settings
-from tmem.store.control import ControlStore, check_name, open_control, store_space
+from tmem.store.control import ControlStore, check_name, open_control, tenant_scope
 from tmem.util.aio import blocking
 
 log = logging.getLogger("tmem.mcp")
@@ -50,23 +52,22 @@ def configure_logging(log_file: str | None) -> None:
     logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 
-SpaceResolver = Callable[[Context, str], str]  # (ctx, space name) -> store key
+SpaceResolver = Callable[[Context, str], Scope]  # (ctx, space name) -> the space's scope
 
 
-def shown_error(exc: TmemError, key: str) -> str:
-    """An error of a background job on store space ``key``, as that space's tenant reads it."""
-    tenant, _, rest = key.partition("/")
-    return f"{type(exc).__name__}: {public_message(exc, tenant if rest else None)}"  # rendered from its fields
+def shown_error(exc: TmemError, scope: Scope) -> str:
+    """An error of a background job on ``scope``, as that space's tenant reads it."""
+    return f"{type(exc).__name__}: {public_message(exc, scope.tenant or None)}"  # rendered from its fields
 
 
 def build_server(
     memory: AsyncMemory, resolve: SpaceResolver, *, space: str, builds: Builds | None = None, name: str = "tmem"
 ) -> MCPServer:
-    """An MCPServer whose tools act on the store space ``resolve(ctx, name)`` for the ``space`` argument a tool gets
+    """An MCPServer whose tools act on the scope ``resolve(ctx, name)`` for the ``space`` argument a tool gets
     (default: ``space``), shown to the client by its name; ``builds`` runs the background builds."""
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
-    def resolved(ctx: Context, given: str | None) -> tuple[str, str]:
+    def resolved(ctx: Context, given: str | None) -> tuple[Scope, str]:
         shown = given if given is not None else space
         return resolve(ctx, shown), shown
 
@@ -91,7 +92,9 @@ async def serve_stdio(settings: Settings, space: str) -> None:
         memory.core.start_upkeep(settings.upkeep_seconds)
         builds = Builds(memory, shown_error, lambda: Memory.open(settings=settings))
         try:
-            await build_server(memory, lambda _ctx, name: name, space=space, builds=builds).run_stdio_async()
+            await build_server(
+                memory, lambda _ctx, name: Scope.local(name), space=space, builds=builds
+            ).run_stdio_async()
         finally:
             await builds.aclose()
 
@@ -120,7 +123,7 @@ class BearerAuth:
         self.app = app
         self.control = control
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -148,7 +151,7 @@ def http_app(settings: Settings, space: str) -> ASGIApp:
     memory = AsyncMemory.open(settings=settings)
     control = open_control(memory.core.store)
     builds = Builds(memory, shown_error, lambda: Memory.open(settings=settings))
-    server = build_server(memory, lambda ctx, name: store_space(_tenant_of(ctx), name), space=space, builds=builds)
+    server = build_server(memory, lambda ctx, name: tenant_scope(_tenant_of(ctx), name), space=space, builds=builds)
     inner = server.streamable_http_app()
 
     @contextlib.asynccontextmanager

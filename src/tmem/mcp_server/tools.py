@@ -30,6 +30,7 @@ from tmem.mcp_server.builds import BuildJob, Builds
 from tmem.memory import AsyncMemory
 from tmem.models import Item, ItemKind, MetaValue
 from tmem.retrieve.filters import MemoryFilter
+from tmem.scope import Scope
 from tmem.util.aio import blocking
 
 SpaceArg = str | None
@@ -123,7 +124,7 @@ class Status(BaseModel):
     jobs: list[BuildJob] = Field(description="This server's recent background builds of the space, oldest first.")
 
 
-Resolve = Callable[[Context, str | None], tuple[str, str]]  # (ctx, space arg) -> (store key, shown name)
+Resolve = Callable[[Context, str | None], tuple[Scope, str]]  # (ctx, space arg) -> (its scope, its name)
 ErrorText = Callable[[TmemError, Context], ToolError]
 
 
@@ -311,7 +312,8 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
         with reported(ctx):
             key, shown = resolve(ctx, space)
             staleness = await memory.staleness(key)  # SpaceNotFound (naming the tenant's spaces) when absent
-            summary = next(s for s in await memory.spaces() if s.name == key)
+            mine = await blocking(memory.core.store.list_spaces, key.tenant)  # the tenant's, by their names
+            summary = next(s for s in mine if s.name == key.space)
         return Status(
             space=shown,
             turns=summary.turns,

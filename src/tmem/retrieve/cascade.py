@@ -33,6 +33,7 @@ from tmem.retrieve.lists import RawTurns, StageLists
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
 from tmem.retrieve.routes import RERANK_PREFIX, Stage, stage_routes
 from tmem.retrieve.types import GateMiss, ItemHit, Route, SceneHit, SearchResult, TurnHit
+from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.text import text_hash
 
@@ -159,7 +160,7 @@ def _result(
             ItemHit(item=item, source_scenes=sources, source_turn_ids=turn_ids, score=f.score, routes=f.routes)
         )
     return SearchResult(
-        space=index.space,
+        space=index.space.space,
         query=query,
         preset=cfg.name,
         scenes=scene_hits,
@@ -212,7 +213,7 @@ class Retriever:
         self._cache: SpaceCache[SpaceIndex] = SpaceCache(cache_bytes, index_bytes)
         self.lexical = lexical  # where BM25 indices are saved and loaded from (None: rebuilt at every load)
         self._rerankers: dict[str, Reranker] = {}
-        self._tails: dict[str, _HeldTail] = {}  # per space: the index a tail extends, and the tail
+        self._tails: dict[Scope, _HeldTail] = {}  # per space: the index a tail extends, and the tail
         self._tail_lock = threading.Lock()
         self._queries: OrderedDict[str, Vector] = OrderedDict()  # recent query vectors (embed_query)
         self._queries_lock = threading.Lock()
@@ -222,7 +223,7 @@ class Retriever:
         """How many indices this retriever has built (observability and tests)."""
         return self._cache.builds
 
-    def fingerprint(self, space: str) -> tuple[tuple[str, str], ...]:
+    def fingerprint(self, space: Scope) -> tuple[tuple[str, str], ...]:
         """Cheap change detector: the space's state keys (every build stage writes its checkpoints and ``build.*`` keys
         there when it commits nodes; every edit and forget bumps ``memory.edits``) and its sessions (a re-created
         space, an import that changed a session). Sessions *added* after those of the cached index do not count:
@@ -233,12 +234,12 @@ class Retriever:
             hashes = held.session_hashes
         return (*sorted(self.store.state_keys(space).items()), ("sessions", text_hash(",".join(hashes))))
 
-    def index(self, space: str) -> SpaceIndex:
+    def index(self, space: Scope) -> SpaceIndex:
         """The space's index, built on first use and updated whenever its fingerprint changed (incrementally: what
         the previous index of the space holds is kept, only new or changed entries are embedded and written)."""
         return self._cache.get(space, self.fingerprint(space), lambda: self._load(space))
 
-    def tail(self, space: str, index: SpaceIndex) -> TurnTail | None:
+    def tail(self, space: Scope, index: SpaceIndex) -> TurnTail | None:
         """The turns added to ``space`` after ``index`` was loaded (None when there are none): read from the store past
         the index's last turn, embedded through the store's cache, kept per space and extended, never re-read, while
         the index is the same (:mod:`tmem.index.tail`)."""
@@ -257,7 +258,7 @@ class Retriever:
                 self._tails[space] = (weakref.ref(index), tail)
         return tail
 
-    def _load(self, space: str) -> SpaceIndex:
+    def _load(self, space: Scope) -> SpaceIndex:
         previous = self._cache.stale(space)  # taken first: the sweep may drop it from the cache
         if self.sweep is not None:
             self.sweep()
@@ -272,7 +273,7 @@ class Retriever:
             index = load_index(self.store, space, self.embedder, None, lexical=None, approx_above=self.approx_above)
         return index
 
-    def refresh(self, space: str) -> bool:
+    def refresh(self, space: Scope) -> bool:
         """Update the cached index of ``space`` now (incrementally), whether or not its fingerprint changed: after a
         write this process made (a build, an edit, a forget). False, doing nothing, when the space is not cached."""
         if self._cache.stale(space) is None:
@@ -280,7 +281,7 @@ class Retriever:
         self._cache.get(space, self.fingerprint(space), lambda: self._load(space), force=True)
         return True
 
-    def invalidate(self, space: str | None = None) -> None:
+    def invalidate(self, space: Scope | None = None) -> None:
         """Forget the cached index of one space (or all): the next search rebuilds it from the store."""
         self._cache.invalidate(space)
         with self._tail_lock:
@@ -314,7 +315,7 @@ class Retriever:
             self._rerankers[cfg.reranker] = CrossEncoderReranker(cfg.reranker)
         return self._rerankers[cfg.reranker]
 
-    def search(self, space: str, query: str, config: RetrievalConfig | None = None) -> SearchResult:
+    def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult:
         """Run the cascade for ``query`` in ``space``; the query is embedded exactly once."""
         cfg = config or self.config
         index = self.index(space)

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tmem.errors import InputError
 from tmem.models import MetaValue, Turn
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 MAX_VALUES = 100  # values of one `in` condition
@@ -161,15 +162,15 @@ def inherited_metadata(turns: Sequence[Turn]) -> dict[str, MetaValue]:
     return out
 
 
-def lookup_turns(store: Store, space: str, ids: Iterable[str]) -> dict[str, Turn]:
+def lookup_turns(store: Store, space: Scope, ids: Iterable[str]) -> dict[str, Turn]:
     """The stored turns of ``ids`` by id (id-scoped reads); a turn no longer stored is absent."""
     wanted = list(dict.fromkeys(ids))
     return {t.id: t for t in store.find_turns(space, wanted)} if wanted else {}
 
 
-def filter_result(result: SearchResult, store: Store, where: MemoryFilter) -> SearchResult:
+def filter_result(result: SearchResult, store: Store, space: Scope, where: MemoryFilter) -> SearchResult:
     """``result`` with only what ``where`` keeps (module docstring); the turns' metadata is read from the store."""
-    turns = lookup_turns(store, result.space, result.turn_ids())
+    turns = lookup_turns(store, space, result.turn_ids())
     scenes = []
     for sh in result.scenes:
         kept = [t for t in sh.turns if t.id in turns and where.keeps_turn(turns[t.id])]

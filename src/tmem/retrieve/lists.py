@@ -20,7 +20,7 @@ from tmem.index.topk import Mask, Scores, top_k
 from tmem.models import ITEM_FAMILIES, TriggerFamily, Turn
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.fusion import Ranked, fuse, split_gate
-from tmem.retrieve.routes import RouteSpec, Scope, Source, Stage, stage_routes
+from tmem.retrieve.routes import Candidates, RouteSpec, Source, Stage, stage_routes
 from tmem.retrieve.types import GateMiss
 
 Vector = npt.NDArray[np.float32]
@@ -180,10 +180,10 @@ class StageLists:
                 out[spec.name] = entries
         return out
 
-    def _mask(self, scope: Scope) -> Mask | None:
-        if scope is Scope.ADMITTED:
+    def _mask(self, scope: Candidates) -> Mask | None:
+        if scope is Candidates.ADMITTED:
             return self.admitted
-        if scope is Scope.POOL:
+        if scope is Candidates.POOL:
             return self.pool
         return None
 
@@ -195,7 +195,7 @@ class StageLists:
         if spec.source is Source.ITEMS:
             admitted = mask if mask is not None else np.ones(len(index.scenes), dtype=np.bool_)
             return _scenes_via_items(index, self.bm25(Stage.ITEM), self.qvec, admitted, self.cfg, k)
-        if spec.scope is Scope.POOL and mask is not None:
+        if spec.scope is Candidates.POOL and mask is not None:
             k = max(k, int(mask.sum()))  # every item of the kept scenes is ranked
         part = _NODES[spec.unit]
         ids = index.ids[part]
@@ -206,7 +206,7 @@ class StageLists:
 
     def _turn_list(self, spec: RouteSpec) -> list[Ranked] | None:
         turns, k = self.turns, spec.top(self.cfg)
-        mask = turns.unbuilt if spec.scope is Scope.UNBUILT else None
+        mask = turns.unbuilt if spec.scope is Candidates.UNBUILT else None
         if not turns.list or (mask is not None and not mask.any()):
             return None
         return turns.bm25(k, mask) if spec.source is Source.BM25 else turns.dense(self.qvec, k, mask)

@@ -66,7 +66,7 @@ class Source(StrEnum):
     ITEMS = "items"  # scenes ranked by their best item (BM25 + dense over every item, fused)
 
 
-class Scope(StrEnum):
+class Candidates(StrEnum):
     """Which candidates a list ranks."""
 
     ALL = "all"  # every node of the stage: never gated by the topic prefilter (the trigger bypass)
@@ -82,7 +82,7 @@ class RouteSpec:
     name: RouteName
     stage: Stage
     source: Source
-    scope: Scope
+    scope: Candidates
     top: Callable[[RetrievalConfig], int]  # how many candidates the list keeps (before fusion)
     switches: tuple[Switch, ...] = ()  # ablation switches that all must be on (docs/retrieval.md)
     when: Callable[[RetrievalConfig], bool] | None = None  # any further condition on the recipe
@@ -97,7 +97,7 @@ class RouteSpec:
     @property
     def prefiltered(self) -> bool:
         """Whether the topic prefilter limits the list's candidates (else it bypasses it)."""
-        return self.scope in (Scope.ADMITTED, Scope.POOL)
+        return self.scope in (Candidates.ADMITTED, Candidates.POOL)
 
     def active(self, cfg: RetrievalConfig) -> bool:
         """Whether the recipe runs this list: its switches on, its depth positive, its condition true."""
@@ -138,7 +138,7 @@ def _united(cfg: RetrievalConfig) -> bool:  # Entity and Bridge views as one uni
     return not cfg.split_item_triggers
 
 
-_N, _S, _K, _C = RouteName, Stage, Source, Scope  # the columns: name, stage, what ranks (kind), candidates
+_N, _S, _K, _C = RouteName, Stage, Source, Candidates  # the columns: name, stage, what ranks (kind), candidates
 _ITEM_SWITCHES: tuple[Switch, ...] = ("IC", "ET+BT")
 _ENTITY, _BRIDGE = (TriggerFamily.ENTITY,), (TriggerFamily.BRIDGE,)
 _SCENE, _HORIZON = (TriggerFamily.SCENE,), (TriggerFamily.HORIZON,)

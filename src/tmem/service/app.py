@@ -22,8 +22,9 @@ from tmem.errors import NotFoundError, TmemError
 from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, MessagesReport, with_request_ids
 from tmem.memory import AsyncMemory, Memory, SpaceExport
 from tmem.models import Erasure
+from tmem.scope import Scope
 from tmem.service import openapi, problems
-from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space, shown
+from tmem.service.deps import ServiceState, SpaceName, State, Tenant, require_space
 from tmem.service.limits import BodyLimit, StrictJSONRoute
 from tmem.service.problems import ServiceProblem
 from tmem.service.routes import register as register_routes
@@ -40,7 +41,7 @@ from tmem.service.schemas import (
 )
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
-from tmem.store.control import Job, open_control, store_space
+from tmem.store.control import Job, open_control, tenant_scope
 from tmem.util.aio import blocking
 from tmem.viewer import PREFIX as VIEWER_PREFIX
 from tmem.viewer import JobView, ViewerScope
@@ -69,14 +70,15 @@ def _age(stamp: str) -> float:
 
 
 def _job_view(job: Job) -> dict[str, Any]:
-    data: dict[str, Any] = shown(job.model_dump(mode="json"), store_space(job.tenant, job.space), job.space)
-    return data  # a job's error was rendered for its tenant when it was recorded (BuildWorkers.run)
+    return job.model_dump(
+        mode="json"
+    )  # a job's error was rendered for its tenant when it was recorded (BuildWorkers.run)
 
 
 def _erasure_out(entry: Erasure, tenant: str) -> ErasureOut:
     return ErasureOut(
         erasure=entry.seq,
-        space=entry.space.removeprefix(f"{tenant}/"),
+        space=Scope.local(entry.space).space,  # the ledger records the store key of the tenant's space
         kind=entry.kind,
         erased=entry.erased,
         status="erased" if entry.erased else "erasure pending",
@@ -92,9 +94,9 @@ def _viewer_scope(app: FastAPI, key: str | None) -> ViewerScope | None:
     if tenant is None:
         return None
 
-    def jobs(space_key: str) -> list[JobView]:
+    def jobs(scope: Scope) -> list[JobView]:
         out = []
-        for job in reversed(state.control.jobs(tenant, space_key.split("/", 1)[1])):  # newest first
+        for job in reversed(state.control.jobs(tenant, scope.space)):  # newest first
             data = _job_view(job)
             progress = data.get("progress") or {}
             fraction = progress.get("fraction")
@@ -113,7 +115,7 @@ def _viewer_scope(app: FastAPI, key: str | None) -> ViewerScope | None:
         return out
 
     memory: Memory = app.state.viewer_memory
-    return ViewerScope(memory, prefix=f"{tenant}/", tenant=tenant, jobs=jobs)
+    return ViewerScope(memory, tenant=tenant, jobs=jobs)
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -159,9 +161,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
 
     @app.get("/v1/spaces", response_model=SpacesOut, tags=["spaces"])
     async def list_spaces(tenant: Tenant, state: State) -> SpacesOut:
-        prefix = f"{tenant}/"
-        mine = [s for s in await state.memory.spaces() if s.name.startswith(prefix)]
-        return SpacesOut(spaces=[s.model_copy(update={"name": s.name[len(prefix) :]}) for s in mine])
+        return SpacesOut(spaces=await blocking(state.memory.core.store.list_spaces, tenant))
 
     @app.post("/v1/spaces/{space}/messages", response_model=MessagesReport, tags=["conversation"])
     async def add_messages(
@@ -184,15 +184,15 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         either is stored on every call, so that a client saying "ok" twice keeps both. The memory is built by a
         job: POST .../build, or automatically by the build policy (TMEM_BUILD_AFTER_TURNS /
         TMEM_BUILD_IDLE_SECONDS)."""
-        key = store_space(tenant, space)
+        scope = tenant_scope(tenant, space)
         received = datetime.now(UTC).replace(tzinfo=None)
         messages: list[MessageInput | dict[str, object]] = [m.model_dump(exclude_none=True) for m in body.messages]
         if idempotency_key is not None:
             messages = with_request_ids(messages, idempotency_key)
-        report = await state.memory.add_messages(key, messages, received_at=received)
+        report = await state.memory.add_messages(scope, messages, received_at=received)
         if report.added:
             state.workers.note_arrival(tenant, space)
-        return dict(shown(report.model_dump(mode="json"), key, space))
+        return report.model_dump(mode="json")
 
     @app.post("/v1/spaces/{space}/build", response_model=JobRef, status_code=202, tags=["jobs"])
     async def build_space(space: SpaceName, tenant: Tenant, state: State, body: BuildIn | None = None) -> JobRef:
@@ -223,15 +223,15 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     @app.get("/v1/spaces/{space}/export", response_model=SpaceExport, tags=["spaces"])
     async def export_space(space: SpaceName, tenant: Tenant, state: State) -> dict[str, Any]:
         """Every record of the space (format tmem-space-export/1), a complete backup."""
-        key = await require_space(state, tenant, space)
-        data = await state.memory.export(key)
-        return dict(shown(data.model_dump(mode="json"), key, space))
+        scope = await require_space(state, tenant, space)
+        data = await state.memory.export(scope)
+        return data.model_dump(mode="json")
 
     @app.delete("/v1/spaces/{space}", response_model=Deleted, tags=["spaces"])
     async def delete_space(space: SpaceName, tenant: Tenant, state: State) -> Deleted:
         """Delete the space and every trace of it. ``erased`` says whether the freed bytes are erased yet (see
         ``scope``); a pending erasure finishes by itself (GET /v1/erasures/{erasure} shows when)."""
-        key = await require_space(state, tenant, space)
+        scope = await require_space(state, tenant, space)
         if await blocking(state.control.has_running, tenant, space):
             raise ServiceProblem(
                 409, "build-running", f"A build of {space!r} is running; wait for its job to end, then delete."
@@ -239,7 +239,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         failed = await blocking(
             state.control.fail_queued, tenant, space, "The space was deleted before this build started."
         )
-        done = await state.memory.delete_space(key)
+        done = await state.memory.delete_space(scope)
         return Deleted(
             deleted=space,
             failed_jobs=failed,

@@ -13,11 +13,12 @@ from pydantic import ValidationError
 from tmem.errors import InputError
 from tmem.memory import AsyncMemory
 from tmem.retrieve.config import RetrievalConfig
+from tmem.scope import Scope
 from tmem.service.problems import ServiceProblem
 from tmem.service.schemas import ID_PATTERN
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
-from tmem.store.control import NAME_PATTERN, ControlStore, store_space
+from tmem.store.control import NAME_PATTERN, ControlStore, tenant_scope
 from tmem.util.aio import blocking
 
 
@@ -61,12 +62,12 @@ Tenant = Annotated[str, Depends(_tenant)]
 State = Annotated[ServiceState, Depends(_state)]
 
 
-async def require_space(state: ServiceState, tenant: str, space: str) -> str:
-    """The store key of the tenant's existing space, else a 404 that looks the same for any missing space."""
-    key = store_space(tenant, space)
-    if not await blocking(state.memory.core.store.has_space, key):
+async def require_space(state: ServiceState, tenant: str, space: str) -> Scope:
+    """The scope of the tenant's existing space, else a 404 that looks the same for any missing space."""
+    scope = tenant_scope(tenant, space)
+    if not await blocking(state.memory.core.store.has_space, scope):
         raise ServiceProblem(404, "not-found", f"No space {space!r} for this key; GET /v1/spaces lists yours.")
-    return key
+    return scope
 
 
 MAX_REQUEST_COUNT = 1_000  # the largest count (kT, kS, kI, R, depth, k0, ...) a request may ask for
@@ -107,12 +108,3 @@ def retrieval_config(value: str | dict[str, Any] | None, settings: Settings) -> 
     if settings.reranker_model:
         cfg = cfg.replace(reranker=settings.reranker_model)
     return cfg
-
-
-def shown(data: Any, key: str, space: str) -> Any:
-    """A response body with the store key ``T/S`` (wherever a value equals it) shown as the tenant's name ``S``."""
-    if isinstance(data, dict):
-        return {k: shown(v, key, space) for k, v in data.items()}
-    if isinstance(data, list):
-        return [shown(v, key, space) for v in data]
-    return space if data == key else data

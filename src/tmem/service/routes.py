@@ -19,7 +19,7 @@ from tmem.edit.listing import MAX_PAGE, ItemPage
 from tmem.errors import InputError, NotFoundError, SpaceNotFound
 from tmem.models import Item, ItemKind
 from tmem.retrieve.types import SearchResult
-from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config, shown
+from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config
 from tmem.service.problems import ServiceProblem
 from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn, Text
 
@@ -66,10 +66,10 @@ def register(app: FastAPI) -> None:
         """Typed scene, item and turn hits, personas, and whether the memory is stale (turns no build holds yet, which
         are searched as raw turns). With ``explain``, every hit keeps its routes: which lists reached it, its rank and
         score in each."""
-        key = await require_space(state, tenant, space)
+        scope = await require_space(state, tenant, space)
         cfg = retrieval_config(body.config, state.settings)
-        result = await state.memory.search(key, body.q, cfg, where=body.where)
-        data: dict[str, Any] = shown(result.model_dump(mode="json"), key, space)
+        result = await state.memory.search(scope, body.q, cfg, where=body.where)
+        data: dict[str, Any] = result.model_dump(mode="json")
         if not body.explain:
             for hit in data["scenes"] + data["items"] + data["turns"]:
                 hit["routes"] = []
@@ -87,15 +87,15 @@ def register(app: FastAPI) -> None:
     ) -> dict[str, Any]:
         """The text to hand a reader for ``q``: hits packed into at most ``max_tokens`` tokens, with their routes, the
         token count, and how many turns are not built yet; ``where`` filters before packing."""
-        key = await require_space(state, tenant, space)
+        scope = await require_space(state, tenant, space)
         chosen = json_object(where, "where")
-        result = await state.memory.context(key, q, max_tokens=max_tokens, config=preset, where=chosen)
-        return dict(shown(result.model_dump(mode="json"), key, space))
+        result = await state.memory.context(scope, q, max_tokens=max_tokens, config=preset, where=chosen)
+        return result.model_dump(mode="json")
 
     @app.post("/v1/spaces/{space}/ask", response_model=Answer, tags=["recall"])
     async def ask(space: SpaceName, body: AskIn, tenant: Tenant, state: State) -> dict[str, Any]:
         """An answer from memory by the server's answer model (409 when the server runs without an LLM)."""
-        key = await require_space(state, tenant, space)
+        scope = await require_space(state, tenant, space)
         cfg = retrieval_config(body.config, state.settings)  # a bad request is a 422 on every server
         if state.settings.llm == "none" and not state.settings.answer_model:
             raise ServiceProblem(
@@ -105,9 +105,9 @@ def register(app: FastAPI) -> None:
                 "TMEM_LLM=openai, TMEM_LLM_MODEL and OPENAI_BASE_URL, or use /search instead.",
             )
         answer = await state.memory.ask(
-            key, body.question, body.at, variant=body.variant, config=cfg, max_tokens=body.max_tokens
+            scope, body.question, body.at, variant=body.variant, config=cfg, max_tokens=body.max_tokens
         )
-        return dict(shown(answer.model_dump(mode="json"), key, space))
+        return answer.model_dump(mode="json")
 
     @app.get("/v1/spaces/{space}/items", response_model=ItemPage, tags=["items"])
     async def list_items(
@@ -128,9 +128,9 @@ def register(app: FastAPI) -> None:
     ) -> dict[str, Any]:
         """One page of the space's items in arrival order; every filter given must hold. ``total`` counts every
         match and ``next_offset`` is the next page's offset (null on the last page)."""
-        key = await require_space(state, tenant, space)
+        scope = await require_space(state, tenant, space)
         page = await state.memory.list_items(
-            key,
+            scope,
             kind=kind,
             speaker=speaker,
             since=since,
@@ -141,39 +141,39 @@ def register(app: FastAPI) -> None:
             offset=offset,
             limit=limit,
         )
-        return dict(shown(page.model_dump(mode="json"), key, space))
+        return page.model_dump(mode="json")
 
     @app.get("/v1/spaces/{space}/items/{item_id}", response_model=Item, tags=["items"])
     async def get_item(space: SpaceName, item_id: ItemId, tenant: Tenant, state: State) -> Item:
-        key = await require_space(state, tenant, space)
+        scope = await require_space(state, tenant, space)
         with _item_hint(space, item_id):
-            return await state.memory.get_item(key, item_id)
+            return await state.memory.get_item(scope, item_id)
 
     @app.patch("/v1/spaces/{space}/items/{item_id}", response_model=Item, tags=["items"])
     async def update_item(space: SpaceName, item_id: ItemId, body: ItemPatch, tenant: Tenant, state: State) -> Item:
         """New text for one item: its triggers are regenerated; the old text stays in its history."""
-        key = await require_space(state, tenant, space)
+        scope = await require_space(state, tenant, space)
         with _item_hint(space, item_id):
-            return await state.memory.update_item(key, item_id, body.text)
+            return await state.memory.update_item(scope, item_id, body.text)
 
     @app.delete("/v1/spaces/{space}/items/{item_id}", response_model=ForgetReport, tags=["items"])
     async def delete_item(space: SpaceName, item_id: ItemId, tenant: Tenant, state: State) -> dict[str, Any]:
         """Delete one item for good (tombstoned: no rebuild brings it back; its text is erased)."""
-        key = await require_space(state, tenant, space)
+        scope = await require_space(state, tenant, space)
         with _item_hint(space, item_id):
-            report = await state.memory.delete_item(key, item_id)
-        return dict(shown(report.model_dump(mode="json"), key, space))
+            report = await state.memory.delete_item(scope, item_id)
+        return report.model_dump(mode="json")
 
     @app.get("/v1/spaces/{space}/items/{item_id}/history", response_model=ItemHistory, tags=["items"])
     async def item_history(space: SpaceName, item_id: ItemId, tenant: Tenant, state: State) -> ItemHistory:
         """The item's versions (extracted, then each edit, with times) and its supersession chain."""
-        key = await require_space(state, tenant, space)
+        scope = await require_space(state, tenant, space)
         with _item_hint(space, item_id):
-            return await state.memory.history(key, item_id)
+            return await state.memory.history(scope, item_id)
 
     @app.post("/v1/spaces/{space}/forget", response_model=ForgetReport, tags=["items"])
     async def forget(space: SpaceName, body: ForgetIn, tenant: Tenant, state: State) -> dict[str, Any]:
         """Forget turns and items: tombstoned, removed from every derived record, erased from the database files."""
-        key = await require_space(state, tenant, space)
-        report = await state.memory.forget(key, turn_ids=body.turn_ids, item_ids=body.item_ids)
-        return dict(shown(report.model_dump(mode="json"), key, space))
+        scope = await require_space(state, tenant, space)
+        report = await state.memory.forget(scope, turn_ids=body.turn_ids, item_ids=body.item_ids)
+        return report.model_dump(mode="json")

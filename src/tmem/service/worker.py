@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from tmem.construct.policy import BuildPolicy, holder_is_dead, lease_holder
 from tmem.errors import BuildBusy, StoreError, TmemError, public_message
 from tmem.memory import Memory
-from tmem.store.control import ControlStore, Job, store_space
+from tmem.store.control import ControlStore, Job, tenant_scope
 
 log = logging.getLogger("tmem.service")
 
@@ -205,7 +205,7 @@ class BuildWorkers:
         now = time.monotonic()
         for (tenant, space), arrived in pending.items():
             try:
-                stale = memory.staleness(store_space(tenant, space)).stale_turns
+                stale = memory.staleness(tenant_scope(tenant, space)).stale_turns
             except TmemError:  # the space was deleted meanwhile
                 stale = 0
             if stale and not policy.due(stale, now - arrived):
@@ -219,7 +219,7 @@ class BuildWorkers:
     def run(self, memory: Memory, job: Job) -> bool:
         """Run one claimed job to its end state; False when it went back to the queue (the space's lease is held)."""
         try:
-            report = memory.build(store_space(job.tenant, job.space), rebuild=bool(job.params.get("rebuild")))
+            report = memory.build(tenant_scope(job.tenant, job.space), rebuild=bool(job.params.get("rebuild")))
         except BuildBusy:
             self._persist(lambda: self._control.requeue(job.id, "waiting: another build of this space holds its lease"))
             return False

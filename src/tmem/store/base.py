@@ -1,4 +1,5 @@
-"""The store interface. Every method is scoped by space; nothing reads or writes across spaces.
+"""The store interface. Every method is scoped by a :class:`tmem.scope.Scope` (a tenant's space); nothing reads or
+writes across spaces.
 
 Two backends implement it with one set of operations (:mod:`tmem.store.ops_ledger` and its bases, over the
 SQLAlchemy Core schema of :mod:`tmem.store.schema`): SQLite (:mod:`tmem.store.sqlite`) and PostgreSQL
@@ -36,6 +37,7 @@ from tmem.models import (
     TriggerFamily,
     Turn,
 )
+from tmem.scope import Scope
 
 if TYPE_CHECKING:
     from tmem.store.postgres import PostgresStore
@@ -82,66 +84,69 @@ class StoreBase(Protocol):
 class ConversationRepo(Protocol):
     """Spaces, sessions and turns: the conversation as it arrived."""
 
-    def ensure_space(self, name: str) -> Space: ...
+    def ensure_space(self, scope: Scope) -> Space: ...
 
-    def get_space(self, name: str) -> Space:
+    def get_space(self, scope: Scope) -> Space:
         """Raises NotFoundError (naming the known spaces) when absent."""
         ...
 
-    def has_space(self, name: str) -> bool: ...
+    def has_space(self, scope: Scope) -> bool: ...
 
-    def set_speakers(self, space: str, speakers: Sequence[str]) -> None: ...
+    def set_speakers(self, scope: Scope, speakers: Sequence[str]) -> None: ...
 
-    def list_spaces(self) -> list[SpaceSummary]: ...
+    def list_spaces(self, tenant: str | None = None) -> list[SpaceSummary]:
+        """Every space by its store key (``T/S``, or ``S`` for the local tenant), or only tenant ``tenant``'s by
+        their names, sorted by key."""
+        ...
 
-    def delete_space(self, name: str) -> None:
+    def delete_space(self, scope: Scope) -> None:
         """Removes the space and everything in it (records, embeddings, LLM log). Follow with :meth:`scrub` to make
         the removal an erasure (``Memory.delete_space`` does)."""
         ...
 
-    def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None: ...
+    def add_session(self, scope: Scope, session: Session, turns: Sequence[Turn]) -> None: ...
 
-    def sessions(self, space: str) -> list[Session]:
+    def sessions(self, scope: Scope) -> list[Session]:
         """In arrival order (seq)."""
         ...
 
-    def turns(self, space: str, ids: Sequence[str] | None = None) -> list[Turn]:
+    def turns(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Turn]:
         """In arrival order (seq); when ids are given, only those (unknown ids raise NotFoundError)."""
         ...
 
-    def last_turn(self, space: str) -> Turn | None:
+    def last_turn(self, scope: Scope) -> Turn | None:
         """The turn with the highest seq (None for a space without turns)."""
         ...
 
-    def last_session(self, space: str) -> Session | None:
+    def last_session(self, scope: Scope) -> Session | None:
         """The session with the highest seq: the open session messages are appended to."""
         ...
 
-    def find_turns(self, space: str, ids: Sequence[str]) -> list[Turn]:
+    def find_turns(self, scope: Scope, ids: Sequence[str]) -> list[Turn]:
         """The stored turns among ``ids`` (unknown ids are left out, no error), in seq order."""
         ...
 
-    def find_sessions(self, space: str, ids: Sequence[str]) -> list[Session]:
+    def find_sessions(self, scope: Scope, ids: Sequence[str]) -> list[Session]:
         """The stored sessions among ``ids`` (unknown ids are left out), in seq order."""
         ...
 
-    def add_turns(self, space: str, session_id: str, turns: Sequence[Turn]) -> None:
+    def add_turns(self, scope: Scope, session_id: str, turns: Sequence[Turn]) -> None:
         """Append turns to a stored session (each ``Turn.session_id`` must name it; ids and seqs must be new)."""
         ...
 
-    def turns_after(self, space: str, seq: int) -> list[Turn]:
+    def turns_after(self, scope: Scope, seq: int) -> list[Turn]:
         """The turns whose seq is greater than ``seq``, in seq order (those added since an index was loaded)."""
         ...
 
-    def count_turns_after(self, space: str, seq: int) -> int:
+    def count_turns_after(self, scope: Scope, seq: int) -> int:
         """Number of turns whose seq is greater than ``seq`` (staleness: turns added since the last build)."""
         ...
 
-    def count_turns_outside_scenes(self, space: str) -> int:
+    def count_turns_outside_scenes(self, scope: Scope) -> int:
         """Number of turns in no scene (staleness of a memory built before the build watermark existed)."""
         ...
 
-    def delete_turns(self, space: str, ids: Sequence[str]) -> None:
+    def delete_turns(self, scope: Scope, ids: Sequence[str]) -> None:
         """Delete turns and their scene membership rows (scenes themselves are left to the caller)."""
         ...
 
@@ -149,75 +154,75 @@ class ConversationRepo(Protocol):
 class MemoryRepo(Protocol):
     """The memory nodes a build writes: scenes, topics, items, triggers, personas and their links."""
 
-    def put_scenes(self, space: str, scenes: Sequence[Scene]) -> None:
+    def put_scenes(self, scope: Scope, scenes: Sequence[Scene]) -> None:
         """Upsert; a turn may belong to one scene only (violations raise IntegrityError)."""
         ...
 
-    def scenes(self, space: str, ids: Sequence[str] | None = None) -> list[Scene]:
+    def scenes(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Scene]:
         """In seq order."""
         ...
 
-    def delete_scenes(self, space: str, ids: Sequence[str]) -> None:
+    def delete_scenes(self, scope: Scope, ids: Sequence[str]) -> None:
         """Also removes their topic links, item links and scene-hosted triggers."""
         ...
 
-    def put_topics(self, space: str, topics: Sequence[Topic]) -> None: ...
+    def put_topics(self, scope: Scope, topics: Sequence[Topic]) -> None: ...
 
-    def topics(self, space: str, ids: Sequence[str] | None = None) -> list[Topic]: ...
+    def topics(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Topic]: ...
 
-    def link_topics(self, space: str, links: Sequence[TopicSceneLink]) -> None:
+    def link_topics(self, scope: Scope, links: Sequence[TopicSceneLink]) -> None:
         """Idempotent: an existing link is kept as is."""
         ...
 
-    def topic_links(self, space: str) -> list[TopicSceneLink]: ...
+    def topic_links(self, scope: Scope) -> list[TopicSceneLink]: ...
 
-    def delete_topics(self, space: str, ids: Sequence[str]) -> None:
+    def delete_topics(self, scope: Scope, ids: Sequence[str]) -> None:
         """Also removes their scene links (used when a provisional scene is re-segmented)."""
         ...
 
-    def put_items(self, space: str, items: Sequence[Item]) -> None:
+    def put_items(self, scope: Scope, items: Sequence[Item]) -> None:
         """Upsert. Items whose id has an ``item`` tombstone (:meth:`add_tombstones`) are skipped silently: a forgotten
         item never comes back, whichever build or rebuild writes it again."""
         ...
 
-    def items(self, space: str, ids: Sequence[str] | None = None) -> list[Item]:
+    def items(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Item]:
         """In seq order, superseded items included (check ``superseded_by``)."""
         ...
 
-    def delete_items(self, space: str, ids: Sequence[str]) -> None:
+    def delete_items(self, scope: Scope, ids: Sequence[str]) -> None:
         """Also removes their scene links and item-hosted triggers."""
         ...
 
-    def put_triggers(self, space: str, triggers: Sequence[Trigger]) -> None: ...
+    def put_triggers(self, scope: Scope, triggers: Sequence[Trigger]) -> None: ...
 
     def triggers(
         self,
-        space: str,
+        scope: Scope,
         *,
         family: TriggerFamily | None = None,
         host_ids: Sequence[str] | None = None,
     ) -> list[Trigger]: ...
 
-    def delete_triggers(self, space: str, host_ids: Sequence[str]) -> None: ...
+    def delete_triggers(self, scope: Scope, host_ids: Sequence[str]) -> None: ...
 
-    def put_persona(self, space: str, persona: Persona) -> None: ...
+    def put_persona(self, scope: Scope, persona: Persona) -> None: ...
 
-    def personas(self, space: str) -> list[Persona]: ...
+    def personas(self, scope: Scope) -> list[Persona]: ...
 
-    def delete_personas(self, space: str) -> None:
+    def delete_personas(self, scope: Scope) -> None:
         """Removes every persona of the space (a rebuild starts without them)."""
         ...
 
-    def scenes_of_turns(self, space: str, turn_ids: Sequence[str]) -> list[Scene]:
+    def scenes_of_turns(self, scope: Scope, turn_ids: Sequence[str]) -> list[Scene]:
         """The scenes holding any of ``turn_ids``, in seq order."""
         ...
 
-    def items_of_scenes(self, space: str, scene_ids: Sequence[str]) -> list[Item]:
+    def items_of_scenes(self, scope: Scope, scene_ids: Sequence[str]) -> list[Item]:
         """Items with any of ``scene_ids`` among their source scenes, in seq order."""
         ...
 
     def topic_links_of(
-        self, space: str, *, scene_ids: Sequence[str] = (), topic_ids: Sequence[str] = ()
+        self, scope: Scope, *, scene_ids: Sequence[str] = (), topic_ids: Sequence[str] = ()
     ) -> list[TopicSceneLink]:
         """Topic links touching any of the given scenes or topics."""
         ...
@@ -226,76 +231,78 @@ class MemoryRepo(Protocol):
 class CacheRepo(Protocol):
     """Build checkpoints, the embedding cache, and the LLM log with its batch queue."""
 
-    def get_state(self, space: str, key: str) -> str | None:
+    def get_state(self, scope: Scope, key: str) -> str | None:
         """Small key/value checkpoints for the build (e.g. 'segment.cursor')."""
         ...
 
-    def set_state(self, space: str, key: str, value: str | None) -> None:
+    def set_state(self, scope: Scope, key: str, value: str | None) -> None:
         """None deletes the key."""
         ...
 
-    def state_keys(self, space: str, prefix: str = "") -> dict[str, str]: ...
+    def state_keys(self, scope: Scope, prefix: str = "") -> dict[str, str]: ...
 
-    def get_embeddings(self, space: str, model_id: str, text_hashes: Sequence[str]) -> dict[str, Vector]:
+    def get_embeddings(self, scope: Scope, model_id: str, text_hashes: Sequence[str]) -> dict[str, Vector]:
         """Only the hashes that are cached are returned."""
         ...
 
-    def put_embeddings(self, space: str, model_id: str, vectors: dict[str, Vector]) -> None: ...
+    def put_embeddings(self, scope: Scope, model_id: str, vectors: dict[str, Vector]) -> None: ...
 
-    def delete_embeddings(self, space: str, text_hashes: Sequence[str]) -> None:
+    def delete_embeddings(self, scope: Scope, text_hashes: Sequence[str]) -> None:
         """Drop cached vectors of these text hashes, for every model."""
         ...
 
     def log_llm_call(self, call: LLMCall) -> None: ...
 
-    def cached_response(self, space: str, request_hash: str) -> str | None:
+    def cached_response(self, scope: Scope, request_hash: str) -> str | None:
         """The validated JSON of the newest successful call with this hash, if any."""
         ...
 
-    def llm_calls(self, space: str | None = None) -> list[LLMCall]:
+    def llm_calls(self, scope: Scope | None = None) -> list[LLMCall]:
         """All logged calls (of one space, or of all), oldest first."""
         ...
 
-    def delete_llm_responses(self, space: str, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()) -> int:
-        """Delete logged calls of ``space`` whose stored response contains any of ``containing`` (as written, or
+    def delete_llm_responses(
+        self, scope: Scope, *, containing: Sequence[str], stage_prefixes: Sequence[str] = ()
+    ) -> int:
+        """Delete logged calls of ``scope`` whose stored response contains any of ``containing`` (as written, or
         JSON-escaped), and every call whose stage starts with one of ``stage_prefixes``. Returns the rows deleted."""
         ...
 
     def put_pending(self, requests: Sequence[PendingRequest]) -> None: ...
 
-    def pending(self, space: str | None = None) -> list[PendingRequest]: ...
+    def pending(self, scope: Scope | None = None) -> list[PendingRequest]: ...
 
-    def delete_pending(self, request_hashes: Sequence[str], *, space: str | None = None) -> None:
-        """Forget pending requests by hash: in every space (a batch result answers them all), or in ``space`` only."""
+    def delete_pending(self, request_hashes: Sequence[str], *, scope: Scope | None = None) -> None:
+        """Forget pending requests by hash: in every space (a batch result answers them all), or in ``scope`` only."""
         ...
 
 
 class LedgerRepo(Protocol):
     """Forgetting and ownership: tombstones, the erasure ledger, item edit history and build leases. Every method is id-scoped: its cost depends on the ids or rows it names, never on the size of the space."""
 
-    def add_tombstones(self, space: str, kind: TombstoneKind, ids: Sequence[str]) -> None:
+    def add_tombstones(self, scope: Scope, kind: TombstoneKind, ids: Sequence[str]) -> None:
         """Record forgotten turn or item ids (ids only: a tombstone holds no text). Idempotent."""
         ...
 
-    def tombstoned(self, space: str, kind: TombstoneKind, ids: Sequence[str]) -> set[str]:
+    def tombstoned(self, scope: Scope, kind: TombstoneKind, ids: Sequence[str]) -> set[str]:
         """The ids among ``ids`` that carry a tombstone of ``kind``."""
         ...
 
-    def add_erasure(self, space: str, kind: ErasureKind) -> int:
-        """Record in the erasure ledger that ``space`` lost content; call it last inside the deleting transaction
+    def add_erasure(self, scope: Scope, kind: ErasureKind) -> int:
+        """Record in the erasure ledger that ``scope`` lost content; call it last inside the deleting transaction
         (it commits with it, and ledger entries commit in ``seq`` order across processes). Returns the entry's seq.
         The entry is pending until :meth:`mark_erased`."""
         ...
 
     def erasures(
-        self, *, after: int = 0, space: str | None = None, tenant: str | None = None, pending: bool = False
+        self, *, after: int = 0, scope: Scope | None = None, tenant: str | None = None, pending: bool = False
     ) -> list[Erasure]:
-        """Ledger entries with ``seq > after`` in seq order, only of ``space`` or of ``tenant`` when given, only those
+        """Ledger entries with ``seq > after`` in seq order, only of ``scope`` or of ``tenant`` when given, only those
         not yet erased with ``pending``."""
         ...
 
-    def latest_erasure(self, space: str | None = None) -> int:
-        """The highest ledger seq (of ``space`` when given), 0 when there is none."""
+    def latest_erasure(self, scope: Scope | None = None) -> int:
+        """The highest ledger seq (of ``scope`` when given), 0 when there is none."""
         ...
 
     def mark_erased(self, through: int) -> int:
@@ -303,29 +310,29 @@ class LedgerRepo(Protocol):
         completed). Returns how many changed."""
         ...
 
-    def add_item_edit(self, space: str, edit: ItemEdit) -> None:
+    def add_item_edit(self, scope: Scope, edit: ItemEdit) -> None:
         """Append one edit to an item's history (``edit.version`` must be new for the item)."""
         ...
 
-    def item_edits(self, space: str, item_ids: Sequence[str] | None = None) -> list[ItemEdit]:
+    def item_edits(self, scope: Scope, item_ids: Sequence[str] | None = None) -> list[ItemEdit]:
         """Edits of the given items (or of every edited item), by item then version."""
         ...
 
-    def delete_item_edits(self, space: str, item_ids: Sequence[str]) -> None:
+    def delete_item_edits(self, scope: Scope, item_ids: Sequence[str]) -> None:
         """Remove the edit history of items (forgetting an item forgets its old texts too)."""
         ...
 
-    def acquire_lease(self, space: str, name: str, holder: str, ttl_seconds: float, now: float) -> bool:
-        """Take the lease ``name`` of ``space`` for ``holder`` until ``now + ttl_seconds`` (wall-clock seconds), if it
+    def acquire_lease(self, scope: Scope, name: str, holder: str, ttl_seconds: float, now: float) -> bool:
+        """Take the lease ``name`` of ``scope`` for ``holder`` until ``now + ttl_seconds`` (wall-clock seconds), if it
         is free, expired, or already held by ``holder`` (then it is extended). Atomic across processes."""
         ...
 
-    def release_lease(self, space: str, name: str, holder: str) -> None:
+    def release_lease(self, scope: Scope, name: str, holder: str) -> None:
         """Give the lease back (only ``holder``'s own lease is removed)."""
         ...
 
-    def lease_holder(self, space: str, name: str) -> str | None:
-        """Who holds the lease ``name`` of ``space`` (expired or not), or None."""
+    def lease_holder(self, scope: Scope, name: str) -> str | None:
+        """Who holds the lease ``name`` of ``scope`` (expired or not), or None."""
         ...
 
 

@@ -4,7 +4,7 @@ They live in the same database as the memory but behind their own small protocol
 the ``tmem keys`` commands use them: one implementation on SQLAlchemy Core for both backends
 (:mod:`tmem.store.control_sql`), its tables migrated by their own Alembic history (:mod:`tmem.store.control_schema`,
 :mod:`tmem.store.control_migrations`). A tenant exists as long as it
-has a key; its spaces are the store spaces ``TENANT/SPACE`` (the seam agreed in DESIGN.md), so tenant and space names
+has a key; its spaces are the scopes ``Scope(TENANT, SPACE)`` (:func:`tenant_scope`), and tenant and space names
 contain no ``/``.
 
 Keys look like ``tmem_<key id>_<secret>``: the key id (public, shown by ``tmem keys list``) finds the row, and the
@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from tmem.errors import InputError
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 JobState = Literal["queued", "running", "succeeded", "failed"]
@@ -52,9 +53,9 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
-def store_space(tenant: str, space: str) -> str:
-    """The store's space key for a tenant's space (``TENANT/SPACE``)."""
-    return f"{check_name(tenant, 'tenant')}/{check_name(space, 'space')}"
+def tenant_scope(tenant: str, space: str) -> Scope:
+    """The scope of a tenant's space, both names checked (InputError naming the bad one)."""
+    return Scope(check_name(tenant, "tenant"), check_name(space, "space"))
 
 
 def now() -> str:

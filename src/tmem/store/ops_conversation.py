@@ -11,8 +11,9 @@ from sqlalchemy import Table, bindparam, delete, exists, func, select, update
 
 from tmem.errors import IntegrityError, NotFoundError
 from tmem.models import Session, Space, SpaceSummary, Turn
+from tmem.scope import Scope
 from tmem.store import mappers
-from tmem.store.rules import build_state, check_session_turns, check_space_name, missing_space, tenant_of
+from tmem.store.rules import build_state, check_session_turns, missing_space
 from tmem.store.schema import LINK_TABLES, scene_turns, sessions, spaces, turns
 from tmem.store.sql import SQLOps
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
@@ -29,51 +30,53 @@ _GET_SPACE = select(spaces.c.name, spaces.c.speakers).where(
 class ConversationOps(SQLOps):
     if TYPE_CHECKING:
 
-        def state_keys(self, space: str, prefix: str = "") -> dict[str, str]: ...
+        def state_keys(self, scope: Scope, prefix: str = "") -> dict[str, str]: ...
 
     # ------------------------------------------------------------------ spaces
-    def _add_space(self, name: str) -> None:
-        self._insert_new(spaces, [{"tenant": tenant_of(name), "name": name}])
+    def _add_space(self, scope: Scope) -> None:
+        self._insert_new(spaces, [{"tenant": scope.tenant, "name": scope.key}])
 
-    def ensure_space(self, name: str) -> Space:
-        check_space_name(name)
+    def ensure_space(self, scope: Scope) -> Space:
         with self.transaction():
-            self._add_space(name)
-        return self.get_space(name)
+            self._add_space(scope)
+        return self.get_space(scope)
 
-    def get_space(self, name: str) -> Space:
-        rows = self._fetch(_GET_SPACE, values={"tenant": tenant_of(name), "name": name})
+    def get_space(self, scope: Scope) -> Space:
+        rows = self._fetch(_GET_SPACE, values={"tenant": scope.tenant, "name": scope.key})
         if not rows:
-            known = self._fetch(select(spaces.c.name).where(spaces.c.tenant == tenant_of(name)))
-            raise missing_space(name, [r["name"] for r in known])
-        return Space(name=rows[0]["name"], speakers=json.loads(rows[0]["speakers"]))
+            known = self._fetch(select(spaces.c.name).where(spaces.c.tenant == scope.tenant))
+            raise missing_space(scope, [Scope.local(r["name"]).space for r in known])
+        return Space(name=scope.space, speakers=json.loads(rows[0]["speakers"]))
 
-    def has_space(self, name: str) -> bool:
-        return bool(self._fetch(select(spaces.c.name).where(self._in(spaces, name))))
+    def has_space(self, scope: Scope) -> bool:
+        return bool(self._fetch(select(spaces.c.name).where(self._in(spaces, scope))))
 
-    def set_speakers(self, space: str, speakers: Sequence[str]) -> None:
-        self.get_space(space)
+    def set_speakers(self, scope: Scope, speakers: Sequence[str]) -> None:
+        self.get_space(scope)
         with self.transaction():
-            self._run(update(spaces).where(self._in(spaces, space)).values(speakers=json.dumps(list(speakers))))
+            self._run(update(spaces).where(self._in(spaces, scope)).values(speakers=json.dumps(list(speakers))))
 
-    def list_spaces(self) -> list[SpaceSummary]:
+    def list_spaces(self, tenant: str | None = None) -> list[SpaceSummary]:
         n_sessions = select(func.count()).where(sessions.c.tenant == spaces.c.tenant, sessions.c.space == spaces.c.name)
         in_space = (turns.c.tenant == spaces.c.tenant, turns.c.space == spaces.c.name)
         query = select(
+            spaces.c.tenant,
             spaces.c.name,
             n_sessions.scalar_subquery().label("sessions"),
             select(func.count()).where(*in_space).scalar_subquery().label("turns"),
             select(func.min(self._bytewise(turns.c.time))).where(*in_space).scalar_subquery().label("first"),
             select(func.max(self._bytewise(turns.c.time))).where(*in_space).scalar_subquery().label("last"),
         )
+        if tenant is not None:
+            query = query.where(spaces.c.tenant == tenant)
         out: list[SpaceSummary] = []
         for r in sorted(self._fetch(query), key=lambda r: str(r["name"])):
-            name = r["name"]
-            state = self.state_keys(name, "build.")
-            appended = self.count_turns_after(name, int(state[STATE_TURN_SEQ])) if STATE_TURN_SEQ in state else 0
+            scope = Scope.local(r["name"])
+            state = self.state_keys(scope, "build.")
+            appended = self.count_turns_after(scope, int(state[STATE_TURN_SEQ])) if STATE_TURN_SEQ in state else 0
             out.append(
                 SpaceSummary(
-                    name=name,
+                    name=scope.space if tenant is not None else scope.key,
                     sessions=r["sessions"],
                     turns=r["turns"],
                     first_date=mappers.dt(r["first"]) if r["first"] else None,
@@ -88,94 +91,96 @@ class ConversationOps(SQLOps):
         """``column`` compared byte by byte (ISO times sort as text): PostgreSQL's "C" collation, SQLite's default."""
         return column.collate("C") if self.is_postgres else column  # type: ignore[attr-defined]
 
-    def delete_space(self, name: str) -> None:
-        self.get_space(name)
+    def delete_space(self, scope: Scope) -> None:
+        self.get_space(scope)
         with self.transaction():
             # Every table cascades from spaces; the link tables go first so that the cascade has less to check.
             for table in LINK_TABLES:
-                self._run(delete(table).where(self._in(table, name)))
-            self._run(delete(spaces).where(self._in(spaces, name)))
+                self._run(delete(table).where(self._in(table, scope)))
+            self._run(delete(spaces).where(self._in(spaces, scope)))
 
     # ------------------------------------------------------------------ sessions and turns
-    def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None:
+    def add_session(self, scope: Scope, session: Session, turns: Sequence[Turn]) -> None:
         check_session_turns(session, turns)
-        self.get_space(space)
+        self.get_space(scope)
         with self.transaction():
-            self._run_many(_INSERT_SESSION, self._scoped(space, [mappers.session_row(session)]))
-            self._insert_turns(space, turns)
+            self._run_many(_INSERT_SESSION, self._scoped(scope, [mappers.session_row(session)]))
+            self._insert_turns(scope, turns)
 
-    def _insert_turns(self, space: str, rows: Sequence[Turn]) -> None:
-        self._run_many(_INSERT_TURNS, self._scoped(space, [mappers.turn_row(t) for t in rows]))
+    def _insert_turns(self, scope: Scope, rows: Sequence[Turn]) -> None:
+        self._run_many(_INSERT_TURNS, self._scoped(scope, [mappers.turn_row(t) for t in rows]))
 
-    def sessions(self, space: str) -> list[Session]:
-        rows = self._fetch(select(sessions).where(self._in(sessions, space)).order_by(sessions.c.seq))
+    def sessions(self, scope: Scope) -> list[Session]:
+        rows = self._fetch(select(sessions).where(self._in(sessions, scope)).order_by(sessions.c.seq))
         return [mappers.session(r) for r in rows]
 
-    def turns(self, space: str, ids: Sequence[str] | None = None) -> list[Turn]:
+    def turns(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Turn]:
         if ids is None:
-            return self._turns(space)
-        found = self.find_turns(space, ids)
+            return self._turns(scope)
+        found = self.find_turns(scope, ids)
         missing = set(ids) - {t.id for t in found}
         if missing:
-            raise NotFoundError(f"Unknown turn ids in space {space!r}: {sorted(missing)[:10]}")
+            raise NotFoundError("Unknown turn ids in space {space!r}: {ids}", ids=sorted(missing)[:10], **scope.fields)
         return found
 
-    def _turns(self, space: str, *where: object, last: bool = False) -> list[Turn]:
+    def _turns(self, scope: Scope, *where: object, last: bool = False) -> list[Turn]:
         """Turns of ``space`` matching ``where``, in seq order (only the last one with ``last``)."""
-        query = select(turns).where(self._in(turns, space), *where)  # type: ignore[arg-type]
+        query = select(turns).where(self._in(turns, scope), *where)  # type: ignore[arg-type]
         query = query.order_by(turns.c.seq.desc()).limit(1) if last else query.order_by(turns.c.seq)
         return [mappers.turn(r) for r in self._fetch(query)]
 
-    def last_turn(self, space: str) -> Turn | None:
-        found = self._turns(space, last=True)
+    def last_turn(self, scope: Scope) -> Turn | None:
+        found = self._turns(scope, last=True)
         return found[0] if found else None
 
-    def last_session(self, space: str) -> Session | None:
-        query = select(sessions).where(self._in(sessions, space)).order_by(sessions.c.seq.desc()).limit(1)
+    def last_session(self, scope: Scope) -> Session | None:
+        query = select(sessions).where(self._in(sessions, scope)).order_by(sessions.c.seq.desc()).limit(1)
         rows = self._fetch(query)
         return mappers.session(rows[0]) if rows else None
 
-    def find_turns(self, space: str, ids: Sequence[str]) -> list[Turn]:
-        found = [t for chunk in self._chunks(ids) for t in self._turns(space, turns.c.id.in_(chunk))]
+    def find_turns(self, scope: Scope, ids: Sequence[str]) -> list[Turn]:
+        found = [t for chunk in self._chunks(ids) for t in self._turns(scope, turns.c.id.in_(chunk))]
         return sorted(found, key=lambda t: t.seq)
 
-    def find_sessions(self, space: str, ids: Sequence[str]) -> list[Session]:
+    def find_sessions(self, scope: Scope, ids: Sequence[str]) -> list[Session]:
         found = [
             mappers.session(r)
             for chunk in self._chunks(ids)
-            for r in self._fetch(select(sessions).where(self._in(sessions, space), sessions.c.id.in_(chunk)))
+            for r in self._fetch(select(sessions).where(self._in(sessions, scope), sessions.c.id.in_(chunk)))
         ]
         return sorted(found, key=lambda s: s.seq)
 
-    def add_turns(self, space: str, session_id: str, turns: Sequence[Turn]) -> None:
-        if not self.find_sessions(space, [session_id]):
-            raise IntegrityError(f"Space {space!r} has no session {session_id!r} to append turns to.")
+    def add_turns(self, scope: Scope, session_id: str, turns: Sequence[Turn]) -> None:
+        if not self.find_sessions(scope, [session_id]):
+            raise IntegrityError(
+                "Space {space!r} has no session {session!r} to append turns to.", session=session_id, **scope.fields
+            )
         for t in turns:
             if t.session_id != session_id:
                 raise IntegrityError(f"Turn {t.id} names session {t.session_id!r}, expected {session_id!r}.")
         with self.transaction():
-            self._insert_turns(space, turns)
+            self._insert_turns(scope, turns)
 
-    def turns_after(self, space: str, seq: int) -> list[Turn]:
-        return self._turns(space, turns.c.seq > seq)
+    def turns_after(self, scope: Scope, seq: int) -> list[Turn]:
+        return self._turns(scope, turns.c.seq > seq)
 
-    def count_turns_after(self, space: str, seq: int) -> int:
-        return int(self._scalar(select(func.count()).where(self._in(turns, space), turns.c.seq > seq)))
+    def count_turns_after(self, scope: Scope, seq: int) -> int:
+        return int(self._scalar(select(func.count()).where(self._in(turns, scope), turns.c.seq > seq)))
 
-    def count_turns_outside_scenes(self, space: str) -> int:
+    def count_turns_outside_scenes(self, scope: Scope) -> int:
         held = exists().where(
             scene_turns.c.tenant == turns.c.tenant,
             scene_turns.c.space == turns.c.space,
             scene_turns.c.turn_id == turns.c.id,
         )
-        return int(self._scalar(select(func.count()).select_from(turns).where(self._in(turns, space), ~held)))
+        return int(self._scalar(select(func.count()).select_from(turns).where(self._in(turns, scope), ~held)))
 
-    def delete_turns(self, space: str, ids: Sequence[str]) -> None:
+    def delete_turns(self, scope: Scope, ids: Sequence[str]) -> None:
         with self.transaction():
             for chunk in self._chunks(ids):
-                self._delete_in(scene_turns, space, scene_turns.c.turn_id, chunk)
-                self._delete_in(turns, space, turns.c.id, chunk)
+                self._delete_in(scene_turns, scope, scene_turns.c.turn_id, chunk)
+                self._delete_in(turns, scope, turns.c.id, chunk)
 
-    def _delete_in(self, table: Table, space: str, column: object, ids: Sequence[str]) -> int:
+    def _delete_in(self, table: Table, scope: Scope, column: object, ids: Sequence[str]) -> int:
         """Delete the rows of ``space`` in ``table`` whose ``column`` is among ``ids`` (one chunk)."""
-        return self._run(delete(table).where(self._in(table, space), column.in_(ids)))  # type: ignore[attr-defined]
+        return self._run(delete(table).where(self._in(table, scope), column.in_(ids)))  # type: ignore[attr-defined]

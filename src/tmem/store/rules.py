@@ -2,7 +2,9 @@
 
 - :func:`build_state` derives a space's build state from its session count and ``build.*`` checkpoints.
 - :func:`check_items` refuses items that break the item invariants before anything is written.
-- :func:`tenant_of` splits a store space key into its tenant (the service writes ``T/S``; a local space has none).
+- :func:`missing_space` is the error for a scope whose space does not exist (naming only its tenant's spaces).
+
+Space names and scopes are checked in :mod:`tmem.scope` (re-exported here for the store's modules).
 """
 
 from __future__ import annotations
@@ -11,9 +13,20 @@ from collections.abc import Mapping, Sequence
 
 from tmem.errors import IntegrityError, SpaceNotFound, StoreError
 from tmem.models import Item, ItemKind, Session, Turn
+from tmem.scope import LOCAL_TENANT, Scope, check_space_name, space_name_problem, tenant_of
 from tmem.util.state import STATE_MODE, STATE_SESSIONS
 
-LOCAL_TENANT = ""  # the tenant of a plain space name (the library's and the CLI's implicit local tenant)
+__all__ = [
+    "LOCAL_TENANT",
+    "build_state",
+    "check_items",
+    "check_session_turns",
+    "check_space_name",
+    "missing_space",
+    "not_utf8",
+    "space_name_problem",
+    "tenant_of",
+]
 
 
 def build_state(n_sessions: int, state: Mapping[str, str], *, appended_turns: int = 0) -> str:
@@ -30,13 +43,16 @@ def build_state(n_sessions: int, state: Mapping[str, str], *, appended_turns: in
     return "stale" if built < n_sessions or appended_turns > 0 else "built"
 
 
-def check_items(space: str, items: Sequence[Item]) -> None:
+def check_items(scope: Scope, items: Sequence[Item]) -> None:
     """Raise IntegrityError for the first item that breaks an invariant (nothing is written then)."""
     for it in items:
         if it.kind is ItemKind.ATOMIC and len(it.scene_ids) != 1:
             raise IntegrityError(
-                f"Atomic item {it.id!r} in space {space!r} must have exactly one source scene "
-                f"(it names {len(it.scene_ids)}); give it one scene or make it a connected item."
+                "Atomic item {id!r} in space {space!r} must have exactly one source scene (it names {n}); give it "
+                "one scene or make it a connected item.",
+                id=it.id,
+                n=len(it.scene_ids),
+                **scope.fields,
             )
 
 
@@ -47,27 +63,6 @@ def check_session_turns(session: Session, turns: Sequence[Turn]) -> None:
             raise IntegrityError(f"Turn {t.id} names session {t.session_id!r}, expected {session.id!r}.")
 
 
-def space_name_problem(name: str) -> str | None:
-    """What is wrong with a space key, or None. Any non-empty string is a key (hostile names such as
-    ``../../etc/passwd`` are just keys); the part before the first '/' is its tenant (:func:`tenant_of`)."""
-    if not name or not name.strip():
-        return "is empty; name the space."
-    return None
-
-
-def check_space_name(name: str) -> None:
-    """Raise IntegrityError for a space key :func:`space_name_problem` refuses."""
-    problem = space_name_problem(name)
-    if problem is not None:
-        raise IntegrityError(f"Bad space name {name!r}: {problem}")
-
-
-def tenant_of(space: str) -> str:
-    """The tenant part of a space key: ``T`` for ``T/S``, :data:`LOCAL_TENANT` for a plain name."""
-    head, sep, _ = space.partition("/")
-    return head if sep else LOCAL_TENANT
-
-
 def not_utf8(exc: UnicodeEncodeError) -> StoreError:
     """The error for text no backend can store (not encodable as UTF-8)."""
     return StoreError(
@@ -76,11 +71,7 @@ def not_utf8(exc: UnicodeEncodeError) -> StoreError:
     )
 
 
-def missing_space(name: str, existing: Sequence[str]) -> SpaceNotFound:
-    """The error for a space key ``name`` that does not exist, naming only the spaces of the same tenant as
-    ``name`` among the ``existing`` keys (never another tenant's: a store is shared by every tenant)."""
-    tenant = tenant_of(name)
-    prefix = f"{tenant}/" if tenant else ""
-    local = name[len(prefix) :]
-    known = sorted(k[len(prefix) :] for k in existing if tenant_of(k) == tenant and k.startswith(prefix))
-    return SpaceNotFound(tenant, local, known)
+def missing_space(scope: Scope, known: Sequence[str]) -> SpaceNotFound:
+    """The error for a ``scope`` whose space does not exist, naming the ``known`` spaces: names of the same tenant's
+    spaces (never another tenant's: a store is shared by every tenant)."""
+    return SpaceNotFound(scope.tenant, scope.space, sorted(known))

@@ -22,8 +22,8 @@ from sqlalchemy.engine.interfaces import Dialect as SADialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.util import LRUCache
 
+from tmem.scope import Scope
 from tmem.store.base import Vector, iter_batches
-from tmem.store.rules import tenant_of
 
 if TYPE_CHECKING:
     from tmem.store.postgres import PostgresStore
@@ -130,19 +130,15 @@ class SQLOps:
 
     # ------------------------------------------------------------------ scope
     @staticmethod
-    def _key(space: str) -> tuple[str, str]:
-        """(tenant, space): the leading key of every row and every statement."""
-        return tenant_of(space), space
-
-    def _scoped(self, space: str, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """``rows`` with the space's (tenant, space) columns."""
-        tenant = tenant_of(space)
-        return [{"tenant": tenant, "space": space, **r} for r in rows]
+    def _scoped(scope: Scope, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` with the scope's (tenant, space) columns."""
+        tenant, key = scope.tenant, scope.key
+        return [{"tenant": tenant, "space": key, **r} for r in rows]
 
     @staticmethod
-    def _in(table: Table, space: str) -> ColumnElement[bool]:
-        """The rows of ``space`` in ``table``."""
-        return _scope(table, space)
+    def _in(table: Table, scope: Scope) -> ColumnElement[bool]:
+        """The rows of ``scope`` in ``table``."""
+        return _scope(table, scope)
 
     @staticmethod
     def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
@@ -152,11 +148,11 @@ class SQLOps:
 
 
 @lru_cache(maxsize=4096)
-def _scope(table: Table, space: str) -> ColumnElement[bool]:
-    """``tenant = T AND space = S`` for ``table`` (clauses are immutable: one per table and recent space, since
+def _scope(table: Table, scope: Scope) -> ColumnElement[bool]:
+    """``tenant = T AND space = S`` for ``table`` (clauses are immutable: one per table and recent scope, since
     building the comparison is most of a point read's time)."""
     column = table.c.name if table.name == "spaces" else table.c.space
-    return and_(table.c.tenant == tenant_of(space), column == space)
+    return and_(table.c.tenant == scope.tenant, column == scope.key)
 
 
 def vector_bytes(vec: Vector) -> bytes:

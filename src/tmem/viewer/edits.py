@@ -15,6 +15,7 @@ from tmem.edit import ItemHistory
 from tmem.errors import InputError
 from tmem.memory import Memory
 from tmem.models import Item, Turn
+from tmem.scope import Scope
 from tmem.viewer.pages import Records
 
 Action = Literal["correct", "delete", "forget"]
@@ -24,7 +25,7 @@ NOTE = ""
 MAX_TEXT = 4000
 
 
-def history(memory: Memory, key: str, item_id: str) -> ItemHistory:
+def history(memory: Memory, key: Scope, item_id: str) -> ItemHistory:
     """The item's versions (extracted, then each edit) and its supersession chain."""
     return memory.history(key, item_id)
 
@@ -64,7 +65,7 @@ def preview(records: Records, item: Item, action: Action) -> Erasure:
     )
 
 
-def apply(memory: Memory, key: str, item_id: str, action: Action, text: str = "") -> tuple[str, bool]:
+def apply(memory: Memory, key: Scope, item_id: str, action: Action, text: str = "") -> tuple[str, bool]:
     """Run one edit; returns its :data:`DONE` code and whether the item still exists."""
     if action == "correct":
         text = text.strip()

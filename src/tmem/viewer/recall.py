@@ -9,6 +9,7 @@ from tmem.errors import InputError
 from tmem.memory import Memory
 from tmem.retrieve.config import PRESETS, SWITCHES, RetrievalConfig
 from tmem.retrieve.types import SearchResult
+from tmem.scope import Scope
 
 SWITCH_LABELS = {
     "SL": "SL: scene layer (no scene hits as evidence)",
@@ -68,7 +69,7 @@ class Recall:
     context: Context
 
 
-def recall(memory: Memory, key: str, form: SearchForm) -> Recall:
+def recall(memory: Memory, key: Scope, form: SearchForm) -> Recall:
     """Run the search of ``form`` in the space stored under ``key``: the cascade (``Memory.search``) as deep as the
     budgeted context searches (``context_config``: the route tables show what the context was packed from) and the
     packed context (``Memory.context``), both with the form's configuration."""

@@ -3,8 +3,8 @@
 The viewer never opens a store or checks a key itself. The host (``tmem ui`` locally, ``tmem serve`` for tenants)
 passes a :data:`ScopeResolver`: given the API key the request carried (``Authorization: Bearer KEY`` or the viewer's
 cookie; None when it carried none) it returns the scope the key may see, or None when the key is missing or wrong
-(the viewer then asks for one). A scope is a :class:`~tmem.memory.Memory` and the tenant's space-key mapping: the
-service keeps tenant T's space S under the store key ``T/S``, the local tenant under plain names.
+(the viewer then asks for one). A scope is a :class:`~tmem.memory.Memory` and the tenant whose spaces it shows (by
+their names, each a :class:`tmem.scope.Scope` of that tenant), or no tenant: the local user, who sees every space.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tmem.errors import NotFoundError
 from tmem.memory import Memory
 from tmem.models import SpaceSummary
+from tmem.scope import Scope
 
 
 class JobView(BaseModel):
@@ -38,35 +39,29 @@ class JobView(BaseModel):
         return None if self.fraction is None else round(100 * self.fraction)
 
 
-JobsProvider = Callable[[str], Sequence[JobView]]
+JobsProvider = Callable[[Scope], Sequence[JobView]]
 
 
 @dataclass(frozen=True)
 class ViewerScope:
-    """The memory a request may see: ``memory``'s spaces whose store key starts with ``prefix`` (``""`` for the
-    implicit local tenant, ``"T/"`` for tenant T), shown without the prefix."""
+    """The memory a request may see: tenant ``tenant``'s spaces by their names, or with no tenant (the local user)
+    every space, named as the library names them."""
 
     memory: Memory
-    prefix: str = ""
     tenant: str | None = None
     jobs: JobsProvider | None = None
 
-    def key(self, name: str) -> str:
-        """The store key of this scope's existing space shown as ``name``. NotFoundError otherwise, naming only this
-        scope's spaces (the store's own message would name every tenant's)."""
+    def key(self, name: str) -> Scope:
+        """The scope of this scope's existing space shown as ``name``. NotFoundError otherwise, naming only this
+        scope's spaces."""
         self.summary(name)
-        return self.prefix + name
+        return Scope(self.tenant, name) if self.tenant else Scope.local(name)
 
     def spaces(self) -> list[SpaceSummary]:
-        """This scope's spaces, named as shown (without the prefix)."""
-        out = []
-        for summary in self.memory.spaces():
-            if not summary.name.startswith(self.prefix):
-                continue
-            shown = summary.name[len(self.prefix) :]
-            if shown and ("/" not in shown or not self.prefix):  # the local tenant's names may hold "/"
-                out.append(summary.model_copy(update={"name": shown}))
-        return out
+        """This scope's spaces, named as shown."""
+        if not self.tenant:
+            return self.memory.spaces()
+        return [s for s in self.memory.store.list_spaces(self.tenant) if "/" not in s.name]  # a service name has none
 
     def summary(self, name: str) -> SpaceSummary:
         """One space's summary; NotFoundError naming the scope's spaces when absent."""

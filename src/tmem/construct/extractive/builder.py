@@ -30,6 +30,7 @@ from tmem.embed.cached import CachedEmbedder
 from tmem.embed.texts import turn_embedding_text
 from tmem.errors import BuildError
 from tmem.models import BuildMode, Scene, Session, Topic, TopicSceneLink, Trigger, Turn
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 __all__ = ["STATE_CURSOR", "build_extractive", "turn_embedding_text"]
@@ -38,7 +39,7 @@ STATE_CURSOR = "extractive.sessions"  # sessions (in seq order) whose extractive
 STATE_THRESHOLD = "extractive.topic_threshold"  # the clustering threshold the space was built with
 
 
-def _embed(store: Store, space: str, embedder: Embedder, texts: Sequence[str]) -> Matrix:
+def _embed(store: Store, space: Scope, embedder: Embedder, texts: Sequence[str]) -> Matrix:
     """Embed through the store's embedding cache (model id + text hash): a rerun embeds nothing twice."""
     cached = embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder, store, space)
     vectors = cached.embed(texts).vectors
@@ -64,7 +65,7 @@ class _Counters:
 class _Run:
     """State of one build call over one space."""
 
-    def __init__(self, store: Store, space: str, embedder: Embedder, threshold: float) -> None:
+    def __init__(self, store: Store, space: Scope, embedder: Embedder, threshold: float) -> None:
         self.store = store
         self.space = space
         self.embedder = embedder
@@ -92,8 +93,8 @@ class _Run:
                 continue
             if link.topic_id not in members or link.scene_id not in scene_seq:
                 raise BuildError(
-                    f"Space {self.space!r} holds a topic link {link.topic_id} -> {link.scene_id} to a missing "
-                    f"record; run `tmem check {self.space}` and rebuild the space."
+                    f"Space {self.space.key!r} holds a topic link {link.topic_id} -> {link.scene_id} to a missing "
+                    f"record; run `tmem check {self.space.key}` and rebuild the space."
                 )
             members[link.topic_id].append(link.scene_id)
         topics = [t for t in topics if members[t.id] or t.id not in emptied]
@@ -187,7 +188,7 @@ class _Run:
 
 async def build_extractive(
     store: Store,
-    space: str,
+    space: Scope,
     *,
     embedder: Embedder,
     progress: bool = False,
@@ -242,7 +243,7 @@ async def build_extractive(
     store.set_state(space, STATE_THRESHOLD, repr(threshold))
     run.restore_topics(frozenset(sc.id for sc in reopened))
     todo = sessions[cursor:]
-    bar = tqdm(total=len(todo), desc=f"extractive {space}", unit="session", disable=not progress)
+    bar = tqdm(total=len(todo), desc=f"extractive {space.key}", unit="session", disable=not progress)
     try:
         for offset, session in enumerate(todo):
             run.build_session(session, cursor + offset + 1, reopened if offset == 0 else ())
@@ -255,7 +256,7 @@ async def build_extractive(
 
     counts = memory_counts(store, space)
     return BuildReport(
-        space=space,
+        space=space.space,
         mode=BuildMode.EXTRACTIVE.value,
         stages=run.c.all(),
         seconds=time.perf_counter() - started,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from tmem.construct.extractive.scenes import make_topic
 from tmem.errors import BuildError
 from tmem.models import Scene, Turn
+from tmem.scope import Scope
 from tmem.store.base import Store
 
 
@@ -35,7 +36,7 @@ def grew_after_build(session_turns: Sequence[Turn], in_scenes: set[str]) -> bool
 
 
 def reopen_session(
-    store: Store, space: str, scenes: list[Scene], session_turns: Sequence[Turn], speakers: Sequence[str]
+    store: Store, space: Scope, scenes: list[Scene], session_turns: Sequence[Turn], speakers: Sequence[str]
 ) -> list[Scene]:
     """Remove the session's built nodes from the stored ``scenes`` (the caller holds the transaction that writes the
     rebuilt session); returns the scenes that remain."""
