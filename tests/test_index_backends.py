@@ -212,15 +212,16 @@ def test_the_store_says_where_its_vectors_live(store_url: str) -> None:
     from tmem.embed.hashing import HashEmbedder
     from tmem.index.factory import open_vector_index, persistent_vectors
     from tmem.index.pgvector import PgVectorIndex
+    from tmem.scope import Scope
     from tmem.store import open_store
 
     store: Store = open_store(store_url)
-    store.ensure_space("a")
+    store.ensure_space(Scope.local("a"))
     host = store.vector_host()
     in_database = store_url.startswith("postgresql")
     assert (host is store) == in_database and (host is None) != in_database
     assert persistent_vectors(store) == in_database
-    index = open_vector_index(store, "a", HashEmbedder(DIM))
+    index = open_vector_index(store, Scope.local("a"), HashEmbedder(DIM))
     assert isinstance(index, PgVectorIndex if in_database else MemoryVectorIndex)
     store.close()
 
