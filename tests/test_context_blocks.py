@@ -3,7 +3,7 @@ date header on an extractive space (docs/retrieval.md, "Scene headers")."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -253,27 +253,31 @@ SESSIONS = [
     )
     for n in range(9)
 ]
-FACTS = [(f"- fact {n} said ({d})", (f"2023-05-{d:02d}", n)) for n, d in enumerate([3, 20, 3, 11, 0])]
+FACTS = [
+    (f"- fact {n} ({d})", (d, n)) for n, d in enumerate(["2023-05-03", "2023-05-20", "2023-05-03", "2023-05-15", ""])
+]
 
 
 @given(
+    st.booleans(),
     st.lists(st.tuples(st.booleans(), st.integers(0, 8), st.booleans()), min_size=1, max_size=30),
     st.sampled_from(TOKENIZERS),
 )
 def test_a_context_reads_newest_first_and_its_count_stays_exact(
-    ops: list[tuple[bool, int, bool]], tokenizer: str
+    timeline: bool, ops: list[tuple[bool, int, bool]], tokenizer: str
 ) -> None:
     """Fact lines (newest date first, then latest said) and blocks (latest session first) are rendered newest first
-    whatever order they entered in; the running count is the count of the text throughout (issue 21: a changed fact's
+    whatever order they entered in, the facts under "Facts:" before the blocks or, on a ``timeline`` (an extractive
+    space), among them by date; the running count is the count of the text throughout (issue 21: a changed fact's
     current statement is read before the older one whenever both are in the context)."""
     counter = token_counter(tokenizer)
-    draft = Draft(counter, titled=False)
+    draft = Draft(counter, titled=False, timeline=timeline)
     for is_fact, n, add in ops:
         if is_fact:
             line, when = FACTS[n % len(FACTS)]
             if line in draft.facts:
                 continue
-            draft.add_fact(line, (when[0] if n % len(FACTS) != 4 else "", when[1]))
+            draft.add_fact(line, when)
             if not add:
                 draft.pop_fact()  # takes back the line just added, wherever it went
                 assert line not in draft.facts
@@ -288,5 +292,15 @@ def test_a_context_reads_newest_first_and_its_count_stays_exact(
         assert draft.tokens == (counter.count(text) if text else 0)
         assert draft.fact_dates == sorted(draft.fact_dates, reverse=True)
         headers = [line for line in text.splitlines() if line.startswith("[")]
-        days = [datetime.strptime(h.strip("[]"), "%d %B %Y") for h in headers]
+        days = [datetime.strptime(h.strip("[]"), "%d %B %Y").date() for h in headers]
         assert days == sorted(days, reverse=True)
+        assert ("Facts:" in text) == (bool(draft.facts) and not timeline)
+        if timeline:  # headers and dated fact lines, newest first through the whole text
+            dated = [
+                date.fromisoformat(line[-11:-1])
+                if line.startswith("- ")
+                else datetime.strptime(line[1:-1], "%d %B %Y").date()
+                for line in text.splitlines()
+                if line.startswith("[") or (line.startswith("- ") and not line.endswith("()"))
+            ]
+            assert dated == sorted(dated, reverse=True)

@@ -177,3 +177,25 @@ def test_statements_of_one_day_are_not_marked_earlier() -> None:
     text = pack_context(result, 1000, include_persona=False).text
     # not grouped, so neither is marked earlier; read in the order they were said (the later first)
     assert "earlier" not in text and text.index("Globex") < text.index("Acme")
+
+
+def test_an_extractive_context_is_one_timeline_newest_first() -> None:
+    """On an extractive space a fact line is a quoted turn: it sits among the blocks of turns by its date, with no
+    "Facts:" part above them, so an older statement ranked first as a fact is still read after a newer raw turn."""
+    stale = _item_hit(0, 'On 2 May 2023, Dana said: "I work at Acme Logistics as a dispatcher."', 2, 1, None)
+    turn = Turn(
+        id="t5",
+        session_id="s20",
+        seq=5,
+        speaker="Dana",
+        text="I work at Globex Energy now.",
+        time=datetime(2023, 5, 20),
+    )
+    current = TurnHit(turn=turn, score=0.5, routes=[Route(name="turn.dense", rank=2, score=0.5)])
+    result = SearchResult(
+        space="s", query="Where does Dana work?", preset="p", scenes=[], items=[stale], turns=[current]
+    ).model_copy(update={"descriptive_only": True})
+    ctx = pack_context(result, 1000, include_persona=False)
+    assert "Facts:" not in ctx.text
+    assert ctx.text == "[20 May 2023]\nDana: I work at Globex Energy now.\n\n- " + stale.item.text
+    assert ctx.tokens == ctx.evidence_tokens == sum(hit.tokens for hit in ctx.hits)

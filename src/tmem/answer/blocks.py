@@ -1,9 +1,11 @@
 """Blocks of raw turns in a budgeted context, and the context's text (:class:`Draft`), counted as they grow.
 
-A context reads newest first: its fact lines by date (the latest first, then the one said latest), then its blocks
-(the one that starts latest first), each block's turns in conversation order. Packing decides which units enter
-(:mod:`tmem.answer.budget`); this layout never changes that, only where each lands, so a changed fact's current
-statement is read before an older one whenever both are in (docs/retrieval.md, "The current value first").
+A context reads newest first: its fact lines by date (the latest first, then the one said latest) under "Facts:",
+then its blocks (the one that starts latest first), each block's turns in conversation order. On an extractive space
+a fact line is a quoted turn, so the context is one timeline: fact lines stand among the blocks by date, with no
+"Facts:" part (:attr:`Draft.timeline`). Packing decides which units enter (:mod:`tmem.answer.budget`); the layout
+only decides where each lands, so a changed fact's current statement is read before an older one whenever both are
+in, unless both are turns of one block (docs/retrieval.md, "The current value first").
 
 A block is a header line and its turns in conversation order, one line each, with two kinds of marker line between
 consecutive turns: ``…`` where turns are left out between them, and ``-- date --`` where the day changes. A titled
@@ -169,6 +171,7 @@ class Draft:
     last: TurnBlock | None = None  # the block that ends the text (the one with the lowest first_seq)
     persona: str = ""
     titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
+    timeline: bool = False  # fact lines among the blocks by date, no "Facts:" part (an extractive space: timeline)
 
     def _line(self, text: str) -> int:
         return self.counter.count(text + "\n")
@@ -178,11 +181,50 @@ class Draft:
         """The count of :meth:`evidence`."""
         if not self.facts and not self.blocks:
             return 0
+        if self.timeline:
+            return self._timeline_tokens()
         blank = self.block_blank + (self.fact_ends[0] if self.facts else 0)
         last = self.last.ends if self.last is not None else self.fact_ends
         return self.fact_tokens + self.block_tokens + blank - last[0] + last[1]
 
+    def _entries(self) -> list[tuple[FactDate, str | TurnBlock]]:
+        """The timeline newest first: every fact line and every block, by date and then place in the conversation (a
+        block by its first turn)."""
+        entries: list[tuple[FactDate, str | TurnBlock]] = list(zip(self.fact_dates, self.facts, strict=True))
+        entries += [((b.turns[0].time.date().isoformat(), b.first_seq), b) for b in self.blocks.values()]
+        return sorted(entries, key=lambda entry: (entry[0], isinstance(entry[1], str)), reverse=True)
+
+    def _timeline_tokens(self) -> int:
+        """Every line with its newline, plus what each part's last line gains from the blank line after it (none
+        between two fact lines, which follow each other line by line), and from ending the text."""
+        entries = self._entries()
+        total = 0
+        for n, (_, entry) in enumerate(entries):
+            if isinstance(entry, str):
+                total += self._line(entry)
+                ends = line_ends(self.counter, entry)
+            else:
+                total += entry.tokens
+                ends = entry.ends
+            if n + 1 == len(entries):
+                total += ends[1]
+            elif not (isinstance(entry, str) and isinstance(entries[n + 1][1], str)):
+                total += ends[0]
+        return total
+
+    def _render_timeline(self) -> str:
+        lines: list[str] = []
+        previous: str | TurnBlock | None = None
+        for _, entry in self._entries():
+            if previous is not None and not (isinstance(entry, str) and isinstance(previous, str)):
+                lines.append("")
+            lines.append(entry if isinstance(entry, str) else entry.render())
+            previous = entry
+        return "\n".join(lines)
+
     def evidence(self) -> str:
+        if self.timeline:
+            return self._render_timeline()
         parts = []
         if self.facts:
             parts.append("\n".join(["Facts:", *self.facts]))

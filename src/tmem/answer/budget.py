@@ -14,7 +14,8 @@ skipped, so smaller later units can still use the rest. Tokens are those of a re
 (``Settings.tokenizer``, :mod:`tmem.util.tokens`); the text's count is kept exact line by line after every addition,
 and the whole text is counted once more before it is returned, so ``tokens <= max_tokens`` holds whatever the budget
 (0 gives an empty text). The text reads newest first (:class:`tmem.answer.blocks.Draft`): the facts, then the
-blocks of turns, then the persona notes when they still fit; which units enter never depends on that layout.
+blocks of turns (on an extractive space one timeline, fact lines among the blocks), then the persona notes when they
+still fit.
 """
 
 from __future__ import annotations
@@ -257,7 +258,8 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result, how.neighbours)]
     order = unit_order(units, how.k0, counts)  # LLM-built: a changed fact's newest statement first (retrieval.md)
     order = order if result.descriptive_only else current_first(order)
-    draft = Draft(counter, titled=how.titles and not result.descriptive_only)
+    titled = how.titles and not result.descriptive_only  # an extractive space: its fact lines are quoted turns
+    draft = Draft(counter, titled=titled, timeline=result.descriptive_only)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
     quoted: set[str] = set()  # turn ids whose whole text a fact line in the context quotes (an extractive item)
