@@ -3,12 +3,12 @@ date header on an extractive space (docs/retrieval.md, "Scene headers")."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tmem.answer.blocks import TurnBlock
+from tmem.answer.blocks import Draft, TurnBlock
 from tmem.answer.budget import pack_context
 from tmem.models import BuildMode, Scene, Turn
 from tmem.retrieve.types import Route, SceneHit, SearchResult, TurnHit
@@ -81,18 +81,20 @@ def _result(descriptive_only: bool, picked: list[str], scene_hits: int = 0) -> S
 
 
 def test_an_extractive_context_puts_the_scenes_of_one_session_under_one_date_header() -> None:
+    """Blocks are read newest first (the later session above the earlier), each block's turns in conversation
+    order."""
     ctx = pack_context(_result(True, ["D2:1"], scene_hits=2), None)
     assert (
         ctx.text
         == "\n".join(
             [
+                "[11 May 2023]",
+                "Melanie: Back from the beach.",
+                "",
                 "[8 May 2023]",
                 *(f"{t.speaker}: {t.text}" for t in TURNS[:2]),
                 "…",  # a scene hit is its best turn and the turns beside it: S0's third turn is left out
                 *(f"{t.speaker}: {t.text}" for t in TURNS[3:5]),
-                "",
-                "[11 May 2023]",
-                "Melanie: Back from the beach.",
             ]
         )
     )
@@ -232,7 +234,73 @@ def test_an_llm_built_context_without_titles_is_laid_out_by_session_dates() -> N
     titled = pack_context(result, None)
     dated = pack_context(result, None, titles=False)
     assert "keyphrases of" in titled.text and "keyphrases of" not in dated.text
-    assert dated.text.startswith("[8 May 2023]\n") and "\n\n[11 May 2023]\n" in dated.text
+    assert dated.text.startswith("[11 May 2023]\n") and "\n\n[8 May 2023]\n" in dated.text  # newest first
     assert dated.text.count("[8 May 2023]") == 1  # S0 and S1 are one session: one header
     assert dated.tokens < titled.tokens
     assert set(dated.turn_ids) == set(titled.turn_ids)
+
+
+# ------------------------------------------------------------------------------------------------ newest first
+
+SESSIONS = [
+    Turn(
+        id=f"U{n}",
+        session_id=f"session_{n // 3}",
+        seq=n,
+        speaker="Caroline" if n % 2 else "Melanie",
+        text=" ".join(["word"] * (1 + n % 3)) + ("." if n % 2 else ""),
+        time=DAY + timedelta(days=7 * (n // 3)),
+    )
+    for n in range(9)
+]
+FACTS = [
+    (f"- fact {n} ({d})", (d, n)) for n, d in enumerate(["2023-05-03", "2023-05-20", "2023-05-03", "2023-05-15", ""])
+]
+
+
+@given(
+    st.booleans(),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 8), st.booleans()), min_size=1, max_size=30),
+    st.sampled_from(TOKENIZERS),
+)
+def test_a_context_reads_newest_first_and_its_count_stays_exact(
+    timeline: bool, ops: list[tuple[bool, int, bool]], tokenizer: str
+) -> None:
+    """Fact lines (newest date first, then latest said) and blocks (latest session first) are rendered newest first
+    whatever order they entered in, the facts under "Facts:" before the blocks or, on a ``timeline`` (an extractive
+    space), among them by date; the running count is the count of the text throughout (issue 21: a changed fact's
+    current statement is read before the older one whenever both are in the context)."""
+    counter = token_counter(tokenizer)
+    draft = Draft(counter, titled=False, timeline=timeline)
+    for is_fact, n, add in ops:
+        if is_fact:
+            line, when = FACTS[n % len(FACTS)]
+            if line in draft.facts:
+                continue
+            draft.add_fact(line, when)
+            if not add:
+                draft.pop_fact()  # takes back the line just added, wherever it went
+                assert line not in draft.facts
+        else:
+            turn = SESSIONS[n]
+            present = any(turn in block.turns for block in draft.blocks.values())
+            if add and not present:
+                draft.add_turn(turn, None)
+            elif not add and present:
+                draft.remove_turn(turn, None)
+        text = draft.evidence()
+        assert draft.tokens == (counter.count(text) if text else 0)
+        assert draft.fact_dates == sorted(draft.fact_dates, reverse=True)
+        headers = [line for line in text.splitlines() if line.startswith("[")]
+        days = [datetime.strptime(h.strip("[]"), "%d %B %Y").date() for h in headers]
+        assert days == sorted(days, reverse=True)
+        assert ("Facts:" in text) == (bool(draft.facts) and not timeline)
+        if timeline:  # headers and dated fact lines, newest first through the whole text
+            dated = [
+                date.fromisoformat(line[-11:-1])
+                if line.startswith("- ")
+                else datetime.strptime(line[1:-1], "%d %B %Y").date()
+                for line in text.splitlines()
+                if line.startswith("[") or (line.startswith("- ") and not line.endswith("()"))
+            ]
+            assert dated == sorted(dated, reverse=True)

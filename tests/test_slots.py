@@ -137,9 +137,11 @@ def test_the_newer_statement_on_a_slot_comes_first_and_the_older_is_marked_earli
     assert "Globex" in small.text and "Acme" not in small.text  # the older one only when it fits, never instead
 
 
-def test_statements_no_model_labelled_keep_their_order() -> None:
+def test_statements_no_model_labelled_are_not_grouped_and_read_newest_first() -> None:
     """Raw turns (a space never built, or turns added since the last build) and unlabelled items are not grouped by
-    the cue words they share: the context keeps the search's order and their raw form (issue 21, measured)."""
+    the cue words they share: they keep their raw form, unmarked (issue 21, measured). The context renders them
+    newest first all the same (blocks by session, fact lines by date), so the later statement is read first although
+    the earlier one ranks first."""
     turns = [
         ("I have been working at Acme Logistics as a dispatcher for years.", 2),
         ("Big news: I quit Acme, I work at Globex Energy now.", 20),
@@ -157,21 +159,44 @@ def test_statements_no_model_labelled_keep_their_order() -> None:
     result = SearchResult(space="s", query="Where does Dana work?", preset="p", scenes=[], items=[], turns=hits)
     text = pack_context(result, 1000, include_persona=False).text
     assert "Facts:" not in text and "earlier" not in text
-    assert text.index("Acme Logistics") < text.index("Globex")
+    assert text.index("Globex") < text.index("Acme Logistics")
     items = [
         _item_hit(0, "Dana has worked at Acme Logistics as a dispatcher for years.", 2, 1, None),
         _item_hit(1, "Dana quit Acme and works at Globex Energy now.", 20, 2, None),
     ]
     result = SearchResult(space="s", query="Where does Dana work?", preset="p", scenes=[], items=items)
     text = pack_context(result, 1000, include_persona=False).text
-    assert "earlier" not in text and text.index("Acme Logistics") < text.index("Globex")
+    assert "earlier" not in text and text.index("Globex") < text.index("Acme Logistics")
 
 
-def test_statements_of_one_day_are_left_as_they_are() -> None:
+def test_statements_of_one_day_are_not_marked_earlier() -> None:
     same_day = [
         _item_hit(0, "Dana has worked at Acme Logistics as a dispatcher for years.", 2, 1, "Dana / employer"),
         _item_hit(2, "Dana joined Globex Energy as a planner.", 2, 2, "Dana / employer"),
     ]
     result = SearchResult(space="s", query="q", preset="p", scenes=[], items=same_day)
     text = pack_context(result, 1000, include_persona=False).text
-    assert "earlier" not in text and text.index("Acme") < text.index("Globex")
+    # not grouped, so neither is marked earlier; read in the order they were said (the later first)
+    assert "earlier" not in text and text.index("Globex") < text.index("Acme")
+
+
+def test_an_extractive_context_is_one_timeline_newest_first() -> None:
+    """On an extractive space a fact line is a quoted turn: it sits among the blocks of turns by its date, with no
+    "Facts:" part above them, so an older statement ranked first as a fact is still read after a newer raw turn."""
+    stale = _item_hit(0, 'On 2 May 2023, Dana said: "I work at Acme Logistics as a dispatcher."', 2, 1, None)
+    turn = Turn(
+        id="t5",
+        session_id="s20",
+        seq=5,
+        speaker="Dana",
+        text="I work at Globex Energy now.",
+        time=datetime(2023, 5, 20),
+    )
+    current = TurnHit(turn=turn, score=0.5, routes=[Route(name="turn.dense", rank=2, score=0.5)])
+    result = SearchResult(
+        space="s", query="Where does Dana work?", preset="p", scenes=[], items=[stale], turns=[current]
+    ).model_copy(update={"descriptive_only": True})
+    ctx = pack_context(result, 1000, include_persona=False)
+    assert "Facts:" not in ctx.text
+    assert ctx.text == "[20 May 2023]\nDana: I work at Globex Energy now.\n\n- " + stale.item.text
+    assert ctx.tokens == ctx.evidence_tokens == sum(hit.tokens for hit in ctx.hits)

@@ -1,4 +1,11 @@
-"""Blocks of raw turns in a budgeted context, counted as they grow.
+"""Blocks of raw turns in a budgeted context, and the context's text (:class:`Draft`), counted as they grow.
+
+A context reads newest first: its fact lines by date (the latest first, then the one said latest) under "Facts:",
+then its blocks (the one that starts latest first), each block's turns in conversation order. On an extractive space
+a fact line is a quoted turn, so the context is one timeline: fact lines stand among the blocks by date, with no
+"Facts:" part (:attr:`Draft.timeline`). Packing decides which units enter (:mod:`tmem.answer.budget`); the layout
+only decides where each lands, so a changed fact's current statement is read before an older one whenever both are
+in, unless both are turns of one block (docs/retrieval.md, "The current value first").
 
 A block is a header line and its turns in conversation order, one line each, with two kinds of marker line between
 consecutive turns: ``…`` where turns are left out between them, and ``-- date --`` where the day changes. A titled
@@ -29,6 +36,8 @@ from tmem.models import Scene, Turn
 from tmem.util.tokens import TokenCounter, default_counter
 
 GAP = "…"  # one word-count token ("..." is three) and one cl100k token
+PERSONA_HEADER = "\n\nPersona notes (standing traits of the speakers):\n"
+FactDate = tuple[str, int]  # an item's ISO date ("" when none) and its seq: fact lines are rendered latest first
 
 
 def line_ends(counter: TokenCounter, tail: str) -> tuple[int, int]:
@@ -141,3 +150,138 @@ class TurnBlock:
                 lines.extend(self._between(self.turns[n - 1], turn))
             lines.append(format_turn(turn, dated=False))
         return "\n".join(lines)
+
+
+@dataclass
+class Draft:
+    """The context being packed: parts (the facts, then each block of turns, newest first) joined by blank lines,
+    each a run of lines. Its count is kept up to date as parts grow: every line is counted with the newline that
+    ends it (exact, :mod:`tmem.util.tokens`), and what the last line of each part changes - a blank line after it,
+    or nothing when it ends the text - is added from that line alone."""
+
+    counter: TokenCounter
+    facts: list[str] = field(default_factory=list)  # newest first (fact_dates)
+    fact_dates: list[FactDate] = field(default_factory=list)
+    added: int = 0  # where the last fact line went (pop_fact)
+    fact_tokens: int = 0  # "Facts:" and every fact line, each with its newline
+    blocks: dict[str, TurnBlock] = field(default_factory=dict)
+    fact_ends: tuple[int, int] = (0, 0)  # line_ends of the last fact line
+    block_tokens: int = 0  # every block's count with its newline
+    block_blank: int = 0  # what every block gains when a blank line follows it (TurnBlock.ends)
+    last: TurnBlock | None = None  # the block that ends the text (the one with the lowest first_seq)
+    persona: str = ""
+    titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
+    timeline: bool = False  # fact lines among the blocks by date, no "Facts:" part (an extractive space: timeline)
+
+    def _line(self, text: str) -> int:
+        return self.counter.count(text + "\n")
+
+    @property
+    def tokens(self) -> int:
+        """The count of :meth:`evidence`."""
+        if not self.facts and not self.blocks:
+            return 0
+        if self.timeline:
+            return self._timeline_tokens()
+        blank = self.block_blank + (self.fact_ends[0] if self.facts else 0)
+        last = self.last.ends if self.last is not None else self.fact_ends
+        return self.fact_tokens + self.block_tokens + blank - last[0] + last[1]
+
+    def _entries(self) -> list[tuple[FactDate, str | TurnBlock]]:
+        """The timeline newest first: every fact line and every block, by date and then place in the conversation (a
+        block by its first turn)."""
+        entries: list[tuple[FactDate, str | TurnBlock]] = list(zip(self.fact_dates, self.facts, strict=True))
+        entries += [((b.turns[0].time.date().isoformat(), b.first_seq), b) for b in self.blocks.values()]
+        return sorted(entries, key=lambda entry: (entry[0], isinstance(entry[1], str)), reverse=True)
+
+    def _timeline_tokens(self) -> int:
+        """Every line with its newline, plus what each part's last line gains from the blank line after it (none
+        between two fact lines, which follow each other line by line), and from ending the text."""
+        entries = self._entries()
+        total = 0
+        for n, (_, entry) in enumerate(entries):
+            if isinstance(entry, str):
+                total += self._line(entry)
+                ends = line_ends(self.counter, entry)
+            else:
+                total += entry.tokens
+                ends = entry.ends
+            if n + 1 == len(entries):
+                total += ends[1]
+            elif not (isinstance(entry, str) and isinstance(entries[n + 1][1], str)):
+                total += ends[0]
+        return total
+
+    def _render_timeline(self) -> str:
+        lines: list[str] = []
+        previous: str | TurnBlock | None = None
+        for _, entry in self._entries():
+            if previous is not None and not (isinstance(entry, str) and isinstance(previous, str)):
+                lines.append("")
+            lines.append(entry if isinstance(entry, str) else entry.render())
+            previous = entry
+        return "\n".join(lines)
+
+    def evidence(self) -> str:
+        if self.timeline:
+            return self._render_timeline()
+        parts = []
+        if self.facts:
+            parts.append("\n".join(["Facts:", *self.facts]))
+        order = sorted(self.blocks.values(), key=lambda block: block.first_seq, reverse=True)  # newest first
+        parts.extend(block.render() for block in order)
+        return "\n\n".join(parts)
+
+    def text(self) -> str:
+        evidence = self.evidence()
+        return f"{evidence}{PERSONA_HEADER}{self.persona}" if self.persona else evidence
+
+    def add_fact(self, line: str, when: FactDate) -> None:
+        """Add a fact line at its place, newest first: after every line of a later or equal ``when``."""
+        at = next((n for n, key in enumerate(self.fact_dates) if when > key), len(self.facts))
+        self.fact_tokens += self._line(line) + (0 if self.facts else self._line("Facts:"))
+        self.facts.insert(at, line)
+        self.fact_dates.insert(at, when)
+        self.fact_ends = line_ends(self.counter, self.facts[-1])
+        self.added = at
+
+    def pop_fact(self) -> None:
+        """Take back the fact line added last."""
+        line = self.facts.pop(self.added)
+        del self.fact_dates[self.added]
+        self.fact_tokens -= self._line(line) + (0 if self.facts else self._line("Facts:"))
+        self.fact_ends = line_ends(self.counter, self.facts[-1]) if self.facts else (0, 0)
+
+    def _key(self, turn: Turn, scene: Scene | None) -> str:
+        # Untitled blocks (an extractive space) are one per session: scenes of one session share one date header.
+        return scene.id if scene is not None and self.titled else f"session:{turn.session_id}"
+
+    def add_turn(self, turn: Turn, scene: Scene | None) -> None:
+        key = self._key(turn, scene)
+        block = self.blocks.get(key)
+        if block is None:
+            block = self.blocks[key] = TurnBlock(self.titled, scene if self.titled else None, self.counter)
+        self.block_tokens -= block.tokens
+        self.block_blank -= block.ends[0]
+        block.add(turn, scene)
+        self.block_tokens += block.tokens
+        self.block_blank += block.ends[0]
+        if self.last is None or (block is not self.last and block.first_seq < self.last.first_seq):
+            self.last = block  # it starts before the block that ended the text: it ends the text now
+
+    def remove_turn(self, turn: Turn, scene: Scene | None) -> None:
+        key = self._key(turn, scene)
+        block = self.blocks[key]
+        self.block_tokens -= block.tokens
+        self.block_blank -= block.ends[0]
+        block.remove(turn)
+        if block.turns:
+            self.block_tokens += block.tokens
+            self.block_blank += block.ends[0]
+        else:
+            del self.blocks[key]
+        if block is self.last or self.last is None:
+            self._find_last()
+
+    def _find_last(self) -> None:
+        self.last = min(self.blocks.values(), key=lambda block: block.first_seq) if self.blocks else None

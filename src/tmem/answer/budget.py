@@ -13,8 +13,9 @@ Units are taken in one priority order (:func:`unit_order`) and added while they 
 skipped, so smaller later units can still use the rest. Tokens are those of a real tokenizer, cl100k by default
 (``Settings.tokenizer``, :mod:`tmem.util.tokens`); the text's count is kept exact line by line after every addition,
 and the whole text is counted once more before it is returned, so ``tokens <= max_tokens`` holds whatever the budget
-(0 gives an empty text). Facts come first, then scenes in chronological order with each turn in
-conversation order, then the persona notes when they still fit.
+(0 gives an empty text). The text reads newest first (:class:`tmem.answer.blocks.Draft`): the facts, then the
+blocks of turns (on an extractive space one timeline, fact lines among the blocks), then the persona notes when they
+still fit.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.answer.blocks import TurnBlock, line_ends
+from tmem.answer.blocks import PERSONA_HEADER, Draft, FactDate
 from tmem.answer.context import AnswerContext, format_persona
 from tmem.answer.updates import current_first
 from tmem.models import Item, Scene, Turn
@@ -103,9 +104,6 @@ class Context(BaseModel):
         )
 
 
-PERSONA_HEADER = "\n\nPersona notes (standing traits of the speakers):\n"
-
-
 class Searcher(Protocol):
     def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult: ...
 
@@ -133,6 +131,13 @@ class _Unit:
                 if is_ranked_list(r.name) and (counts is None or counts(r.name))
             )
         )
+
+
+def _fact_date(unit: _Unit) -> FactDate:
+    """Where a fact line goes among the others (newest first): its item's date, then its place in the conversation;
+    a line without a date goes after every dated one."""
+    item = unit.item
+    return (item.date or "", item.seq) if item is not None else ("", 0)
 
 
 def _fact_line(hit: ItemHit) -> str:
@@ -196,99 +201,6 @@ def unit_order(units: Sequence[_Unit], k0: int, counts: RouteFilter | None = Non
     return [u for _, u in ranked]
 
 
-# ------------------------------------------------------------------------------------------------ rendering
-
-
-@dataclass
-class _Draft:
-    """The context being packed: parts (the facts, then each block of turns) joined by blank lines, each a run of
-    lines. Its count is kept up to date as parts grow: every line is counted with the newline that ends it (exact,
-    :mod:`tmem.util.tokens`), and what the last line of each part changes - a blank line after it, or nothing when
-    it ends the text - is added from that line alone."""
-
-    counter: TokenCounter
-    facts: list[str] = field(default_factory=list)
-    fact_tokens: int = 0  # "Facts:" and every fact line, each with its newline
-    blocks: dict[str, TurnBlock] = field(default_factory=dict)
-    fact_ends: tuple[int, int] = (0, 0)  # line_ends of the last fact line
-    block_tokens: int = 0  # every block's count with its newline
-    block_blank: int = 0  # what every block gains when a blank line follows it (TurnBlock.ends)
-    last: TurnBlock | None = None  # the block that ends the text (the one with the highest first_seq)
-    persona: str = ""
-    titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
-
-    def _line(self, text: str) -> int:
-        return self.counter.count(text + "\n")
-
-    @property
-    def tokens(self) -> int:
-        """The count of :meth:`evidence`."""
-        if not self.facts and not self.blocks:
-            return 0
-        blank = self.block_blank + (self.fact_ends[0] if self.facts else 0)
-        last = self.last.ends if self.last is not None else self.fact_ends
-        return self.fact_tokens + self.block_tokens + blank - last[0] + last[1]
-
-    def evidence(self) -> str:
-        parts = []
-        if self.facts:
-            parts.append("\n".join(["Facts:", *self.facts]))
-        order = sorted(self.blocks.values(), key=lambda block: block.first_seq)
-        parts.extend(block.render() for block in order)
-        return "\n\n".join(parts)
-
-    def text(self) -> str:
-        evidence = self.evidence()
-        return f"{evidence}{PERSONA_HEADER}{self.persona}" if self.persona else evidence
-
-    def add_fact(self, line: str) -> None:
-        self.fact_tokens += self._line(line) + (0 if self.facts else self._line("Facts:"))
-        self.facts.append(line)
-        self.fact_ends = line_ends(self.counter, line)
-
-    def pop_fact(self) -> None:
-        line = self.facts.pop()
-        self.fact_tokens -= self._line(line) + (0 if self.facts else self._line("Facts:"))
-        self.fact_ends = line_ends(self.counter, self.facts[-1]) if self.facts else (0, 0)
-
-    def _key(self, turn: Turn, scene: Scene | None) -> str:
-        # Untitled blocks (an extractive space) are one per session: scenes of one session share one date header.
-        return scene.id if scene is not None and self.titled else f"session:{turn.session_id}"
-
-    def add_turn(self, turn: Turn, scene: Scene | None) -> None:
-        key = self._key(turn, scene)
-        block = self.blocks.get(key)
-        if block is None:
-            block = self.blocks[key] = TurnBlock(self.titled, scene if self.titled else None, self.counter)
-        self.block_tokens -= block.tokens
-        self.block_blank -= block.ends[0]
-        first = block.first_seq if block.turns else None
-        block.add(turn, scene)
-        self.block_tokens += block.tokens
-        self.block_blank += block.ends[0]
-        if self.last is None or (block is not self.last and block.first_seq > self.last.first_seq):
-            self.last = block
-        elif block is self.last and first is not None and block.first_seq < first:
-            self._find_last()  # the last block now starts earlier: another may follow it
-
-    def remove_turn(self, turn: Turn, scene: Scene | None) -> None:
-        key = self._key(turn, scene)
-        block = self.blocks[key]
-        self.block_tokens -= block.tokens
-        self.block_blank -= block.ends[0]
-        block.remove(turn)
-        if block.turns:
-            self.block_tokens += block.tokens
-            self.block_blank += block.ends[0]
-        else:
-            del self.blocks[key]
-        if block is self.last or self.last is None:
-            self._find_last()
-
-    def _find_last(self) -> None:
-        self.last = max(self.blocks.values(), key=lambda block: block.first_seq) if self.blocks else None
-
-
 # ------------------------------------------------------------------------------------------------ packing
 
 
@@ -347,7 +259,8 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     units = [*_item_units(result.items), *_turn_units(result.turns, scenes), *_scene_units(result, how.neighbours)]
     order = unit_order(units, how.k0, counts)  # LLM-built: a changed fact's newest statement first (retrieval.md)
     order = order if result.descriptive_only else current_first(order)
-    draft = _Draft(counter, titled=how.titles and not result.descriptive_only)
+    titled = how.titles and not result.descriptive_only  # an extractive space: its fact lines are quoted turns
+    draft = Draft(counter, titled=titled, timeline=result.descriptive_only)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
     quoted: set[str] = set()  # turn ids whose whole text a fact line in the context quotes (an extractive item)
@@ -362,7 +275,7 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
                 continue  # its fact (an item of the turn) is already there
             if unit.fact_turns and all(t in in_context for t in unit.fact_turns):
                 continue  # its source turns are already there word for word
-            draft.add_fact(unit.fact)
+            draft.add_fact(unit.fact, _fact_date(unit))
             tokens = draft.tokens
             if tokens > limit:
                 draft.pop_fact()
