@@ -11,6 +11,7 @@ Every hit keeps its routes. Choices the paper leaves open are documented in docs
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections import OrderedDict
@@ -28,7 +29,7 @@ from tmem.index.space import SpaceIndex, cached_vectorizer, scene_text, turn_sea
 from tmem.index.tail import TurnTail
 from tmem.index.topk import Mask, top_k
 from tmem.retrieve.config import RetrievalConfig
-from tmem.retrieve.fusion import Fused, fuse
+from tmem.retrieve.fusion import Fused, Ranked, fuse
 from tmem.retrieve.lists import RawTurns, StageLists
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
 from tmem.retrieve.routes import RERANK_PREFIX, Stage, stage_routes
@@ -110,9 +111,11 @@ def run_cascade(
     # routes recall what was said since the last build (or everything, before the first) whatever the rest ranks.
     turn_lists = lists.lists(Stage.TURN)
     kept_turns = fuse(turn_lists, cfg.k0) if turn_lists else []
+    if turns.raw_only:
+        kept_turns = _raw_kept(kept_turns, turn_lists, cfg.k0, cfg.unbuilt_top)
 
     result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, lists.misses)
-    result = result.model_copy(update={"unbuilt_turns": int(turns.unbuilt.sum())})
+    result = result.model_copy(update={"unbuilt_turns": int(turns.unbuilt.sum()), "never_built": turns.raw_only})
     if cfg.lexical_floor is not None and turns.list:
         best = top_k(turns.scores, ANCHOR_CANDIDATES, positive_only=True)
         texts = [turn_search_text(turns.list[int(r)]) for r in best]
@@ -124,6 +127,23 @@ def run_cascade(
         for f in kept_turns
     ]
     return result.model_copy(update={"turns": turn_hits})
+
+
+def _raw_kept(fused: list[Fused], lists: dict[str, list[Ranked]], k0: int, top: int) -> list[Fused]:
+    """The turn hits of a space never built, whose lists rank every turn (BM25: every turn with a query word): a turn
+    a list does not rank ties at the rank after its last (BM25 cannot tell those turns apart), the fusion is scored
+    again, and its best ``top`` and each list's best ``top`` are kept, in fused order, with their whole-list ranks."""
+    hits = []
+    for f in fused:
+        have = {r.name for r in f.routes}
+        tied = [Route(name=n, rank=len(e) + 1, score=0.0) for n, e in sorted(lists.items()) if n not in have]
+        routes = [*f.routes, *tied]
+        hits.append(Fused(f.id, math.fsum(sorted(1.0 / (k0 + r.rank) for r in routes)), routes))
+    hits.sort(key=lambda f: (-f.score, min(r.rank for r in f.routes), f.id))
+    keep = {f.id for f in hits[:top]}
+    for entries in lists.values():
+        keep.update(e.id for e in entries[:top])
+    return [f for f in hits if f.id in keep]
 
 
 def _result(

@@ -54,6 +54,11 @@ class RawTurns:
         self._query = query
         self._scores: Scores | None = None
 
+    @property
+    def raw_only(self) -> bool:
+        """No scene holds any of these turns: a space never built (its hits can only be raw turns)."""
+        return bool(self.list) and bool(self.unbuilt.all())
+
     def turn(self, turn_id: str) -> Turn:
         found = self.index.turns.get(turn_id)
         return found if found is not None else self._extra[turn_id]
@@ -209,4 +214,11 @@ class StageLists:
         mask = turns.unbuilt if spec.scope is Scope.UNBUILT else None
         if not turns.list or (mask is not None and not mask.any()):
             return None
+        if turns.raw_only and self.cfg.unbuilt_top:
+            # A space never built: the unbuilt route ranks every turn (whole-list ranks, as flat hybrid fuses them;
+            # the cascade keeps the best of the fusion and of each list), and the turn route, which would rank the
+            # same turns again, gives no list of its own.
+            if spec.scope is not Scope.UNBUILT:
+                return None
+            k, mask = len(turns.list), None
         return turns.bm25(k, mask) if spec.source is Source.BM25 else turns.dense(self.qvec, k, mask)
