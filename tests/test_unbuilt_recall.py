@@ -17,6 +17,7 @@ from tmem.embed import HashEmbedder
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Turn
 from tmem.retrieve.config import PRESETS, RetrievalConfig
+from tmem.retrieve.lists import RAW_RANK_DEPTH
 from tmem.retrieve.types import Route, SearchResult, TurnHit
 from tmem.store import open_store
 
@@ -217,6 +218,8 @@ def test_a_space_never_built_ranks_every_turn_as_flat_hybrid_does() -> None:
         assert route_filter(statement, PRESETS["associative"]) is not None
         built_ctx = anchorless.model_copy(update={"never_built": False})
         assert route_filter(built_ctx, PRESETS["associative"]) is not None  # the rule is the never-built space's
+        shallow = mem.search("u", "the grey cat Pixel", RetrievalConfig(name="auto", unbuilt_top=1))
+        assert {r.rank for h in shallow.turns for r in h.routes} <= set(range(1, RAW_RANK_DEPTH + 2))  # ranked 20 deep
         mem.build("u")
         _say(mem, FACTS[2], 50)
         assert not mem.search("u", "sister cello").never_built
