@@ -79,6 +79,7 @@ def main() -> None:
         variants = {}
     sums: dict[tuple[str, int, str], list[float]] = {}
     t0 = time.perf_counter()
+    conv_of = {s.name: s.conversation for s in stitched}  # a stitched space -> its LoCoMo conversation
     by_space: dict[str, list[Query]] = {}
     for q in queries:
         by_space.setdefault(q.space, []).append(q)
@@ -101,6 +102,7 @@ def main() -> None:
                     got = cell.systems[name]
                     value = got.coverage if q.benchmark == "locomo" and got.coverage is not None else float(got.hit)
                     sums.setdefault((q.benchmark, cell.budget, name), []).append(value)
+                    sums.setdefault((q.benchmark, cell.budget, f"{name}@{conv_of.get(space, space)}"), []).append(value)
     elapsed = time.perf_counter() - t0
     lines = [
         "# A space never built: its context against flat retrieval over the same turns",
@@ -121,6 +123,21 @@ def main() -> None:
             label = "tmem (`Memory.context`, never built)" if name == "tmem" else f"flat {name} over turns"
             cells = [100 * statistics.fmean(sums[(bench, b, name)]) if n else float("nan") for b in BUDGETS]
             lines.append(f"| {label} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+        lines.append("")
+        rival = "hybrid" if bench == "locomo" else "dense"
+        lines += [f"| {metric}, per conversation: tmem / flat {rival} | " + " | ".join(str(b) for b in BUDGETS) + " |",
+                  "|---|" + "---:|" * len(BUDGETS)]  # fmt: skip
+        for conv in names:
+            if (bench, BUDGETS[0], f"tmem@{conv}") not in sums:
+                continue
+            cells = [
+                "{:.1f} / {:.1f}".format(
+                    *(100 * statistics.fmean(sums[(bench, b, f"{x}@{conv}")]) for x in ("tmem", rival))
+                )
+                for b in BUDGETS
+            ]
+            n_conv = len(sums[(bench, BUDGETS[0], f"tmem@{conv}")])
+            lines.append(f"| {conv} ({n_conv}) | " + " | ".join(cells) + " |")
         lines.append("")
         if variants:
             lines += [f"| {metric}, variants of the recipe | {BUDGETS[0]} | {BUDGETS[1]} |", "|---|---:|---:|"]

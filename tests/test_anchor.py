@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.test_retrieve_extractive import SPACE, db  # noqa: F401  (module fixture: conv-26, 4 sessions, extractive)
 from tmem.answer.budget import recall, route_filter
 from tmem.embed.hashing import HashEmbedder
-from tmem.index.anchor import TurnLexicon, date_words
+from tmem.index.anchor import TurnLexicon, date_words, is_question
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.scope import Scope
@@ -125,3 +125,22 @@ def test_an_anchorless_query_on_an_extractive_space_is_ordered_by_dense_raw_turn
         assert "Scene (" not in ctx.text and ctx.text.startswith("[")
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What did Caroline find in her neighborhood during her walk?", True),
+        ("Would Caroline likely have Dr. Seuss books on her bookshelf?", True),
+        ("  how are you ?  ", True),
+        ("In what ways is Caroline participating?", False),  # no interrogative word first
+        ("It's funny, who am I, choosing rest over gadgets?", False),  # a statement ending on a rhetorical question
+        ("Remember how hard I pursued that? Now I barely think about it.", False),  # no question mark last
+        ("Whatever happened to the band?", False),  # "whatever" is not "what"
+        ("What did we decide", False),
+    ],
+)
+def test_a_direct_question_opens_with_an_interrogative_and_ends_with_a_question_mark(
+    query: str, expected: bool
+) -> None:
+    assert is_question(query) is expected

@@ -11,12 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tmem import Memory, MessageInput, Settings
-from tmem.answer.budget import pack_context
+from tmem.answer.budget import pack_context, route_filter
 from tmem.answer.context import assemble_context
 from tmem.embed import HashEmbedder
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Turn
 from tmem.retrieve.config import PRESETS, RetrievalConfig
+from tmem.retrieve.lists import RAW_RANK_DEPTH
 from tmem.retrieve.types import Route, SearchResult, TurnHit
 from tmem.scope import Scope
 from tmem.store import open_store
@@ -194,3 +195,32 @@ def test_the_whole_result_context_holds_unbuilt_turns_too() -> None:
         context = assemble_context(mem.search("u", "bakery brioche"))
         assert FACTS[3] in context.evidence and tid in context.turn_ids
         assert context.evidence.count(FACTS[3]) == 1
+
+
+def test_a_space_never_built_ranks_every_turn_as_flat_hybrid_does() -> None:
+    """Never built: the unbuilt lists rank every turn (a turn BM25 cannot rank ties after its last match), the turn
+    route adds no second copy of them, the context fuses the whole-list ranks with the search's k0, and a direct
+    question keeps its BM25 ranks even when it is anchorless. After a build the space is no longer never built."""
+    with _mem() as mem:
+        _chatter(mem, 30)
+        tid = _say(mem, FACTS[1], 40)
+        result = mem.search("u", "the grey cat Pixel")
+        assert result.never_built and result.turns[0].turn.id == tid
+        names = {r.name for h in result.turns for r in h.routes}
+        assert names == {"turn.unbuilt.bm25", "turn.unbuilt.dense"}
+        assert all({r.name for r in h.routes} == names for h in result.turns)  # every hit has both ranks
+        unmatched = [r for h in result.turns for r in h.routes if r.name == "turn.unbuilt.bm25" and r.score == 0.0]
+        assert unmatched and len({r.rank for r in unmatched}) == 1  # tied at one rank after the last match
+        lexical = [h for h in result.turns if any(r.name == "turn.unbuilt.bm25" and r.score > 0 for r in h.routes)]
+        assert all(r.rank <= len(lexical) for h in lexical for r in h.routes if r.name == "turn.unbuilt.bm25")
+        anchorless = result.model_copy(update={"lexical_anchor": 0.0, "query": "Which pet did alice adopt?"})
+        assert route_filter(anchorless, PRESETS["associative"]) is None  # a question: every route counts
+        statement = anchorless.model_copy(update={"query": "I keep thinking about getting a pet."})
+        assert route_filter(statement, PRESETS["associative"]) is not None
+        built_ctx = anchorless.model_copy(update={"never_built": False})
+        assert route_filter(built_ctx, PRESETS["associative"]) is not None  # the rule is the never-built space's
+        shallow = mem.search("u", "the grey cat Pixel", RetrievalConfig(name="auto", unbuilt_top=1))
+        assert {r.rank for h in shallow.turns for r in h.routes} <= set(range(1, RAW_RANK_DEPTH + 2))  # ranked 20 deep
+        mem.build("u")
+        _say(mem, FACTS[2], 50)
+        assert not mem.search("u", "sister cello").never_built

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tmem.answer.blocks import PERSONA_HEADER, Draft, FactDate
 from tmem.answer.context import AnswerContext, format_persona
 from tmem.answer.updates import current_first
+from tmem.index.anchor import is_question
 from tmem.models import Item, Scene, Turn
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.routes import is_ranked_list
@@ -205,12 +206,12 @@ def unit_order(units: Sequence[_Unit], k0: int, counts: RouteFilter | None = Non
 
 
 def route_filter(result: SearchResult, config: RetrievalConfig) -> RouteFilter | None:
-    """For an anchorless query (lexical anchor under ``config.lexical_floor``), the routes that still order the
-    context: ``config.anchorless_routes`` (route names, prefixes already expanded); None when every route counts."""
+    """For an anchorless query (lexical anchor under ``config.lexical_floor``; on a space never built, not a direct
+    question: ``is_question``), the routes still ordering the context: ``config.anchorless_routes``; else None."""
     floor, anchor = config.lexical_floor, result.lexical_anchor
     if floor is None or anchor is None or anchor >= floor:
         return None
-    return config.anchorless_routes.__contains__
+    return None if result.never_built and is_question(result.query) else config.anchorless_routes.__contains__
 
 
 def pack_context(
@@ -380,14 +381,17 @@ def pack_for(
     include_persona: bool = True,
     counter: TokenCounter | None = None,
 ) -> Context:
-    """Pack ``result`` the way its recipe says (``config`` resolved for the result's space: its k0, the routes that
-    order an anchorless query, excerpts and block titles): what every budgeted reader gets, ``ask`` included."""
-    resolved = (config or RetrievalConfig.preset("auto")).for_space(result.descriptive_only)
+    """Pack ``result`` as its recipe says (``config`` resolved for the result's space: its k0, the routes ordering an
+    anchorless query, excerpts, block titles): what every budgeted reader gets, ``ask`` included."""
+    asked = config or RetrievalConfig.preset("auto")
+    resolved = asked.for_space(result.descriptive_only)
+    # never built: whole-list ranks fused with the search's k0 (flat hybrid's) unless context_k0 was set (retrieval.md)
+    never_built = result.never_built and "context_k0" not in asked.model_fields_set
     return pack_context(
         result,
         max_tokens,
         include_persona=include_persona,
-        k0=resolved.context_k0,
+        k0=resolved.k0 if never_built else resolved.context_k0,
         counts=route_filter(result, resolved),
         counter=counter,
         neighbours=resolved.excerpt_neighbours,

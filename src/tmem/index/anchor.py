@@ -48,6 +48,20 @@ _BEFORE_YEAR = re.compile(
     re.IGNORECASE,
 )
 _LOOK_BACK = 16  # characters before a match searched for the words above (the longest is "through" and a space)
+# A direct question: an interrogative word first and a question mark last ("Would Caroline likely have Dr. Seuss
+# books?"). A message that ends on a rhetorical question ("... who am I, choosing rest over gadgets?") is not one.
+_QUESTION = re.compile(
+    r"^\W*(?:what|when|where|which|who|whom|whose|why|how|is|are|was|were|am|do|does|did|has|have|had|can|could|will"
+    r"|would|shall|should|may|might|must)\b[^\n]*\?\W*$",
+    re.IGNORECASE,
+)
+
+
+def is_question(query: str) -> bool:
+    """Whether ``query`` is a direct question (English): it opens with an interrogative word or an auxiliary verb and
+    ends with a question mark. It asks for what was said, so its words are those of the turns that answer it even
+    when one turn holds few of them (docs/retrieval.md: how a space never built orders such a query)."""
+    return bool(_QUESTION.match(query.strip()))
 
 
 def date_words(query: str) -> set[str]:

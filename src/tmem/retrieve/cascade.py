@@ -11,6 +11,7 @@ Every hit keeps its routes. Choices the paper leaves open are documented in docs
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections import OrderedDict
@@ -28,7 +29,7 @@ from tmem.index.space import SpaceIndex, cached_vectorizer, scene_text, turn_sea
 from tmem.index.tail import TurnTail
 from tmem.index.topk import Mask, top_k
 from tmem.retrieve.config import RetrievalConfig
-from tmem.retrieve.fusion import Fused, fuse
+from tmem.retrieve.fusion import Fused, Ranked, fuse
 from tmem.retrieve.lists import RawTurns, StageLists
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
 from tmem.retrieve.routes import RERANK_PREFIX, Stage, stage_routes
@@ -110,10 +111,13 @@ def run_cascade(
     # what flat retrieval by that list would hand a reader, so it must reach the context's fusion. The unbuilt-turn
     # routes recall what was said since the last build (or everything, before the first) whatever the rest ranks.
     turn_lists = lists.lists(Stage.TURN)
-    kept_turns = fuse(turn_lists, cfg.k0) if turn_lists else []
+    if turns.raw_only and turn_lists:
+        kept_turns = _raw_fused(turn_lists, cfg.k0, cfg.unbuilt_top)
+    else:
+        kept_turns = fuse(turn_lists, cfg.k0) if turn_lists else []
 
     result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, lists.misses)
-    result = result.model_copy(update={"unbuilt_turns": int(turns.unbuilt.sum())})
+    result = result.model_copy(update={"unbuilt_turns": int(turns.unbuilt.sum()), "never_built": turns.raw_only})
     if cfg.lexical_floor is not None and turns.list:
         best = top_k(turns.scores, ANCHOR_CANDIDATES, positive_only=True)
         texts = [turn_search_text(turns.list[int(r)]) for r in best]
@@ -125,6 +129,41 @@ def run_cascade(
         for f in kept_turns
     ]
     return result.model_copy(update={"turns": turn_hits})
+
+
+def _raw_fused(lists: dict[str, list[Ranked]], k0: int, top: int) -> list[Fused]:
+    """The turn hits of a space never built, whose lists rank every turn (BM25: every turn with a query word): RRF
+    over the whole lists, a turn a list does not rank tied at the rank after its last (BM25 cannot tell those turns
+    apart); the fusion's best ``top`` and each list's best ``top`` are kept, in fused order, with their whole-list
+    ranks. Only the kept turns get routes (a list holds every turn of the space)."""
+    names = sorted(lists)
+    ranks: dict[str, dict[str, int]] = {}
+    for name in names:
+        ranks[name] = {}
+        for e in lists[name]:
+            ranks[name].setdefault(e.id, len(ranks[name]) + 1)
+    tie = {name: len(ranks[name]) + 1 for name in names}
+
+    def key(tid: str) -> tuple[float, int, str]:
+        got = [ranks[name].get(tid, tie[name]) for name in names]
+        return -math.fsum(sorted(1.0 / (k0 + r) for r in got)), min(got), tid
+
+    order = sorted(dict.fromkeys(tid for name in names for tid in ranks[name]), key=key)
+    keep = set(order[:top])
+    for name in names:
+        keep.update(list(ranks[name])[:top])
+    firsts = {name: {e.id: e for e in reversed(lists[name])} for name in names}
+    out = []
+    for tid in (t for t in order if t in keep):
+        routes = []
+        for name in names:
+            hit, rank = firsts[name].get(tid), ranks[name].get(tid, tie[name])
+            if hit is None:
+                routes.append(Route(name=name, rank=rank, score=0.0))
+            else:
+                routes.append(Route(name=name, rank=rank, score=float(hit.score), view=hit.view, gate=hit.gate))
+        out.append(Fused(tid, -key(tid)[0], routes))
+    return out
 
 
 def _result(

@@ -24,6 +24,10 @@ from tmem.retrieve.routes import Candidates, RouteSpec, Source, Stage, stage_rou
 from tmem.retrieve.types import GateMiss
 
 Vector = npt.NDArray[np.float32]
+# A space never built: how many times as many turns as it keeps each unbuilt-turn list ranks (docs/retrieval.md). A
+# turn past that depth ties at the rank after it: at k0 60 it weighs under 1/(60 + 20 x kept) in the fusion, and
+# ranking every turn of a large space costs a sort and a Python object per turn on every read.
+RAW_RANK_DEPTH = 20
 
 
 def ranked(ids: Sequence[str], scores: Scores, rows: npt.NDArray[np.intp]) -> list[Ranked]:
@@ -53,6 +57,11 @@ class RawTurns:
         self.unbuilt: Mask = np.concatenate([index.unbuilt, np.ones(len(extra), dtype=np.bool_)])
         self._query = query
         self._scores: Scores | None = None
+
+    @property
+    def raw_only(self) -> bool:
+        """No scene holds any of these turns: a space never built (its hits can only be raw turns)."""
+        return bool(self.list) and bool(self.unbuilt.all())
 
     def turn(self, turn_id: str) -> Turn:
         found = self.index.turns.get(turn_id)
@@ -209,4 +218,11 @@ class StageLists:
         mask = turns.unbuilt if spec.scope is Candidates.UNBUILT else None
         if not turns.list or (mask is not None and not mask.any()):
             return None
+        if turns.raw_only and self.cfg.unbuilt_top:
+            # A space never built: the unbuilt route ranks RAW_RANK_DEPTH times as many turns as it keeps (ranks deep
+            # enough to fuse as flat hybrid fuses whole lists; the cascade keeps the best of the fusion and of each
+            # list), and the turn route, which would rank the same turns again, gives no list of its own.
+            if spec.scope is not Scope.UNBUILT:
+                return None
+            k, mask = min(len(turns.list), k * RAW_RANK_DEPTH), None
         return turns.bm25(k, mask) if spec.source is Source.BM25 else turns.dense(self.qvec, k, mask)

@@ -96,6 +96,11 @@ class SearchResult(BaseModel):
     descriptive_only: bool = Field(
         default=False, description="True when the space was built without an LLM (no Bridge/Horizon/persona)."
     )
+    never_built: bool = Field(
+        default=False,
+        description="True when no scene holds any turn of the space yet (a space never built): every hit is a raw turn "
+        "of the unbuilt-turn route, ranked over every turn (docs/retrieval.md).",
+    )
     gated: list[GateMiss] = Field(
         default_factory=list, description="Trigger-route candidates that fell under a gate (why they are missing)."
     )
