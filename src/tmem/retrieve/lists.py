@@ -222,7 +222,7 @@ class StageLists:
             # A space never built: the unbuilt route ranks RAW_RANK_DEPTH times as many turns as it keeps (ranks deep
             # enough to fuse as flat hybrid fuses whole lists; the cascade keeps the best of the fusion and of each
             # list), and the turn route, which would rank the same turns again, gives no list of its own.
-            if spec.scope is not Scope.UNBUILT:
+            if spec.scope is not Candidates.UNBUILT:
                 return None
             k, mask = min(len(turns.list), k * RAW_RANK_DEPTH), None
         return turns.bm25(k, mask) if spec.source is Source.BM25 else turns.dense(self.qvec, k, mask)
