@@ -98,6 +98,10 @@ class ConversationRepo(Protocol):
 
     def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None: ...
 
+    def add_sessions(self, space: str, new: Sequence[tuple[Session, Sequence[Turn]]]) -> None:
+        """Several sessions with their turns in one transaction, one bulk insert per table (an import's write)."""
+        ...
+
     def sessions(self, space: str) -> list[Session]:
         """In arrival order (seq)."""
         ...

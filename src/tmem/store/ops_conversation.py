@@ -17,10 +17,8 @@ from tmem.store.schema import LINK_TABLES, scene_turns, sessions, spaces, turns
 from tmem.store.sql import SQLOps
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
-# Statements built once: SQLAlchemy memoizes a statement object's cache key, so an import's thousands of calls look
-# their compiled form up without walking the statement again (bench/results/store_perf.md).
-_INSERT_SESSION = sessions.insert()
-_INSERT_TURNS = turns.insert()
+# Built once: SQLAlchemy memoizes a statement object's cache key, so an import's thousands of get_space calls look
+# its compiled form up without walking the statement again (bench/results/store_perf.md).
 _GET_SPACE = select(spaces.c.name, spaces.c.speakers).where(
     spaces.c.tenant == bindparam("tenant"), spaces.c.name == bindparam("name")
 )
@@ -98,14 +96,20 @@ class ConversationOps(SQLOps):
 
     # ------------------------------------------------------------------ sessions and turns
     def add_session(self, space: str, session: Session, turns: Sequence[Turn]) -> None:
-        check_session_turns(session, turns)
+        self.add_sessions(space, [(session, turns)])
+
+    def add_sessions(self, space: str, new: Sequence[tuple[Session, Sequence[Turn]]]) -> None:
+        for session, rows in new:
+            check_session_turns(session, rows)
         self.get_space(space)
+        key = self._key(space)
         with self.transaction():
-            self._run_many(_INSERT_SESSION, self._scoped(space, [mappers.session_row(session)]))
-            self._insert_turns(space, turns)
+            self._insert_rows(sessions, mappers.SESSION_COLUMNS, [mappers.session_values(key, s) for s, _ in new])
+            self._insert_turns(space, [t for _, rows in new for t in rows])
 
     def _insert_turns(self, space: str, rows: Sequence[Turn]) -> None:
-        self._run_many(_INSERT_TURNS, self._scoped(space, [mappers.turn_row(t) for t in rows]))
+        key = self._key(space)
+        self._insert_rows(turns, mappers.TURN_COLUMNS, [mappers.turn_values(key, t) for t in rows])
 
     def sessions(self, space: str) -> list[Session]:
         rows = self._fetch(select(sessions).where(self._in(sessions, space)).order_by(sessions.c.seq))
