@@ -17,6 +17,7 @@ Rounds alternate trees: old, new, old, new ... and record the 1-minute load aver
 Run (from the repository root):
     python bench/store_perf.py --old /tmp/h24p/old/src --new src --repeats 3 --import-repeats 2 \
         --out bench/results/store_perf.md
+(the old tree: ``git archive 4e66a10 src bench | tar -x -C /tmp/h24p/old``). Wall and CPU seconds are both recorded.
 """
 
 from __future__ import annotations
@@ -81,37 +82,41 @@ def work_import(n_turns: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         mem = _memory(Path(tmp))
         try:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             mem.add_sessions(SPACE, sessions)
-            seconds = time.perf_counter() - started
+            seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
             assert next(s for s in mem.spaces() if s.name == SPACE).turns == n_turns  # either tree's public API
         finally:
             mem.close()
-    return {"import_s": seconds}
+    return {"import_s": seconds, "import_cpu_s": cpu}
 
 
-def _search_times(mem: Any, queries: list[str]) -> list[float]:
+def _search_times(mem: Any, queries: list[str]) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each query."""
     for q in queries[:3]:
         mem.search(CONV, q)
-    times = []
+    times, cpu = [], []
     for q in queries:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         mem.search(CONV, q)
         times.append(time.perf_counter() - started)
-    return times
+        cpu.append(time.process_time() - cpu_started)
+    return times, cpu
 
 
 def _build_and_search(mem: Any, queries: list[str], tag: str) -> dict[str, float]:
     mem.import_file(DATA, space=CONV)
     mem.embedder.embed(["warm up the model"])  # the model load is not part of the build figure
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     mem.build(CONV)
-    build_s = time.perf_counter() - started
-    times = _search_times(mem, queries)
+    build_s, build_cpu = time.perf_counter() - started, time.process_time() - cpu
+    times, cpu_times = _search_times(mem, queries)
     return {
         f"build_{tag}_s": build_s,
         f"search_{tag}_p50_ms": float(np.percentile(times, 50)) * 1000,
         f"search_{tag}_p95_ms": float(np.percentile(times, 95)) * 1000,
+        f"build_{tag}_cpu_s": build_cpu,
+        f"search_{tag}_p50_cpu_ms": float(np.percentile(cpu_times, 50)) * 1000,
     }
 
 
@@ -154,6 +159,13 @@ ROWS = [
     ("build_pg_s", "extractive build of conv-26, PostgreSQL (s)"),
     ("search_pg_p50_ms", "search p50, conv-26, PostgreSQL (ms)"),
     ("search_pg_p95_ms", "search p95, conv-26, PostgreSQL (ms)"),
+    # CPU seconds of the measuring process (all its threads; on PostgreSQL the server's are not counted): less
+    # swayed than wall time by other work on a shared machine
+    ("import_cpu_s", "import {turns} turns, SQLite: CPU (s)"),
+    ("build_sqlite_cpu_s", "extractive build of conv-26, SQLite: CPU (s)"),
+    ("search_sqlite_p50_cpu_ms", "search p50, conv-26, SQLite: CPU (ms)"),
+    ("build_pg_cpu_s", "extractive build of conv-26, PostgreSQL: CPU of the client (s)"),
+    ("search_pg_p50_cpu_ms", "search p50, conv-26, PostgreSQL: CPU of the client (ms)"),
 ]
 
 

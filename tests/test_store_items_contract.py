@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tmem.errors import IntegrityError, StoreError
+from tmem.errors import IntegrityError, NotFoundError, StoreError
 from tmem.models import (
     Item,
     ItemEdit,
@@ -122,6 +122,43 @@ def test_tombstones_stop_items_from_coming_back(store: Store) -> None:
         Scope.local("a"), [Item(id=i, text=i, kind=ItemKind.ATOMIC, scene_ids=["sc1"]) for i in ("i1", "i2")]
     )
     assert [i.id for i in store.items(Scope.local("a"))] == ["i2"]
+
+
+def test_tombstoned_answers_whether_the_space_has_fewer_or_more_tombstones_than_ids_asked(store: Store) -> None:
+    store.ensure_space(Scope.local("a"))
+    store.ensure_space(Scope.local("b"))
+    store.add_tombstones(Scope.local("a"), "turn", [f"t{n}" for n in range(1500)])
+    store.add_tombstones(Scope.local("a"), "item", ["t1600"])
+    store.add_tombstones(Scope.local("b"), "turn", ["t1601"])
+    asked = [f"t{n}" for n in range(0, 3000, 2)]  # as many as the space has: one read of its tombstones
+    assert store.tombstoned(Scope.local("a"), "turn", asked) == {f"t{n}" for n in range(0, 1500, 2)}
+    asked = [f"t{n}" for n in range(900, 2100)] * 2  # fewer (distinct) than it has: IN lists of 500, over 3 chunks
+    assert store.tombstoned(Scope.local("a"), "turn", asked) == {f"t{n}" for n in range(900, 1500)}
+    assert store.tombstoned(Scope.local("a"), "turn", ["t1600", "t1601", "t7"]) == {"t7"}  # another kind, another space
+    assert store.tombstoned(Scope.local("a"), "turn", []) == set()
+    assert store.tombstoned(Scope.local("b"), "item", ["t1601"]) == set()
+
+
+def test_add_sessions_writes_sessions_and_turns_in_one_call_or_nothing(store: Store) -> None:
+    store.ensure_space(Scope.local("a"))
+    first = (Session(id="s1", seq=0, started_at=T0, content_hash="h1"), [_turn(0), _turn(1)])
+    second = (Session(id="s2", seq=1, started_at=T0, content_hash="h2"), [_turn(2, "s2")])
+    store.add_sessions(Scope.local("a"), [first, second])
+    assert [s.id for s in store.sessions(Scope.local("a"))] == ["s1", "s2"]
+    assert store.turns(Scope.local("a")) == [_turn(0), _turn(1), _turn(2, "s2")]
+    clash = (Session(id="s4", seq=3, started_at=T0, content_hash="h4"), [_turn(1, "s4")])  # t1 is stored
+    with pytest.raises(IntegrityError):
+        store.add_sessions(
+            Scope.local("a"), [(Session(id="s3", seq=2, started_at=T0, content_hash="h3"), [_turn(3, "s3")]), clash]
+        )
+    with pytest.raises(IntegrityError):
+        store.add_sessions(
+            Scope.local("a"), [(Session(id="s3", seq=2, started_at=T0, content_hash="h3"), [_turn(3, "s1")])]
+        )
+    with pytest.raises(NotFoundError):
+        store.add_sessions(Scope.local("nope"), [first])
+    assert [s.id for s in store.sessions(Scope.local("a"))] == ["s1", "s2"] and len(store.turns(Scope.local("a"))) == 3
+    assert not store.has_space(Scope.local("nope"))
 
 
 def test_item_edits(store: Store) -> None:

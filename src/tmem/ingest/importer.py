@@ -127,6 +127,13 @@ def _check_input(space: SpaceInput, source: str) -> None:
             turn_ids.add(turn.id)
 
 
+# Sessions are written in bulk, about this many turns per store call: a fifth of the calls of one per 20-turn session
+# (each checks the space and runs one INSERT per table), while the records held between writes stay too few to set
+# off the garbage collector, which larger batches did (5,000 turns: +0.4 s of collections in a 100k-turn import;
+# bench/results/store_perf.md).
+WRITE_TURNS = 100
+
+
 def _import_space(store: Store, space: SpaceInput, scope: Scope, source: str) -> SpaceImportReport:
     created = not store.has_space(scope)
     stored_space = store.ensure_space(scope)
@@ -143,6 +150,8 @@ def _import_space(store: Store, space: SpaceInput, scope: Scope, source: str) ->
     forgotten = store.tombstoned(scope, "turn", [t.id for s in space.sessions for t in s.turns])
 
     report = SpaceImportReport(space=space.name, created=created)
+    new_sessions: list[tuple[Session, Sequence[Turn]]] = []  # not yet written: `held` turns
+    held = 0
     speakers = list(stored_space.speakers)
     for name in space.speakers:
         if name not in speakers:
@@ -189,12 +198,18 @@ def _import_space(store: Store, space: SpaceInput, scope: Scope, source: str) ->
             report.sessions_skipped.append(session.id)
             continue
         stored = Session(id=session.id, seq=next_session_seq, started_at=session.started_at, content_hash=content_hash)
-        store.add_session(scope, stored, turns)
+        new_sessions.append((stored, turns))
+        held += len(turns)
+        if held >= WRITE_TURNS:
+            store.add_sessions(scope, new_sessions)
+            new_sessions, held = [], 0
         next_session_seq += 1
         by_hash[content_hash] = stored
         by_id[session.id] = stored
         report.sessions_added.append(session.id)
         report.turns_added += len(turns)
+    if new_sessions:
+        store.add_sessions(scope, new_sessions)
     if speakers != list(stored_space.speakers):
         store.set_speakers(scope, speakers)
     report.speakers = speakers

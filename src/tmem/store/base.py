@@ -106,6 +106,10 @@ class ConversationRepo(Protocol):
 
     def add_session(self, scope: Scope, session: Session, turns: Sequence[Turn]) -> None: ...
 
+    def add_sessions(self, scope: Scope, new: Sequence[tuple[Session, Sequence[Turn]]]) -> None:
+        """Several sessions with their turns in one transaction, one bulk insert per table (an import's write)."""
+        ...
+
     def sessions(self, scope: Scope) -> list[Session]:
         """In arrival order (seq)."""
         ...

@@ -39,17 +39,25 @@ _ITEM = (
 )  # fmt: skip
 
 
-def session_row(s: m.Session) -> dict[str, Any]:
-    return {**_pick(s, _SESSION), "started_at": ts(s.started_at)}
+# An imported session and its turns are written as tuples of these columns (after tenant, space), in the order of
+# tmem.store.schema (the bulk insert, SQLOps._insert_rows, checks it): no dict per row on the import path.
+SESSION_COLUMNS = ("tenant", "space", "id", "seq", "started_at", "content_hash")
+TURN_COLUMNS = ("tenant", "space", "id", "session_id", "seq", "speaker", "text", "time", "caption", "metadata")
+
+
+def session_values(key: tuple[str, str], s: m.Session) -> tuple[Any, ...]:
+    """The SESSION_COLUMNS of ``s`` in the space whose (tenant, space) is ``key``."""
+    return (*key, s.id, s.seq, s.started_at.isoformat(), s.content_hash)
 
 
 def session(r: Row) -> m.Session:
     return m.Session(**_take(r, _SESSION), started_at=dt(r["started_at"]))
 
 
-def turn_row(t: m.Turn) -> dict[str, Any]:
+def turn_values(key: tuple[str, str], t: m.Turn) -> tuple[Any, ...]:
+    """The TURN_COLUMNS of ``t`` in the space whose (tenant, space) is ``key``."""
     meta = json.dumps(t.metadata, ensure_ascii=False) if t.metadata else "{}"  # most turns carry none
-    return {**_pick(t, _TURN), "time": ts(t.time), "metadata": meta}
+    return (*key, t.id, t.session_id, t.seq, t.speaker, t.text, t.time.isoformat(), t.caption, meta)
 
 
 def turn(r: Row) -> m.Turn:

@@ -18,10 +18,8 @@ from tmem.store.schema import LINK_TABLES, scene_turns, sessions, spaces, turns
 from tmem.store.sql import SQLOps
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 
-# Statements built once: SQLAlchemy memoizes a statement object's cache key, so an import's thousands of calls look
-# their compiled form up without walking the statement again (bench/results/store_perf.md).
-_INSERT_SESSION = sessions.insert()
-_INSERT_TURNS = turns.insert()
+# Built once: SQLAlchemy memoizes a statement object's cache key, so an import's thousands of get_space calls look
+# its compiled form up without walking the statement again (bench/results/store_perf.md).
 _GET_SPACE = select(spaces.c.name, spaces.c.speakers).where(
     spaces.c.tenant == bindparam("tenant"), spaces.c.name == bindparam("name")
 )
@@ -101,14 +99,20 @@ class ConversationOps(SQLOps):
 
     # ------------------------------------------------------------------ sessions and turns
     def add_session(self, scope: Scope, session: Session, turns: Sequence[Turn]) -> None:
-        check_session_turns(session, turns)
+        self.add_sessions(scope, [(session, turns)])
+
+    def add_sessions(self, scope: Scope, new: Sequence[tuple[Session, Sequence[Turn]]]) -> None:
+        for session, rows in new:
+            check_session_turns(session, rows)
         self.get_space(scope)
+        key = (scope.tenant, scope.key)
         with self.transaction():
-            self._run_many(_INSERT_SESSION, self._scoped(scope, [mappers.session_row(session)]))
-            self._insert_turns(scope, turns)
+            self._insert_rows(sessions, mappers.SESSION_COLUMNS, [mappers.session_values(key, s) for s, _ in new])
+            self._insert_turns(scope, [t for _, rows in new for t in rows])
 
     def _insert_turns(self, scope: Scope, rows: Sequence[Turn]) -> None:
-        self._run_many(_INSERT_TURNS, self._scoped(scope, [mappers.turn_row(t) for t in rows]))
+        key = (scope.tenant, scope.key)
+        self._insert_rows(turns, mappers.TURN_COLUMNS, [mappers.turn_values(key, t) for t in rows])
 
     def sessions(self, scope: Scope) -> list[Session]:
         rows = self._fetch(select(sessions).where(self._in(sessions, scope)).order_by(sessions.c.seq))

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 import numpy as np
 from sqlalchemy import ClauseElement, ColumnElement, Table, and_
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.engine.interfaces import Dialect as SADialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.util import LRUCache
 
+from tmem.errors import StoreError
 from tmem.scope import Scope
 from tmem.store.base import Vector, iter_batches
 
@@ -33,6 +35,11 @@ _COMPILED: dict[str, LRUCache[Any, Any]] = {"sqlite": LRUCache(2000), "postgresq
 CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
 DialectName = Literal["sqlite", "postgresql"]
 Insert = sqlite.Insert | postgresql.Insert
+# The drivers' positional parameter styles (``?``, ``%s``): a bulk insert sends each row as a tuple, no dict per row.
+_POSITIONAL: dict[str, SADialect] = {
+    "sqlite": sqlite.dialect(paramstyle="qmark"),
+    "postgresql": psycopg.dialect(paramstyle="format"),  # type: ignore[no-untyped-call]
+}
 
 
 class SQLOps:
@@ -86,8 +93,8 @@ class SQLOps:
         params = sql_compiler.construct_params(
             params=dict(values) if values else None, extracted_parameters=extracted, _check=False
         )
-        if keys is not None:
-            return sql_compiler.string, dict(params)
+        if keys is not None or not (sql_compiler.post_compile_params or sql_compiler.literal_execute_params):
+            return sql_compiler.string, dict(params)  # nothing rendered per call (no IN list): the cached text
         state = sql_compiler.construct_expanded_state(params)
         return state.statement, dict(state.parameters)
 
@@ -111,6 +118,12 @@ class SQLOps:
             return
         sql, constants = self._compile(stmt, list(rows[0]))
         self._many(sql, [{**constants, **row} for row in rows])
+
+    def _insert_rows(self, table: Table, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert ``rows``, tuples of ``columns`` (in the table's column order): the bulk path of imports, one
+        executemany of positional rows with the INSERT compiled once (:func:`insert_sql`)."""
+        if rows:
+            self._many(insert_sql(self.dialect, table, columns), rows)
 
     def _insert(self, table: Table) -> Insert:
         return sqlite.insert(table) if self.dialect == "sqlite" else postgresql.insert(table)
@@ -145,6 +158,20 @@ class SQLOps:
         """Distinct ``ids`` in lists short enough for one IN (...)."""
         for chunk in iter_batches(list(dict.fromkeys(ids)), CHUNK):
             yield list(chunk)
+
+
+@lru_cache(maxsize=64)
+def insert_sql(dialect: DialectName, table: Table, columns: tuple[str, ...]) -> str:
+    """``INSERT INTO table (columns) VALUES (?, ...)`` for ``dialect`` with positional parameters, compiled from the
+    MetaData table once per (dialect, table, columns)."""
+    compiled = table.insert().compile(dialect=_POSITIONAL[dialect], column_keys=list(columns))
+    order = tuple(compiled.positiontup or ())
+    if order != columns:  # SQLAlchemy binds an INSERT's columns in the table's order, whatever order they are named
+        raise StoreError(
+            f"A bulk insert into {table.name} names its columns {columns}, but the table orders them {order}: this "
+            "is a bug in tmem (the mapper's column list must follow tmem.store.schema); please report it."
+        )
+    return compiled.string
 
 
 @lru_cache(maxsize=4096)

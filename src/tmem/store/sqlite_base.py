@@ -152,33 +152,34 @@ class SQLiteBase:
             raise store_error(exc, self._path, "committing") from exc
 
     @contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        """Backend errors as the project's: a ``StoreError`` naming the database and what was being done, or the
-        input error for text that is not valid UTF-8."""
+    def _errors(self, doing: str, sql: str | None = None) -> Iterator[None]:
+        """Backend errors as the project's: a ``StoreError`` naming the database and what was being done (``doing``,
+        its ``{}`` filled with the head of ``sql`` only on failure: every statement passes here), or the input error
+        for text that is not valid UTF-8."""
         try:
             yield
         except sqlite3.Error as exc:
-            raise store_error(exc, self._path, doing) from exc
+            raise store_error(exc, self._path, doing if sql is None else doing.format(_verb(sql))) from exc
         except UnicodeEncodeError as exc:
             raise not_utf8(exc) from exc
 
     def _rows(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
-        with self._lock, self._errors(f"reading ({_verb(sql)})"):
+        with self._lock, self._errors("reading ({})", sql):
             return list(self._db.execute(sql, params).fetchall())
 
     def _named(self, sql: str, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
         del binary  # SQLite returns blobs as they are
-        with self._lock, self._errors(f"reading ({_verb(sql)})"):
+        with self._lock, self._errors("reading ({})", sql):
             cursor = self._db.execute(sql, params)
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def _exec(self, sql: str, params: Any = ()) -> int:
-        with self._lock, self._errors(f"running {_verb(sql)}"):
+        with self._lock, self._errors("running {}", sql):
             return self._db.execute(sql, params).rowcount
 
     def _many(self, sql: str, rows: Sequence[Any]) -> None:
-        with self._lock, self._errors(f"running {_verb(sql)}"):
+        with self._lock, self._errors("running {}", sql):
             self._db.executemany(sql, rows)
 
     @staticmethod
