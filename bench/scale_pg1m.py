@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from scale_vectors import BRIDGE, DIM, ENTITY, corpus, emit, pct, queries, recall, run_queries
 
 SPACE, MODEL = "bench", "bench-model"
+SCOPE = Scope.local(SPACE)  # the (tenant, space) columns of its rows
 
 
 def start(root: Path) -> Any:
@@ -149,7 +150,7 @@ def misses(args: argparse.Namespace, server: Any) -> None:
     build_info = json.loads((args.dir / "build.json").read_text())
     qs, exact = reference(args.dir, build_info["views"], 100, args.k)
     store = PostgresStore.open(server.get_uri(), max_size=1)
-    key = [*store._key(SPACE), MODEL]
+    key = [SCOPE.tenant, SCOPE.key, MODEL]
     where = f"tenant = %s AND space = %s AND model_id = %s AND part IN ('{BRIDGE}', '{ENTITY}') AND dim = {DIM}"
     half = f"vec::halfvec({DIM}) <=> %b::vector::halfvec({DIM})"
     found: dict[int, list[int]] = {}
@@ -270,7 +271,7 @@ def explain(store: PostgresStore, index: PgVectorIndex, qs: npt.NDArray[np.float
         )
         used, hit, read, ms = set(), [], [], []
         for q in qs:
-            top = store._rows(sql, [q, *store._key(SPACE), MODEL, q])[0][0][0]
+            top = store._rows(sql, [q, SCOPE.tenant, SCOPE.key, MODEL, q])[0][0][0]
             node = top["Plan"]
             while node.get("Plans") and "Index" not in node.get("Node Type", ""):
                 node = node["Plans"][0]
