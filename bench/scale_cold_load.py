@@ -131,7 +131,7 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
     write_space(lite, n_turns)
     lite_figures = {"write_s": time.perf_counter() - t0}
     t0 = time.perf_counter()
-    index = SpaceIndex.from_store(lite, SPACE, embedder)  # embeds every text once into the store's cache
+    index = SpaceIndex.from_store(lite, Scope.local(SPACE), embedder)  # embeds every text once into the store's cache
     lite_figures["first_load_s"] = time.perf_counter() - t0
     if hasattr(index, "entries"):  # the index reads vectors through a VectorIndex: its entries, in row order
         lite_figures["vectors"] = float(len(index.entries))
@@ -196,7 +196,7 @@ def load_once(url: str, mode: str, home: str) -> dict[str, float]:
     if mode == "in-process":
         from tmem.index.space import SpaceIndex
 
-        SpaceIndex.from_store(store, SPACE, embedder)
+        SpaceIndex.from_store(store, Scope.local(SPACE), embedder)
     else:
         from tmem.index.backend import view_part
         from tmem.index.pgvector import PgVectorIndex
