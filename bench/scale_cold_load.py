@@ -37,8 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from tmem.scope import Scope
-
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 DIM = 384
 SPACE = "big"
@@ -66,6 +64,7 @@ def write_space(store: Any, n_turns: int) -> None:
         TriggerView,
         Turn,
     )  # fmt: skip
+    from tmem.scope import Scope  # here, not at the top: store_perf imports _words under an older tree
 
     rng = np.random.default_rng(0)
     words = _words()
@@ -121,6 +120,7 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
     from tmem.index.backend import Entry, view_part
     from tmem.index.pgvector import PgVectorIndex
     from tmem.index.space import SpaceIndex
+    from tmem.scope import Scope  # here, not at the top: store_perf imports _words under an older tree
     from tmem.store import open_store
     from tmem.store.postgres import PostgresStore
     from tmem.util.text import text_hash
@@ -177,6 +177,7 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
 def load_once(url: str, mode: str, home: str) -> dict[str, float]:
     """Run in a fresh process: time the cold load and report peak RSS."""
     from tmem.embed.hashing import HashEmbedder
+    from tmem.scope import Scope  # here, not at the top: store_perf imports _words under an older tree
     from tmem.store import open_store
 
     embedder = HashEmbedder(DIM)
