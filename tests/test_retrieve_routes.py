@@ -108,7 +108,7 @@ def test_the_route_table_names_every_route_once_and_keeps_its_spelling() -> None
         "item.bm25",
         "item.dense",
     }
-    assert {s.name for s in ROUTES if s.scope is Candidates.UNBUILT} == {"turn.unbuilt.bm25", "turn.unbuilt.dense"}
+    assert {s.name for s in ROUTES if s.candidates is Candidates.UNBUILT} == {"turn.unbuilt.bm25", "turn.unbuilt.dense"}
     assert spec("rerank.some-model") is None and not is_ranked_list("rerank.some-model")
     assert all(is_ranked_list(n) for n in RouteName)
     assert json.dumps(sorted(ASSOCIATIVE_ROUTES)) == json.dumps(

@@ -189,10 +189,10 @@ class StageLists:
                 out[spec.name] = entries
         return out
 
-    def _mask(self, scope: Candidates) -> Mask | None:
-        if scope is Candidates.ADMITTED:
+    def _mask(self, candidates: Candidates) -> Mask | None:
+        if candidates is Candidates.ADMITTED:
             return self.admitted
-        if scope is Candidates.POOL:
+        if candidates is Candidates.POOL:
             return self.pool
         return None
 
@@ -200,11 +200,11 @@ class StageLists:
         index, k = self.index, spec.top(self.cfg)
         if spec.source is Source.TRIGGER:
             return _trigger_route(index, spec, self.cfg, self.qvec, self.misses)
-        mask = self._mask(spec.scope)
+        mask = self._mask(spec.candidates)
         if spec.source is Source.ITEMS:
             admitted = mask if mask is not None else np.ones(len(index.scenes), dtype=np.bool_)
             return _scenes_via_items(index, self.bm25(Stage.ITEM), self.qvec, admitted, self.cfg, k)
-        if spec.scope is Candidates.POOL and mask is not None:
+        if spec.candidates is Candidates.POOL and mask is not None:
             k = max(k, int(mask.sum()))  # every item of the kept scenes is ranked
         part = _NODES[spec.unit]
         ids = index.ids[part]
@@ -215,14 +215,14 @@ class StageLists:
 
     def _turn_list(self, spec: RouteSpec) -> list[Ranked] | None:
         turns, k = self.turns, spec.top(self.cfg)
-        mask = turns.unbuilt if spec.scope is Candidates.UNBUILT else None
+        mask = turns.unbuilt if spec.candidates is Candidates.UNBUILT else None
         if not turns.list or (mask is not None and not mask.any()):
             return None
         if turns.raw_only and self.cfg.unbuilt_top:
             # A space never built: the unbuilt route ranks RAW_RANK_DEPTH times as many turns as it keeps (ranks deep
             # enough to fuse as flat hybrid fuses whole lists; the cascade keeps the best of the fusion and of each
             # list), and the turn route, which would rank the same turns again, gives no list of its own.
-            if spec.scope is not Candidates.UNBUILT:
+            if spec.candidates is not Candidates.UNBUILT:
                 return None
             k, mask = min(len(turns.list), k * RAW_RANK_DEPTH), None
         return turns.bm25(k, mask) if spec.source is Source.BM25 else turns.dense(self.qvec, k, mask)

@@ -82,7 +82,7 @@ class RouteSpec:
     name: RouteName
     stage: Stage
     source: Source
-    scope: Candidates
+    candidates: Candidates
     top: Callable[[RetrievalConfig], int]  # how many candidates the list keeps (before fusion)
     switches: tuple[Switch, ...] = ()  # ablation switches that all must be on (docs/retrieval.md)
     when: Callable[[RetrievalConfig], bool] | None = None  # any further condition on the recipe
@@ -97,7 +97,7 @@ class RouteSpec:
     @property
     def prefiltered(self) -> bool:
         """Whether the topic prefilter limits the list's candidates (else it bypasses it)."""
-        return self.scope in (Candidates.ADMITTED, Candidates.POOL)
+        return self.candidates in (Candidates.ADMITTED, Candidates.POOL)
 
     def active(self, cfg: RetrievalConfig) -> bool:
         """Whether the recipe runs this list: its switches on, its depth positive, its condition true."""
