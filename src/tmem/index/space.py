@@ -184,6 +184,11 @@ class SpaceIndex:
         return np.array([tid not in self.turn_scene for tid in self.turn_ids], dtype=np.bool_)
 
     @cached_property
+    def speakers(self) -> frozenset[str]:
+        """The names of the space's speakers (what a query names when it asks about one: tmem.retrieve.speakers)."""
+        return frozenset(t.speaker for t in self.turn_list)
+
+    @cached_property
     def bm25(self) -> BM25Index:
         """One BM25 corpus over all nodes, laid out topics | scenes | items; each stage reads its slice (built on
         first use: a process that only updates the vectors never needs it)."""

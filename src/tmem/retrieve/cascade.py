@@ -33,6 +33,7 @@ from tmem.retrieve.fusion import Fused, Ranked, fuse
 from tmem.retrieve.lists import RawTurns, StageLists
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
 from tmem.retrieve.routes import RERANK_PREFIX, Stage, stage_routes
+from tmem.retrieve.speakers import without_speakers
 from tmem.retrieve.types import GateMiss, ItemHit, Route, SceneHit, SearchResult, TurnHit
 from tmem.scope import Scope
 from tmem.store.base import Store
@@ -359,8 +360,15 @@ class Retriever:
         cfg = config or self.config
         index = self.index(space)
         tail = self.tail(space, index)
-        qvec, reranker = self.embed_query(query), self._reranker_for(cfg)
+        # the dense lists compare meaning: the query without the speakers it names (tmem.retrieve.speakers)
+        meant = query if cfg.keep_speaker_names else without_speakers(query, _speakers(index, tail))
+        qvec, reranker = self.embed_query(meant), self._reranker_for(cfg)
         if not persistent_vectors(self.store):
             return run_cascade(index, query, qvec, cfg, reranker, tail)
         with self.store.transaction():  # pgvector: the search's lookups on one pooled connection and one snapshot
             return run_cascade(index, query, qvec, cfg, reranker, tail)
+
+
+def _speakers(index: SpaceIndex, tail: TurnTail | None) -> frozenset[str]:
+    """The speakers of the space: those of the index and of the turns added since it was loaded."""
+    return index.speakers if tail is None or not tail.turns else index.speakers | {t.speaker for t in tail.turns}

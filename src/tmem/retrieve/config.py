@@ -129,6 +129,12 @@ class RetrievalConfig(BaseModel):
         description="A budgeted context shows each scene under its title (False: the turns of a session under its "
         "date, as on an extractive space; docs/retrieval.md).",
     )
+    keep_speaker_names: bool = Field(
+        default=False,
+        description="Embed the query as asked, speaker names included (default: the dense lists compare the query "
+        "without the names of the space's speakers, which say whom it asks about; docs/retrieval.md, \"Speaker "
+        'names").',
+    )
     context_depth: int = Field(
         default=0,
         ge=0,
