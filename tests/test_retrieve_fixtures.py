@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from tmem.embed.base import EmbeddingResult
+from tmem.embed.base import Embedder, EmbeddingResult
 from tmem.embed.hashing import HashEmbedder
 from tmem.models import (
     BuildMode,
@@ -186,10 +186,10 @@ PERSONA = Persona(
 
 
 class CountingEmbedder:
-    """The hash embedder, counting how many texts it was asked to embed (to check caching)."""
+    """The hash embedder (or ``inner``), recording the texts it was asked to embed (to check caching)."""
 
-    def __init__(self, dim: int = 256) -> None:
-        self._inner = HashEmbedder(dim)
+    def __init__(self, dim: int = 256, inner: Embedder | None = None) -> None:
+        self._inner: Embedder = inner if inner is not None else HashEmbedder(dim)
         self.texts: list[str] = []
 
     @property

@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.test_retrieve_fixtures import CountingEmbedder
 from tmem.answer.budget import recall_context
 from tmem.construct.extractive import build_extractive
-from tmem.embed.base import Embedder, EmbeddingResult
 from tmem.ingest import import_file
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
@@ -63,25 +62,6 @@ def test_no_speaker_name_is_left_as_a_word_unless_nothing_else_would_remain(quer
     assert ranked == ranked.strip() and "  " not in ranked
 
 
-class _Recording:
-    """An embedder that records the texts it was handed (the real model underneath)."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner, self.texts = inner, list[str]()
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> EmbeddingResult:
-        self.texts.extend(texts)
-        return self.inner.embed(texts)
-
-
 @pytest.mark.slow
 def test_a_question_naming_the_speaker_reaches_her_answer(tmp_path: Path) -> None:
     """On the made-up conversation of the update probes (Dana and Sam, small talk between the facts), "Where does Dana
@@ -89,7 +69,7 @@ def test_a_question_naming_the_speaker_reaches_her_answer(tmp_path: Path) -> Non
     embedded without it, the context holds the current one (Globex)."""
     from tmem.embed.sentence import SentenceTransformerEmbedder
 
-    embedder = _Recording(SentenceTransformerEmbedder())
+    embedder = CountingEmbedder(inner=SentenceTransformerEmbedder())
     store = SQLiteStore.open(tmp_path / "tmem.db")
     try:
         import_file(store, UPDATES)
