@@ -301,7 +301,7 @@ async def test_an_llm_build_leaves_every_index_text_embedded_so_the_first_search
 
     search_embedder = CountingEmbedder()
     Retriever(store, search_embedder).search(Scope.local(SPACE), "Caroline support group")
-    assert search_embedder.texts == ["Caroline support group"]
+    assert search_embedder.texts == ["support group"]  # the query, without the speaker it names (retrieve.speakers)
 
 
 async def _batch_rounds(store: SQLiteStore, options: BuildOptions, tmp_path: Path) -> list[list[str]]:

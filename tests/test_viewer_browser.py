@@ -176,7 +176,8 @@ def test_timeline_items_and_persona_of_the_llm_built_space(base_url: str, page: 
 def test_why_recalled_by_keyboard(base_url: str, page: Watched, shots: Path) -> None:
     p = page.page
     page.goto(f"{base_url}/ui/s/{LLM_SPACE}/search")
-    p.get_by_label("Query").fill("Why does Caroline freeze her credit reports?")
+    # a situation the Bridge view of Caroline's identity-theft item rehearses (the gate of `minilm` is 0.6 of MiniLM)
+    p.get_by_label("Query").fill("Should Caroline sign up for the store credit card at checkout?")
     p.get_by_label("Preset").select_option("minilm")
     p.get_by_label("Token budget").fill("1500")
     p.get_by_label("PS: persona").check()
