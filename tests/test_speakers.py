@@ -26,7 +26,7 @@ NAMES = ["Dana", "Sam"]
 
 
 @pytest.mark.parametrize(
-    ("query", "ranked"),
+    ("query", "embedded"),
     [
         ("Where does Dana work?", "Where does work?"),
         ("What is Dana's favourite band?", "What is favourite band?"),
@@ -39,8 +39,8 @@ NAMES = ["Dana", "Sam"]
         ("Where is the Acme depot?", "Where is the Acme depot?"),  # names no speaker
     ],
 )
-def test_speaker_names_are_taken_out_of_what_ranks(query: str, ranked: str) -> None:
-    assert without_speakers(query, NAMES) == ranked
+def test_speaker_names_are_taken_out_of_what_is_embedded(query: str, embedded: str) -> None:
+    assert without_speakers(query, NAMES) == embedded
 
 
 def test_a_multi_word_name_goes_whole_or_by_its_words() -> None:

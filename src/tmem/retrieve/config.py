@@ -133,7 +133,7 @@ class RetrievalConfig(BaseModel):
         default=False,
         description="Embed the query as asked, speaker names included (default: the dense lists compare the query "
         "without the names of the space's speakers, which say whom it asks about; docs/retrieval.md, \"Speaker "
-        'names").',
+        'names in a query").',
     )
     context_depth: int = Field(
         default=0,

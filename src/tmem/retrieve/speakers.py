@@ -1,4 +1,4 @@
-"""A query's speaker names say whom it asks about, not what it means (docs/retrieval.md, "Speaker names").
+"""A query's speaker names say whom it asks about, not what it means (docs/retrieval.md, "Speaker names in a query").
 
 "Where does Dana work?" asked of a conversation between Dana and Sam names one of its speakers. Raw turns are embedded
 without their speaker, so the name's only dense match is the turns that *address* her ("Hey Dana! Good to see you!"),
