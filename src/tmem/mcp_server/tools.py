@@ -30,6 +30,7 @@ from tmem.mcp_server.builds import BuildJob, Builds
 from tmem.memory import AsyncMemory
 from tmem.models import Item, ItemKind, MetaValue
 from tmem.retrieve.filters import MemoryFilter
+from tmem.retrieve.layout import ContextLayout
 from tmem.scope import Scope
 from tmem.util.aio import blocking
 
@@ -183,17 +184,23 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
         description="Recall what memory holds for a query: a context within a token budget, one record per hit."
     )
     async def recall(
-        query: str, ctx: Context, space: SpaceArg = None, max_tokens: int = 2000, where: MemoryFilter | None = None
+        query: str,
+        ctx: Context,
+        space: SpaceArg = None,
+        max_tokens: int = 2000,
+        where: MemoryFilter | None = None,
+        layout: ContextLayout | None = None,
     ) -> Recalled:
         """where: only memory from matching turns - {"metadata": {"key": value or [values]}, "speaker": name or
-        [names], "since": date, "until": date}; applied before packing, so the context still fills its budget."""
+        [names], "since": date, "until": date}; applied before packing, so the context still fills its budget.
+        layout: how the context is laid out, e.g. {"excerpt_neighbours": true} (fields not given: the space's recipe)."""
         if not query.strip():
             raise ToolError("Give a query.")
         if not 0 <= max_tokens <= MAX_RECALL_TOKENS:
             raise ToolError(f"max_tokens must be between 0 and {MAX_RECALL_TOKENS}.")
         with reported(ctx):
             key, shown = resolve(ctx, space)
-            found = await memory.context(key, query, max_tokens=max_tokens, where=where)
+            found = await memory.context(key, query, max_tokens=max_tokens, where=where, layout=layout)
             records = await blocking(hit_records, memory.core.store, key, found)
         return Recalled(
             space=shown,
@@ -205,10 +212,17 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
         )
 
     @server.tool(description="Answer a question from memory with the server's LLM (fails in the extractive mode).")
-    async def ask(question: str, ctx: Context, space: SpaceArg = None, at: datetime | None = None) -> Answered:
+    async def ask(
+        question: str,
+        ctx: Context,
+        space: SpaceArg = None,
+        at: datetime | None = None,
+        layout: ContextLayout | None = None,
+    ) -> Answered:
+        """layout: how the answer's context is laid out (as recall's)."""
         with reported(ctx):
             key, _ = resolve(ctx, space)
-            answer = await memory.ask(key, question, at)
+            answer = await memory.ask(key, question, at, layout=layout)
         return Answered(answer=answer.answer, reasoning=answer.reasoning, turn_ids=answer.context.turn_ids)
 
     @server.tool(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
 from tmem.errors import InputError
 from tmem.memory import Memory
 from tmem.retrieve.config import PRESETS, SWITCHES, RetrievalConfig
-from tmem.retrieve.layout import ContextLayout
+from tmem.retrieve.layout import ContextLayout, as_layout
 from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope
 
@@ -34,10 +35,13 @@ class SearchForm:
     preset: str = "auto"
     without: tuple[str, ...] = ()
     budget: int = DEFAULT_BUDGET
+    layout_text: str = ""  # the layout field as typed: a JSON object of ContextLayout fields ("": the recipe's)
     layout: ContextLayout | None = None  # None: every field per recipe
 
     @classmethod
-    def parse(cls, query: str, preset: str, without: list[str], budget: str, default_preset: str) -> SearchForm:
+    def parse(
+        cls, query: str, preset: str, without: list[str], budget: str, default_preset: str, layout: str = ""
+    ) -> SearchForm:
         """Validate the raw form fields; InputError saying which field to fix."""
         query = query.strip()
         if len(query) > MAX_QUERY:
@@ -55,11 +59,27 @@ class SearchForm:
         if not 0 <= tokens <= MAX_BUDGET:
             raise InputError(f"The token budget must be between 0 and {MAX_BUDGET:,}, got {tokens:,}.")
         ordered = tuple(s for s in SWITCHES if s in without)
-        return cls(query=query, preset=preset, without=ordered, budget=tokens)
+        laid = _layout(layout.strip())
+        return cls(query=query, preset=preset, without=ordered, budget=tokens, layout_text=layout.strip(), layout=laid)
 
     def config(self) -> RetrievalConfig:
         cfg = RetrievalConfig.preset(self.preset)
         return cfg.without(*self.without) if self.without else cfg
+
+
+def _layout(text: str) -> ContextLayout | None:
+    """The layout field: empty, or a JSON object of ContextLayout fields (InputError saying what to write)."""
+    if not text:
+        return None
+    if len(text) > MAX_QUERY:
+        raise InputError(f"The layout is {len(text)} characters long; shorten it to {MAX_QUERY} or fewer.")
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict):
+        raise InputError('The layout must be a JSON object of layout fields, e.g. {"excerpt_neighbours": true}.')
+    return as_layout(fields)
 
 
 @dataclass
