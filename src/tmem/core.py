@@ -23,13 +23,10 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-from pydantic import ValidationError
-
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, recall
 from tmem.answer.filtered import filtered_recall, filtered_search
+from tmem.answer.hits import HitRecord, hit_records
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space, reset_space
 from tmem.construct.policy import BuildPolicy, Staleness, build_lease
@@ -46,7 +43,7 @@ from tmem.export import SpaceExport, export_space
 from tmem.index.factory import persistent_vectors, refresh_space
 from tmem.index.lexical import LexicalStore
 from tmem.ingest import Format, ImportReport, import_file, import_sessions
-from tmem.ingest.messages import MessageInput, MessagesReport, add_messages
+from tmem.ingest.messages import MessageInput, MessagesReport, add_messages, parse_messages
 from tmem.llm.base import LLM, ClosableBackend
 from tmem.llm.cost import CostReport, cost_report
 from tmem.llm.service import StructuredLLM, make_answer_llm, make_llm
@@ -60,6 +57,7 @@ from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope, SpaceRef, as_scope
 from tmem.settings import Settings
 from tmem.store.base import Store
+from tmem.store.control import ControlStore, open_control
 from tmem.util.aio import LoopThread
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 from tmem.util.tokens import TokenCounter, token_counter
@@ -216,6 +214,19 @@ class MemoryCore:
     def spaces(self) -> list[SpaceSummary]:
         return self.store.list_spaces()
 
+    # ---- what front ends ask of the memory, never of its store (the control store: the service's, same database)
+    def tenant_spaces(self, tenant: str) -> list[SpaceSummary]:
+        return self.store.list_spaces(tenant)
+
+    def has_space(self, space: SpaceRef) -> bool:
+        return self.store.has_space(as_scope(space))
+
+    def hit_records(self, space: SpaceRef, context: Context) -> list[HitRecord]:
+        return hit_records(self.store, as_scope(space), context)
+
+    def control(self) -> ControlStore:
+        return open_control(self.store)
+
     def import_file(self, path: str | Path, fmt: Format = "auto", space: str | None = None) -> ImportReport:
         """Import a LoCoMo or native file; re-importing the same content changes nothing."""
         return import_file(self.store, path, fmt, space)
@@ -234,18 +245,8 @@ class MemoryCore:
         """Append messages as they arrive (open session or a new one after the idle gap); idempotent by id (a message
         without one is stored on every call).
         ``received_at`` dates messages that carry no time (a live agent's arrival time); see docs/agents.md."""
-        parsed: list[MessageInput] = []
-        for n, m in enumerate(messages):
-            try:
-                parsed.append(m if isinstance(m, MessageInput) else MessageInput.model_validate(m))
-            except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
-                raise InputError(
-                    f"messages[{n}]: {problems}. A message is {{speaker, text, time?, id?, caption?, metadata?}}; "
-                    "nothing of this call was stored."
-                ) from None
         gap = timedelta(minutes=self.settings.session_gap_minutes)
-        return add_messages(self.store, as_scope(space), parsed, gap=gap, received_at=received_at)
+        return add_messages(self.store, as_scope(space), parse_messages(messages), gap=gap, received_at=received_at)
 
     def delete_space(self, space: SpaceRef) -> ErasureState:
         """Delete the space and every trace of it (conversation, memory, embeddings, LLM log), erased from disk.
@@ -461,12 +462,8 @@ class MemoryCore:
         if not turn_ids and not item_ids:
             raise InputError("Name what to forget: turn_ids and/or item_ids.")
         cached = CachedEmbedder(self.embedder, self.store, space)
-
-        def embed(texts: Sequence[str]) -> npt.NDArray[np.float32]:
-            vectors: npt.NDArray[np.float32] = cached.embed(texts).vectors
-            return vectors
-
-        report = forget(self.store, space, turn_ids=turn_ids, item_ids=item_ids, embed=embed)
+        embed = cached.embed
+        report = forget(self.store, space, turn_ids=turn_ids, item_ids=item_ids, embed=lambda t: embed(t).vectors)
         if self._lexical is not None:
             self._lexical.drop(space)  # the saved BM25 indices hold the forgotten texts' words (other nodes: sweep)
         self.sweep.handled(report.erasure)

@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 
 import click
 
-from tmem.edit.erasure import finish_erasures
 from tmem.errors import InputError, TmemError
 from tmem.memory import Memory
 from tmem.retrieve.layout import ContextLayout, as_layout
@@ -32,7 +31,7 @@ class AppContext:
         if self._memory is None:
             self._memory = Memory.open(settings=self.settings)
             try:  # an erasure left pending by an earlier command is finished now (tmem.edit.erasure)
-                finish_erasures(self._memory.store)
+                self._memory.upkeep()
             except TmemError as exc:
                 log.warning("Pending erasures are left for later: %s", exc)
         return self._memory

@@ -25,19 +25,7 @@ from tmem.construct.report import BuildReport
 from tmem.edit import ForgetReport, ItemHistory
 from tmem.edit.erasure import ErasureState
 from tmem.edit.listing import ItemPage
-from tmem.errors import (
-    BuildBusy,
-    BuildError,
-    ConfigError,
-    EmbeddingError,
-    InputError,
-    IntegrityError,
-    LLMError,
-    LLMTransientError,
-    NotFoundError,
-    StoreError,
-    TmemError,
-)
+from tmem.errors import BuildError, ConfigError, InputError, StoreError, TmemError, problem_classes, status_classes
 from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.memory import SpaceExport, Where
 from tmem.models import Item, ItemKind, SpaceSummary
@@ -49,24 +37,9 @@ from tmem.retrieve.types import SearchResult
 Messages = Sequence[MessageInput | dict[str, object]]
 POLL_FIRST, POLL_MAX = 0.1, 2.0  # seconds between polls of a build job: first, then doubling up to the max
 
-_PROBLEMS: dict[str, type[TmemError]] = {
-    "not-found": NotFoundError,
-    "not-built": NotFoundError,
-    "invalid-input": InputError,
-    "invalid-request": InputError,
-    "invalid-config": ConfigError,
-    "llm-not-configured": ConfigError,
-    "unauthorized": ConfigError,
-    "build-conflict": BuildError,
-    "build-running": BuildBusy,
-    "llm-unavailable": LLMTransientError,
-    "llm-failed": LLMError,
-    "embedder-unavailable": EmbeddingError,
-    "integrity": IntegrityError,
-    "store-unavailable": StoreError,
-}
+_PROBLEMS = problem_classes()  # the error classes say which problem they are answered as (tmem.errors)
 _SPACES = TypeAdapter(list[SpaceSummary])
-_BY_STATUS: dict[int, type[TmemError]] = {404: NotFoundError, 413: InputError, 422: InputError, 401: ConfigError}
+_BY_STATUS = status_classes()
 
 
 @dataclass(frozen=True)

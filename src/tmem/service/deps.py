@@ -65,7 +65,7 @@ State = Annotated[ServiceState, Depends(_state)]
 async def require_space(state: ServiceState, tenant: str, space: str) -> Scope:
     """The scope of the tenant's existing space, else a 404 that looks the same for any missing space."""
     scope = tenant_scope(tenant, space)
-    if not await blocking(state.memory.core.store.has_space, scope):
+    if not await blocking(state.memory.core.has_space, scope):
         raise ServiceProblem(404, "not-found", f"No space {space!r} for this key; GET /v1/spaces lists yours.")
     return scope
 
