@@ -1,6 +1,6 @@
 """tmem: long-term conversational memory for LLM agents that anticipates, not archives (T-Mem).
 
-The public surface is deliberately small and pinned by ``tests/test_public_api.py``: the :class:`Memory` facade,
+The public surface is deliberately small and pinned by ``tests/test_memory_facade.py``: the :class:`Memory` facade,
 its typed results, the settings and the error tree. Everything else is importable from its module but may change.
 """
 

@@ -16,7 +16,7 @@ Agents write messages as they arrive and edit single memories (docs/agents.md)::
     mem.forget("alice", turn_ids=[...])
 
 Every operation is written once, with its signature and docstring, in :class:`tmem.core.MemoryCore`; both facades are
-made from those methods and nothing else, so they cannot drift (``tests/test_facade_parity.py``). :class:`Memory`
+made from those methods and nothing else, so they cannot drift (``tests/test_client_parity.py``). :class:`Memory`
 calls them synchronously (the LLM work runs on the core's private event loop thread); :class:`AsyncMemory` is its
 async twin for services and agents that already run an event loop: every call goes through
 :func:`tmem.util.aio.blocking`, so no store, embedding, index or LLM work ever runs on the caller's loop
