@@ -156,12 +156,16 @@ def test_unbuilt_turns_are_reported(tmp_path: Path) -> None:
         assert ctx.tokens <= 300
 
 
-def test_cli_search_max_tokens(llm_memory: Memory, tmp_path: Path) -> None:
+def _cli_home(tmp_path: Path) -> tuple[Path, CliRunner, dict[str, str]]:
+    """A copy of the LLM-built memory for the CLI, a runner, and the CLI's offline settings."""
     home = tmp_path / "cli"
     home.mkdir()
     shutil.copy(LLM_BUILT, home / "tmem.db")
-    runner = CliRunner()
-    env = {"TMEM_EMBED_BACKEND": "hash", "TMEM_LLM": "none"}
+    return home, CliRunner(), {"TMEM_EMBED_BACKEND": "hash", "TMEM_LLM": "none"}
+
+
+def test_cli_search_max_tokens(llm_memory: Memory, tmp_path: Path) -> None:
+    home, runner, env = _cli_home(tmp_path)
     out = runner.invoke(
         cli, ["--dir", str(home), "search", "d26-plus", "adoption", "--max-tokens", "120", "--json"], env=env
     )
@@ -176,11 +180,7 @@ def test_cli_search_max_tokens(llm_memory: Memory, tmp_path: Path) -> None:
 
 
 def test_cli_search_lays_the_context_out_as_asked(llm_memory: Memory, tmp_path: Path) -> None:
-    home = tmp_path / "cli"
-    home.mkdir()
-    shutil.copy(LLM_BUILT, home / "tmem.db")
-    runner = CliRunner()
-    env = {"TMEM_EMBED_BACKEND": "hash", "TMEM_LLM": "none"}
+    home, runner, env = _cli_home(tmp_path)
     base = ["--dir", str(home), "search", "d26-plus", "adoption", "--max-tokens", "300", "--json"]
     layout = ["--layout", "scene_titles=true", "--layout", "anchorless_routes=turn.dense,scene.dense"]
     out = runner.invoke(cli, [*base, *layout], env=env)
