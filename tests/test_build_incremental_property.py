@@ -8,8 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.stage_replies import dev_space, memory_snapshot, scripted_reply
-from tmem.construct.options import BuildOptions
+from tests.support.stage_replies import SMALL_WINDOWS, dev_space, memory_snapshot, scripted_reply
 from tmem.construct.pipeline import build_space
 from tmem.embed.hashing import HashEmbedder
 from tmem.ingest.importer import import_spaces
@@ -19,15 +18,7 @@ from tmem.store.sqlite import SQLiteStore
 
 SPACE = "conv-30"
 SESSIONS = 8
-# A small window cuts buffers mid-session, so scene starts and the provisional tail are exercised often.
-OPTIONS = BuildOptions(
-    segment_window=9,
-    max_scene_turns=9,
-    topic_scenes_per_call=3,
-    item_scenes_per_call=2,
-    items_per_trigger_call=7,
-    scenes_per_trigger_call=3,
-)
+OPTIONS = SMALL_WINDOWS  # a small window cuts buffers mid-session: scene starts and the provisional tail, often
 _FULL: dict[str, Any] = {}
 
 

@@ -8,8 +8,8 @@ import numpy.typing as npt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.stage_replies import SMALL_WINDOWS as OPTIONS
 from tests.support.stage_replies import dev_space, scripted_reply
-from tests.test_build_incremental_property import OPTIONS
 from tmem.construct.pipeline import build_space
 from tmem.embed.hashing import HashEmbedder
 from tmem.index.backend import Entry, MemoryVectorIndex, view_part

@@ -25,9 +25,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tmem.construct.options import BuildOptions
 from tmem.llm.base import ChatRequest
 from tmem.scope import Scope
 
+# Build options with small windows: buffers are cut mid-session, so scene starts and the provisional tail are
+# exercised often (the incremental-build property and the incremental index tests).
+SMALL_WINDOWS = BuildOptions(
+    segment_window=9,
+    max_scene_turns=9,
+    topic_scenes_per_call=3,
+    item_scenes_per_call=2,
+    items_per_trigger_call=7,
+    scenes_per_trigger_call=3,
+)
 CHUNK = 8
 SHORT = 3
 CAP = 12
