@@ -22,7 +22,7 @@ from typing import Any
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
 from tmem.client import AsyncClient, Client
 from tmem.edit import ForgetReport
-from tmem.errors import ConfigError, InputError, NotFoundError
+from tmem.errors import ConfigError, InputError, NotFoundError, TmemError
 from tmem.export import SpaceExport
 from tmem.ingest.messages import MessagesReport
 from tmem.memory import AsyncMemory, Memory
@@ -52,6 +52,12 @@ def item_text(item: Item) -> str:
     return (
         f"{item.id} ({item.kind}, {item.date or 'undated'}): {item.text}\nfrom turns: {', '.join(item.turn_ids) or '-'}"
     )
+
+
+def tool_error(error: BaseException) -> str | None:
+    """What a model reads when a tool failed on a tmem error (its message says what to fix); None for any other
+    error, which the framework reports its own way."""
+    return f"tmem: {error}" if isinstance(error, TmemError) else None
 
 
 def forget_text(report: ForgetReport) -> str:

@@ -2,7 +2,8 @@
 
 * :class:`TmemSession`: the SDK's session protocol. The history the SDK replays (every item, tool calls included)
   is kept by the SDK session it wraps (by default the SDK's ``SQLiteSession`` in memory); every user and assistant
-  message added to it also becomes a turn of the tmem space, so long-term memory grows from the same conversation.
+  message added to it also becomes a turn of the tmem space (stored with the assistant's reply), so long-term memory
+  grows from the same conversation.
 * :func:`memory_tools`: function tools ``recall``, ``remember``, ``forget`` and ``lookup``.
 * :func:`memory_instructions`: dynamic instructions that put tmem's context for the run's latest user message after
   the agent's own instructions.
@@ -19,11 +20,13 @@ require_extra("openai-agents", "tmem.integrations.openai_agents")
 
 import uuid  # noqa: E402  (after the extra's check, as every extra's module does)
 from collections.abc import Awaitable, Callable, Mapping, Sequence  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
 from typing import Any  # noqa: E402
 
 from agents import Agent, FunctionTool, RunContextWrapper, SQLiteSession, function_tool  # noqa: E402
 from agents.items import TResponseInputItem  # noqa: E402
 from agents.memory import Session, SessionSettings  # noqa: E402
+from agents.tool import default_tool_error_function  # noqa: E402
 
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS  # noqa: E402
 from tmem.integrations.core import (  # noqa: E402
@@ -34,6 +37,7 @@ from tmem.integrations.core import (  # noqa: E402
     Backend,
     MemoryLink,
     context_block,
+    tool_error,
 )
 
 SESSION_KEY = "agents_session"  # the metadata naming the SDK session a turn came from
@@ -76,41 +80,52 @@ class TmemSession(Session):
         self.session_id = session_id or f"tmem-{uuid.uuid4().hex[:12]}"
         self.history = history or SQLiteSession(self.session_id)
         self.session_settings = session_settings
+        self.pending: list[dict[str, object]] = []  # messages added since the assistant's last reply
 
     def _turn(self, item: TResponseInputItem) -> dict[str, object] | None:
         said = message_text(item)
         if said is None:
             return None
         role, text = said
-        return {
-            "id": f"agents-{uuid.uuid4().hex}",
-            "speaker": role,
-            "text": text,
-            "metadata": {SESSION_KEY: self.session_id},
-        }
+        when = datetime.now(UTC).replace(tzinfo=None).isoformat()  # when it arrived (tmem dates turns by it)
+        meta = {SESSION_KEY: self.session_id}
+        return {"id": f"agents-{uuid.uuid4().hex}", "speaker": role, "text": text, "time": when, "metadata": meta}
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         return await self.history.get_items(limit)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Add to the history; the messages reach memory with the assistant's reply, so the instructions of a run
+        recall what memory held before it (not the run's own input, which the model reads anyway)."""
         await self.history.add_items(items)
-        turns = [t for t in map(self._turn, items) if t is not None]
-        if turns:
+        self.pending += [t for t in map(self._turn, items) if t is not None]
+        if any(t["speaker"] == "assistant" for t in self.pending):
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Store the messages added since the last reply (a run that ended without one leaves them pending)."""
+        if self.pending:
+            turns, self.pending = self.pending, []
             await self.link.aremember(turns)
 
     async def pop_item(self) -> TResponseInputItem | None:
         item = await self.history.pop_item()
         said = message_text(item) if item is not None else None
-        if said is not None:
-            role, text = said
-            mine = [
-                t
-                for t in await self.link.aturns()
-                if t.metadata.get(SESSION_KEY) == self.session_id
-                and (t.speaker, t.text) == (self.link.speaker(role), text)
-            ]
-            if mine:
-                await self.link.aforget([mine[-1].id])
+        if said is None:
+            return item
+        role, text = said
+        waiting = [n for n, t in enumerate(self.pending) if (t["speaker"], t["text"]) == (role, text)]
+        if waiting:
+            del self.pending[waiting[-1]]
+            return item
+        speaker = self.link.speaker(role)
+        mine = [
+            t
+            for t in await self.link.aturns()
+            if t.metadata.get(SESSION_KEY) == self.session_id and (t.speaker, t.text) == (speaker, text)
+        ]
+        if mine:
+            await self.link.aforget([mine[-1].id])
         return item
 
     async def clear_session(self) -> None:
@@ -133,11 +148,16 @@ def memory_tools(memory: Backend, space: str, *, max_tokens: int = DEFAULT_CONTE
     async def lookup(item_id: str) -> str:
         return await link.lookup_tool(item_id)
 
+    def failed(context: RunContextWrapper[Any], error: Exception) -> str:
+        """tmem's errors say what to fix (an unknown id, an empty query): the model reads them; others stay hidden,
+        as the SDK's default does."""
+        return tool_error(error) or default_tool_error_function(context, error)
+
     return [
-        function_tool(recall, description_override=RECALL_DOC),
-        function_tool(remember, description_override=REMEMBER_DOC),
-        function_tool(forget, description_override=FORGET_DOC),
-        function_tool(lookup, description_override=LOOKUP_DOC),
+        function_tool(recall, description_override=RECALL_DOC, failure_error_function=failed),
+        function_tool(remember, description_override=REMEMBER_DOC, failure_error_function=failed),
+        function_tool(forget, description_override=FORGET_DOC, failure_error_function=failed),
+        function_tool(lookup, description_override=LOOKUP_DOC, failure_error_function=failed),
     ]
 
 
