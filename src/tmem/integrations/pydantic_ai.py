@@ -18,16 +18,16 @@ from tmem.util.extras import require_extra
 
 require_extra("pydantic-ai", "tmem.integrations.pydantic_ai")
 
-from collections.abc import Sequence  # noqa: E402  (after the extra's check, as every extra's module does)
+from collections.abc import Awaitable, Sequence  # noqa: E402  (after the extra's check, as every extra's module does)
 from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
-from pydantic_ai import RunContext, Tool  # noqa: E402
+from pydantic_ai import ModelRetry, RunContext, Tool  # noqa: E402
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS  # noqa: E402
-from tmem.errors import ConfigError  # noqa: E402
+from tmem.errors import ConfigError, TmemError  # noqa: E402
 from tmem.ingest.messages import MessagesReport  # noqa: E402
 from tmem.integrations.core import (  # noqa: E402
     FORGET_DOC,
@@ -37,6 +37,7 @@ from tmem.integrations.core import (  # noqa: E402
     Backend,
     MemoryLink,
     context_block,
+    tool_error,
 )
 
 
@@ -80,20 +81,28 @@ async def memory_instructions(ctx: RunContext[Any]) -> str | None:
     return context_block(await link_of(ctx.deps).arecall(query)) or None
 
 
+async def _tool(call: Awaitable[str]) -> str:
+    """A tool's answer; a tmem error (it says what to fix) goes back to the model as a retry prompt."""
+    try:
+        return await call
+    except TmemError as exc:
+        raise ModelRetry(tool_error(exc) or str(exc)) from exc
+
+
 async def recall(ctx: RunContext[Any], query: str) -> str:
-    return await link_of(ctx.deps).recall_tool(query)
+    return await _tool(link_of(ctx.deps).recall_tool(query))
 
 
 async def remember(ctx: RunContext[Any], text: str) -> str:
-    return await link_of(ctx.deps).remember_tool(text)
+    return await _tool(link_of(ctx.deps).remember_tool(text))
 
 
 async def forget(ctx: RunContext[Any], turn_ids: list[str], item_ids: list[str]) -> str:
-    return await link_of(ctx.deps).forget_tool(turn_ids, item_ids)
+    return await _tool(link_of(ctx.deps).forget_tool(turn_ids, item_ids))
 
 
 async def lookup(ctx: RunContext[Any], item_id: str) -> str:
-    return await link_of(ctx.deps).lookup_tool(item_id)
+    return await _tool(link_of(ctx.deps).lookup_tool(item_id))
 
 
 def memory_toolset(*, instructions: bool = True) -> FunctionToolset[Any]:
