@@ -68,7 +68,7 @@ def test_the_store_maps_namespaces_to_spaces_and_values_to_turns(backends: Backe
     store.put(NS, "diet", {"topic": "food", "text": "Ann turned vegan in 2024"})  # unchanged: nothing stored
     assert store.get(NS, "diet").value["text"] == "Ann turned vegan in 2024"  # type: ignore[union-attr]
     assert [t.text for t in backends.sync.export("users.ann").turns if "vegan" in t.text or "vegetarian" in t.text] == [
-        '{"text": "Ann turned vegan in 2024", "topic": "food"}'
+        '{"topic": "food", "text": "Ann turned vegan in 2024"}'
     ]
 
     found = store.search(NS, query="flying to Lisbon for the marathon in October")

@@ -62,7 +62,7 @@ def _turn_of(key: str, value: Mapping[str, Any]) -> dict[str, object]:
         speaker, text, kind = *shape, "role" if "role" in value else "speaker"
     else:
         try:
-            text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+            text = json.dumps(value, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
             raise InputError(f"The value put under key {key!r} is not JSON ({exc}); store JSON values.") from None
         speaker, kind = NOTE_SPEAKER, "note"
