@@ -22,6 +22,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.test_doc_examples import python_blocks
+from tests.test_mcp_agents import TOOLS  # every tool of the MCP server
 from tests.test_service import make_keys
 from tmem import Memory
 from tmem.settings import Settings
@@ -30,18 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "integrations.md"
 SRC = str(ROOT / "src")
 DOC_DIR = "/home/me/.local/share/tmem"
-TOOLS = {
-    "remember",
-    "recall",
-    "ask",
-    "list_memories",
-    "get_memory",
-    "update_memory",
-    "memory_history",
-    "forget",
-    "delete_space",
-    "status",
-}
 MAIN = ["-c", "from tmem.cli.main import main; main()"]  # the `tmem` console script, from this checkout
 
 
