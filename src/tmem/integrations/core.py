@@ -15,9 +15,10 @@ The tools the three frameworks expose (recall, remember, forget, lookup) are wri
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
 from tmem.client import AsyncClient, Client
@@ -32,6 +33,27 @@ from tmem.scope import Scope
 from tmem.util.aio import blocking
 
 Backend = Memory | AsyncMemory | Client | AsyncClient
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a plan: the :class:`MemoryLink` operation ``name`` (``recall``, ``search``, ``remember``,
+    ``forget``, ``lookup``, ``turns``, ``spaces``) on space ``space`` (ignored by ``spaces``)."""
+
+    name: str
+    space: str | Scope
+    args: tuple[Any, ...] = ()
+
+    def __init__(self, name: str, space: str | Scope, *args: Any) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "space", space)
+        object.__setattr__(self, "args", args)
+
+
+# An adapter operation written once: it yields the calls it makes, receives their results and returns its own;
+# MemoryLink.drive runs it synchronously, MemoryLink.adrive awaits it (as tmem.client.plans does for HTTP).
+Plan: TypeAlias = Generator[Call, Any, R]
 CONTEXT_HEADER = "Long-term memory (tmem) for the latest message; use it if it helps, it may be incomplete:"
 NOTHING_RECALLED = "(memory holds nothing for this yet)"
 
@@ -210,6 +232,34 @@ class MemoryLink:
 
     async def aspaces(self) -> list[SpaceSummary]:
         return await self._acall("spaces")  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ plans: one operation, run sync or async
+    def _target(self, call: Call) -> MemoryLink:
+        return self if call.name == "spaces" or call.space == self.space else self.with_space(call.space)
+
+    def drive(self, plan: Plan[R]) -> R:
+        """Run ``plan`` with the sync operations (a sync front end)."""
+        try:
+            call = next(plan)
+            while True:
+                call = plan.send(getattr(self._target(call), call.name)(*call.args))
+        except StopIteration as done:
+            result: R = done.value
+            return result
+        finally:
+            plan.close()
+
+    async def adrive(self, plan: Plan[R]) -> R:
+        """Run ``plan`` with the async operations (never blocking the caller's loop)."""
+        try:
+            call = next(plan)
+            while True:
+                call = plan.send(await getattr(self._target(call), "a" + call.name)(*call.args))
+        except StopIteration as done:
+            result: R = done.value
+            return result
+        finally:
+            plan.close()
 
     # ------------------------------------------------------------------ the tools, as text for a model (async)
     async def recall_tool(self, query: str) -> str:

@@ -21,7 +21,7 @@ import uuid  # noqa: E402
 from collections.abc import Callable, Iterable, Mapping, Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from langgraph.store.base import (  # noqa: E402
     BaseStore,
@@ -37,8 +37,8 @@ from langgraph.store.base import (  # noqa: E402
 
 from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS  # noqa: E402
 from tmem.errors import InputError  # noqa: E402
-from tmem.integrations.core import Backend, MemoryLink, context_block  # noqa: E402
-from tmem.models import Turn  # noqa: E402
+from tmem.integrations.core import Backend, Call, MemoryLink, Plan, context_block  # noqa: E402
+from tmem.models import SpaceSummary, Turn  # noqa: E402
 from tmem.retrieve.types import SearchResult  # noqa: E402
 
 KEY, KIND = "langgraph_key", "langgraph_kind"  # the metadata of a turn a put stored
@@ -162,47 +162,36 @@ class TmemStore(BaseStore):
 
     # ------------------------------------------------------------------ batch: the reads and writes, sync or async
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return [self._run(op) for op in ops]
+        return [self.link.drive(self._steps(op)) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return [await self._arun(op) for op in ops]
+        return [await self.link.adrive(self._steps(op)) for op in ops]
 
-    def _run(self, op: Op) -> Result:
-        names = [s.name for s in self.link.spaces()]
+    def _steps(self, op: Op) -> Plan[Result]:
+        """One operation as the memory calls it makes (run sync or async by :meth:`MemoryLink.drive`/``adrive``)."""
+        spaces: list[SpaceSummary] = yield Call("spaces", "")
+        names = [s.name for s in spaces]
         if isinstance(op, ListNamespacesOp):
             return _namespaces(op, names)
         if isinstance(op, SearchOp):
-            spaces = _under(op.namespace_prefix, names)
+            under = _under(op.namespace_prefix, names)
             if op.query:
-                return _ranked(op, [h for ns in spaces for h in _hits(ns, self._at(ns).search(op.query))])
-            return _listed(op, [(ns, self._at(ns).turns()) for ns in spaces])
-        link = self._at(op.namespace)
-        result, new, old = _plan(op, link.turns() if link.space in names else [])
+                hits: list[SearchItem] = []
+                for ns in under:
+                    hits += _hits(ns, (yield Call("search", self.space_of(ns), op.query)))
+                return _ranked(op, hits)
+            found: list[tuple[tuple[str, ...], list[Turn]]] = []
+            for ns in under:
+                found.append((ns, (yield Call("turns", self.space_of(ns)))))
+            return _listed(op, found)
+        space = self.space_of(op.namespace)
+        live: list[Turn] = (yield Call("turns", space)) if space in names else []
+        result, new, old = _plan(op, live)
         if new is not None:
-            link.remember([new])
+            yield Call("remember", space, [new])
         if old:
-            link.forget(old)
+            yield Call("forget", space, old)
         return result
-
-    async def _arun(self, op: Op) -> Result:
-        names = [s.name for s in await self.link.aspaces()]
-        if isinstance(op, ListNamespacesOp):
-            return _namespaces(op, names)
-        if isinstance(op, SearchOp):
-            spaces = _under(op.namespace_prefix, names)
-            if op.query:
-                return _ranked(op, [h for ns in spaces for h in _hits(ns, await self._at(ns).asearch(op.query))])
-            return _listed(op, [(ns, await self._at(ns).aturns()) for ns in spaces])
-        link = self._at(op.namespace)
-        result, new, old = _plan(op, await link.aturns() if link.space in names else [])
-        if new is not None:
-            await link.aremember([new])
-        if old:
-            await link.aforget(old)
-        return result
-
-    def _at(self, namespace: tuple[str, ...]) -> MemoryLink:
-        return self.link.with_space(self.space_of(namespace))
 
 
 # ------------------------------------------------------------------ the pure parts, shared by both paths
@@ -293,10 +282,6 @@ def _exchange(link: MemoryLink, messages: Sequence[BaseMessage]) -> list[dict[st
     return out
 
 
-def _with_context(messages: list[AnyMessage], block: str) -> dict[str, Any]:
-    return {"llm_input_messages": ([SystemMessage(block)] if block else []) + messages}
-
-
 def memory_hooks(memory: Backend, space: str, *, max_tokens: int = DEFAULT_CONTEXT_TOKENS) -> tuple[Hook, Hook]:
     """(pre_model_hook, post_model_hook) for ``create_react_agent`` over space ``space`` of ``memory``.
 
@@ -306,26 +291,27 @@ def memory_hooks(memory: Backend, space: str, *, max_tokens: int = DEFAULT_CONTE
     nothing twice). Each runs sync or async as the graph is invoked."""
     link = MemoryLink(memory, space, max_tokens=max_tokens)
 
-    def pre(state: dict[str, Any]) -> dict[str, Any]:
+    def recall(state: dict[str, Any]) -> Plan[dict[str, Any]]:
         user = _latest_user(state["messages"])
-        block = context_block(link.recall(_text(user))) if user is not None else ""
-        return _with_context(list(state["messages"]), block)
+        block = context_block((yield Call("recall", space, _text(user)))) if user is not None else ""
+        return {"llm_input_messages": ([SystemMessage(block)] if block else []) + list(state["messages"])}
+
+    def remember(state: dict[str, Any]) -> Plan[dict[str, Any]]:
+        said = _exchange(link, state["messages"])
+        if said:
+            yield Call("remember", space, said)
+        return {}
+
+    def pre(state: dict[str, Any]) -> dict[str, Any]:
+        return link.drive(recall(state))
 
     async def apre(state: dict[str, Any]) -> dict[str, Any]:
-        user = _latest_user(state["messages"])
-        block = context_block(await link.arecall(_text(user))) if user is not None else ""
-        return _with_context(list(state["messages"]), block)
+        return await link.adrive(recall(state))
 
     def post(state: dict[str, Any]) -> dict[str, Any]:
-        said = _exchange(link, state["messages"])
-        if said:
-            link.remember(said)
-        return {}
+        return link.drive(remember(state))
 
     async def apost(state: dict[str, Any]) -> dict[str, Any]:
-        said = _exchange(link, state["messages"])
-        if said:
-            await link.aremember(said)
-        return {}
+        return await link.adrive(remember(state))
 
     return RunnableLambda(pre, afunc=apre, name="tmem_recall"), RunnableLambda(post, afunc=apost, name="tmem_remember")
