@@ -58,7 +58,9 @@ CONTEXT_HEADER = "Long-term memory (tmem) for the latest message; use it if it h
 NOTHING_RECALLED = "(memory holds nothing for this yet)"
 
 RECALL_DOC = "Recall what long-term memory holds about a topic or question: dated facts and past conversation."
-REMEMBER_DOC = "Store something worth remembering (a fact, a preference, a plan) in long-term memory."
+REMEMBER_DOC = (
+    "Store something the user told you that is worth remembering (a fact, a preference, a plan) in long-term memory."
+)
 FORGET_DOC = "Forget turns and/or memory items for good, by the ids recall and lookup show."
 LOOKUP_DOC = "Look up one memory item by its id: its text, date, kind and the turns it came from."
 
