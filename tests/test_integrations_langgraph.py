@@ -156,3 +156,9 @@ def test_a_later_turn_is_handed_an_associated_memory_of_the_llm_built_space(tmp_
         expected = cue_context(memory)
         agent.invoke({"messages": [("user", CUE)]}, config)
         assert _system(seen.calls[-1]) == context_block(expected)
+        found = TmemStore(memory).search((SPACE,), query=CUE, limit=50)  # a built space: facts and scenes too
+        kinds = {h.value.get("kind") for h in found}
+        assert {"fact", "scene"} <= kinds and all(h.score is not None for h in found)
+        facts = [h for h in found if h.value.get("kind") == "fact"]
+        assert all(h.key.startswith("item:") and h.value["turn_ids"] for h in facts)
+        assert TmemStore(memory).get((SPACE,), facts[0].key) is None  # a fact is no value of the store

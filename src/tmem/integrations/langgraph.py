@@ -83,15 +83,16 @@ def _value_of(turn: Turn) -> dict[str, Any]:
 
 
 def _same(turn: Turn, message: Mapping[str, object]) -> bool:
+    """Whether ``turn`` holds what ``message`` (from :func:`_turn_of`) would store."""
     meta = message["metadata"]
-    assert isinstance(meta, dict)
-    return (turn.speaker, turn.text, turn.metadata.get(KIND)) == (message["speaker"], message["text"], meta[KIND])
+    kind = meta.get(KIND) if isinstance(meta, dict) else None
+    return (turn.speaker, turn.text, turn.metadata.get(KIND)) == (message["speaker"], message["text"], kind)
 
 
-def _item(namespace: tuple[str, ...], turn: Turn, score: float | None = None, key: str | None = None) -> SearchItem:
+def _item(namespace: tuple[str, ...], turn: Turn, score: float | None = None) -> SearchItem:
     return SearchItem(
         namespace=namespace,
-        key=key or str(turn.metadata.get(KEY, turn.id)),
+        key=str(turn.metadata.get(KEY, turn.id)),
         value=_value_of(turn),
         created_at=turn.time,
         updated_at=turn.time,
