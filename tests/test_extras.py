@@ -31,6 +31,10 @@ DISTRIBUTIONS = {
     "psycopg-pool": "psycopg_pool",
     "matplotlib": "matplotlib",
     "faiss-cpu": "faiss",
+    "langgraph": "langgraph",
+    "langchain-core": "langchain_core",
+    "openai-agents": "agents",
+    "pydantic-ai-slim": "pydantic_ai",
 }
 
 
@@ -103,7 +107,15 @@ for m in {blocked!r}:
     sys.modules[m] = None
 import tmem, tmem.cli.main, tmem.client
 from tmem.errors import ConfigError
-for package, extra in (("tmem.service", "server"), ("tmem.viewer", "viewer"), ("tmem.mcp_server", "mcp")):
+import tmem.integrations.core
+for package, extra in (
+    ("tmem.service", "server"),
+    ("tmem.viewer", "viewer"),
+    ("tmem.mcp_server", "mcp"),
+    ("tmem.integrations.langgraph", "langgraph"),
+    ("tmem.integrations.openai_agents", "openai-agents"),
+    ("tmem.integrations.pydantic_ai", "pydantic-ai"),
+):
     try:
         __import__(package)
     except ConfigError as exc:
@@ -121,3 +133,15 @@ def test_the_library_and_cli_import_without_any_extra() -> None:
         [sys.executable, "-c", _BARE.format(blocked=blocked)], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_tmem_imports_no_agent_framework() -> None:
+    """With every framework installed, ``import tmem`` (and the integrations' shared core) loads none of them."""
+    frameworks = ("langgraph", "langchain_core", "agents", "pydantic_ai")
+    code = (
+        "import sys, tmem, tmem.client, tmem.cli.main, tmem.integrations.core\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {frameworks!r}))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])

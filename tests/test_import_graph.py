@@ -162,3 +162,23 @@ def test_a_cycle_is_reported_with_the_statements_that_make_it() -> None:
     found = cycles(edges)
     assert found == [["tmem.construct", "tmem.index"]]
     assert "index/space.py:23" in _explain(found[0], edges)
+
+
+FRAMEWORKS = ("langgraph", "langchain_core", "agents", "pydantic_ai")
+
+
+def test_the_integrations_are_the_top_layer_and_keep_their_frameworks_to_themselves() -> None:
+    """Nothing of tmem imports ``tmem.integrations``; a framework is imported by its adapter module only (so ``import
+    tmem`` and the adapters' shared core load none)."""
+    edges = import_graph()
+    assert not [where for (a, b), where in edges.items() if b == "tmem.integrations"]
+    adapters = {"langgraph.py", "openai_agents.py", "pydantic_ai.py"}
+    for path in sorted(ROOT.rglob("*.py")):
+        if path.parent.name == "integrations" and path.name in adapters:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            found = [n for n in names if n.split(".")[0] in FRAMEWORKS]
+            assert not found, f"{path.relative_to(ROOT.parent)}:{node.lineno} imports {found}"  # type: ignore[attr-defined]

@@ -21,6 +21,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "postgres": ("psycopg", "psycopg_pool"),
     "eval": ("matplotlib",),
     "scale": ("faiss",),
+    # the agent frameworks (tmem.integrations; docs/integrations.md)
+    "langgraph": ("langgraph", "langchain_core"),
+    "openai-agents": ("agents",),
+    "pydantic-ai": ("pydantic_ai",),
 }
 
 
