@@ -1,4 +1,4 @@
-"""A longer fuzz run of the importers than CI's (tests/test_fuzz_import.py), with its figures.
+"""A longer fuzz run of the importers than CI's (tests/test_ingest_fuzz.py), with its figures.
 
 For each format (native JSON, LoCoMo JSON, native JSONL) it draws N hostile files from tests/support/fuzz.py and
 imports each into a store holding a seed space: the outcome is "rejected" (InputError naming the file, nothing
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 # the test suite's fixtures: run as a module from the repository root (`python -m bench.fuzz_import`, bench/README.md)
 from tests.support.fuzz import hostile_file
-from tests.test_fuzz_import import SEED, check_one, full_cycle
+from tests.test_ingest_fuzz import SEED, check_one, full_cycle
 
 from tmem.ingest import import_file
 from tmem.store.sqlite import SQLiteStore

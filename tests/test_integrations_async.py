@@ -1,6 +1,6 @@
 """The adapters' async paths never block the framework's event loop (issue 31): a LangGraph agent, an Agents SDK agent
 and a pydantic-ai agent run at once on one loop, each recalling and remembering through tmem, while a ticker on the
-loop measures how late it wakes. The embedder blocks its thread BLOCK seconds per call (tests/test_event_loop_lag.py),
+loop measures how late it wakes. The embedder blocks its thread BLOCK seconds per call (tests/test_memory_event_loop_lag.py),
 so one tmem call run on the loop would show as a lag of BLOCK."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.models.function import FunctionModel
 
 from tests.support.agent_memory import settings
-from tests.test_event_loop_lag import BOUND, SlowEmbedder, _max_lag
 from tests.test_integrations_langgraph import react_agent
 from tests.test_integrations_pydantic_ai import Script, _text
+from tests.test_memory_event_loop_lag import BOUND, SlowEmbedder, _max_lag
 from tmem import AsyncMemory, Memory
 from tmem.integrations.openai_agents import TmemSession, memory_instructions
 from tmem.integrations.pydantic_ai import TmemDeps, aremember_messages, memory_toolset

@@ -1,5 +1,5 @@
 """docs/integrations.md as a reader uses it (issue 31): its Python examples run, offline, one after the other in one
-namespace (as tests/test_doc_examples.py runs the README's), and each MCP client snippet starts ``tmem mcp`` exactly
+namespace (as tests/test_repo_doc_examples.py runs the README's), and each MCP client snippet starts ``tmem mcp`` exactly
 as it says - the command and arguments of a stdio snippet, the URL and the bearer header of an HTTP snippet against
 the server command the document gives - and lists the tools."""
 
@@ -21,8 +21,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.test_doc_examples import python_blocks
 from tests.test_mcp_agents import TOOLS  # every tool of the MCP server
+from tests.test_repo_doc_examples import python_blocks
 from tests.test_service import make_keys
 from tmem import Memory
 from tmem.settings import Settings

@@ -315,7 +315,7 @@ def test_delete_space_leaves_no_trace_in_any_table(store: Store) -> None:
         store.add_item_edit(Scope.local(space), ItemEdit(item_id="i1", version=1, old_text="a", new_text="b", at=T0))
         assert store.acquire_lease(Scope.local(space), "build", "me", 60.0, 0.0)
     # the service's control tables are keyed by tenant (tmem.store.control); the erasure ledger names the deleted
-    # space on purpose, and nothing else (tests/test_erasure_ledger.py): it is how other nodes learn to drop copies
+    # space on purpose, and nothing else (tests/test_edit_erasure_ledger.py): it is how other nodes learn to drop copies
     tables = [t for t in _space_tables(store) if not t.startswith("service_") and t != "erasures"]
     assert len(tables) >= 15  # every table of the schema that holds per-space rows
 

@@ -5,7 +5,7 @@ hostile values (lone surrogates, control and bidi characters, fake fence closes,
 dates far outside the calendar, zoned dates at its edges), then serialised and optionally mutated as text (a
 duplicated key, a 4,301-digit integer, deep nesting, NaN, truncation), which no Python value can express.
 
-Used by tests/test_fuzz_import.py (bounded, in CI) and bench/fuzz_import.py (longer runs).
+Used by tests/test_ingest_fuzz.py (bounded, in CI) and bench/fuzz_import.py (longer runs).
 """
 
 from __future__ import annotations

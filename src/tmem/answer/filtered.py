@@ -1,7 +1,7 @@
 """Filtered recall (issue 19): searches and budgeted contexts of the hits a :class:`MemoryFilter` keeps.
 
 Kept in ``tmem.answer`` (not beside the filter in ``tmem.retrieve``) because it packs contexts: ``answer`` stands on
-``retrieve``, never the other way (tests/test_import_graph.py).
+``retrieve``, never the other way (tests/test_repo_import_graph.py).
 """
 
 from __future__ import annotations

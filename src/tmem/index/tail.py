@@ -8,7 +8,7 @@ tail holds those turns instead, and the cascade searches them beside the index's
 - **lexical**: each tail turn gets the BM25 score it would have as one more document of the index's turn corpus
   whose statistics stay those of the corpus (document frequencies, count and average length, the Lucene formula and
   parameters bm25s uses), so its score is comparable with the index's own turns' scores: a tail turn that repeated an
-  indexed one word for word would score exactly as that one does (tests/test_unbuilt_tail.py);
+  indexed one word for word would score exactly as that one does (tests/test_index_tail.py);
 - **dense**: its vector, embedded through the store's cache at the first read that needs it (one text per new turn;
   ``add_messages`` itself embeds nothing), compared by cosine like the index's turn vectors.
 

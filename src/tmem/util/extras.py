@@ -12,7 +12,7 @@ import importlib.util
 
 from tmem.errors import ConfigError
 
-# extra -> the top-level modules it installs that tmem imports (tests/test_extras.py keeps this and pyproject.toml
+# extra -> the top-level modules it installs that tmem imports (tests/test_util_extras.py keeps this and pyproject.toml
 # in step). The service mounts the viewer at /ui, so the server extra holds the viewer's packages too.
 EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("fastapi", "uvicorn", "jinja2", "python_multipart"),
