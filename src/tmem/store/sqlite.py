@@ -68,7 +68,8 @@ class SQLiteStore(SQLiteBase, LedgerOps):
     def always_secure(self) -> bool:
         """Whether every byte of the file was written with secure_delete on (created by tmem, or rebuilt once by a
         scrub): then a deletion followed by a WAL checkpoint leaves nothing of the deleted content."""
-        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        with self._lock:
+            (version,) = self._db.execute("PRAGMA user_version").fetchone()
         return bool(version == SECURE_DELETE_MARK)
 
     def _checkpoint(self) -> bool:
