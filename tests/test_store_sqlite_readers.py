@@ -15,6 +15,7 @@ from tmem.errors import StoreError
 from tmem.models import Session, Turn
 from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
+from tmem.store.sqlite_readers import READERS
 
 T0 = datetime(2024, 3, 1, 9, 0)
 A, B = Scope.local("a"), Scope.local("b")
@@ -73,3 +74,33 @@ def test_reader_connections_cannot_write(store: SQLiteStore) -> None:
     with store.snapshot(), pytest.raises(StoreError, match="readonly"):
         store._rows("DELETE FROM turns")  # the primitive, past the store's own refusal of writes in a snapshot
     assert [t.id for t in store.turns(A)] == ["t0"]
+
+
+def test_a_scrub_completes_while_readers_keep_reading(store: SQLiteStore) -> None:
+    """The erasure guarantee with parallel readers: snapshots of the reader pool held open back to back, as a stream
+    of searches holds them, leave the scrub's WAL checkpoint (which must empty the log) able to complete."""
+    stop = threading.Event()
+    reads: list[int] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            with store.snapshot():
+                reads.append(len(store.turns(A)))
+                stop.wait(0.05)  # a long read: its snapshot stays open meanwhile
+
+    threads = [threading.Thread(target=reader) for _ in range(READERS)]
+    for t in threads:
+        t.start()
+    try:
+        while len(reads) < 2 * READERS:
+            stop.wait(0.01)
+        store.delete_turns(B, ["t0"])
+        assert store.scrub() is True
+        before = len(reads)
+        while len(reads) < before + 4:  # and the readers go on afterwards
+            stop.wait(0.01)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert set(reads) == {1}
