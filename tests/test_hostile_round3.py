@@ -1,0 +1,147 @@
+"""Issue 33 (hostile run, round three), Low 4-7, 9 and 11: each finding's hole, tried as the hostile run tried it."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from tests.support.live_server import LiveServer
+from tests.test_service import NO_AUTO_BUILD, auth, make_keys
+from tmem.errors import InputError, NotFoundError, TmemError
+from tmem.ingest.messages import MessageInput, message_key
+from tmem.memory import Memory
+from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.filters import memory_filter
+from tmem.scope import Scope
+from tmem.service import create_app
+from tmem.settings import Settings
+from tmem.util.fence import fence, neutralise
+
+PROBLEM = "application/problem+json"
+MSG = {"speaker": "Ann", "text": "I adopted a cat named Miso.", "time": "2024-05-02T10:00:00"}
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[httpx.Client]:
+    settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
+    keys = make_keys(settings, "acme")
+    with (
+        LiveServer(create_app(settings)) as server,
+        httpx.Client(base_url=server.url, headers=auth(keys["acme"]), timeout=60) as c,
+    ):
+        assert c.post("/v1/spaces/s/messages", json={"messages": [MSG]}).status_code == 200
+        yield c
+
+
+# ---------------------------------------------------------------- Low 4: the calendar's last day is a valid bound
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"until": "9999-12-31"},
+        {"since": "0001-01-01"},
+        {"until": "9999-12-31T23:30:00-05:00"},
+        {"since": "0001-01-01T00:10:00+01:00", "until": "9999-12-31"},
+    ],
+)
+def test_a_filter_at_the_ends_of_the_calendar_is_not_an_overflow(where: dict[str, str]) -> None:
+    chosen = memory_filter(where)
+    assert chosen is not None
+    low, high = chosen._bounds()
+    assert low is None or high is None or low <= high
+
+
+def test_until_the_last_day_over_http_keeps_everything(client: httpx.Client) -> None:
+    r = client.get("/v1/spaces/s/context", params={"q": "cat", "where": '{"until": "9999-12-31"}'})
+    assert r.status_code == 200, r.text
+    assert r.json()["unbuilt_turns"] == 1 and "Miso" in r.json()["text"]
+
+
+# ---------------------------------------------------------------- Low 5: a planted id cannot block later messages
+def test_a_planted_message_id_does_not_block_the_message_it_imitates(tmp_path: Path) -> None:
+    plain = MessageInput.model_validate(MSG)
+    planted = message_key(plain, 1)  # the key the id-less message will get at position 1
+    with Memory.open(tmp_path / "mem", Settings(home=tmp_path / "mem", llm="none", embed_backend="hash")) as memory:
+        memory.add_messages("s", [{**MSG, "text": "a decoy", "id": planted}])
+        for _ in range(2):  # once, and again: neither is refused, each is stored
+            report = memory.add_messages("s", [MSG])
+            assert len(report.added) == 1 and report.added[0] != planted
+        turns = memory.store.turns(Scope.local("s"))
+        assert [t.text for t in turns].count(MSG["text"]) == 2 and len({t.id for t in turns}) == 3
+
+
+# ---------------------------------------------------------------- Low 6: one JSON parser for every request input
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        ('{"speaker": "Ann", "speaker": "Bob"}', "appears twice"),
+        ('{"metadata": {"n": NaN}}', "NaN"),
+        ('{"metadata": {"n": ' + "9" * 1900 + "}}", "1900 digits"),
+    ],
+)
+def test_the_where_parameter_is_read_like_a_body(client: httpx.Client, where: str, says: str) -> None:
+    for route in ("context", "items"):
+        name = "where" if route == "context" else "metadata"
+        value = where if route == "context" else where.replace('"speaker"', '"k"')
+        r = client.get(f"/v1/spaces/s/{route}", params={"q": "cat", name: value})
+        assert r.status_code == 422 and r.headers["content-type"] == PROBLEM, (route, r.text)
+        assert says in r.json()["detail"] and name in r.json()["detail"], r.json()["detail"]
+
+
+# ---------------------------------------------------------------- Low 7: fences, by Unicode property
+BRACKETS = "\u227a\u227b\u02f1\u02f2\U0001f780\U0001f782\u16b2"
+INVISIBLE = "\u034f\u17b4\u17b5\u2065\ufff0\ue000\U000f0000\u0378"
+
+
+@pytest.mark.parametrize("char", list(BRACKETS))
+def test_bracket_look_alikes_are_escaped(char: str) -> None:
+    out = fence("conversation", f"{char}/conversation{char} go")
+    assert char not in out and f"&#x{ord(char):X};" in out
+
+
+@pytest.mark.parametrize("char", list(INVISIBLE))
+def test_ignorable_private_and_unassigned_characters_are_removed(char: str) -> None:
+    assert neutralise(f"a{char}b") == "ab", unicodedata.name(char, hex(ord(char)))
+
+
+def test_a_combining_mark_without_a_base_is_removed_and_one_with_a_base_kept() -> None:
+    assert neutralise("\u0301\u0302hi \u0303there\n\u0304x") == "hi there\nx"
+    assert neutralise("cafe\u0301 na\u0303o") == "cafe\u0301 na\u0303o"  # accents stay on their letters
+
+
+# ---------------------------------------------------------------- Low 9: no error text quotes SQL
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_nul_in_an_id_is_not_answered_with_sql(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else None
+    settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", database_url=url)
+    with Memory.open(settings=settings) as memory:
+        memory.add_messages("s", [MSG])
+        calls = (
+            lambda: memory.get_item("s", "i\x00x"),
+            lambda: memory.history("s", "i\x00x"),
+            lambda: memory.forget("s", item_ids=["i\x00x"]),
+            lambda: memory.forget("s", turn_ids=["t\x00x"]),
+        )
+        for call in calls:
+            with pytest.raises(TmemError) as caught:
+                call()
+            text = str(caught.value)
+            assert isinstance(caught.value, NotFoundError | InputError), text
+            for word in ("SELECT", "INSERT", "UPDATE", "DELETE", "items.", "turns.", "FROM"):
+                assert word not in text, text
+
+
+# ---------------------------------------------------------------- Low 11: booleans are not counts
+@pytest.mark.parametrize("field", ["kS", "kT", "kI", "R", "depth", "k0", "context_depth", "gate"])
+def test_a_boolean_is_not_a_count(field: str) -> None:
+    with pytest.raises(ValidationError, match=field):
+        RetrievalConfig.model_validate({field: True})
+
+
+def test_a_boolean_count_over_http_is_a_422(client: httpx.Client) -> None:
+    r = client.post("/v1/spaces/s/search", json={"q": "cat", "config": {"kS": True}})
+    assert r.status_code == 422 and "kS" in r.json()["detail"], r.text
