@@ -1,10 +1,12 @@
-"""Issue 33 (hostile run, round three), Low 4-7, 9 and 11: each finding's hole, tried as the hostile run tried it."""
+"""Issue 33 (hostile run, round three), Low 4-9 and 11: each finding's hole, tried as the hostile run tried it."""
 
 from __future__ import annotations
 
+import time
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -12,14 +14,17 @@ from pydantic import ValidationError
 
 from tests.support.live_server import LiveServer
 from tests.test_service import NO_AUTO_BUILD, auth, make_keys
-from tmem.errors import InputError, NotFoundError, TmemError
+from tmem.errors import InputError, NotFoundError, StoreError, TmemError
 from tmem.ingest.messages import MessageInput, message_key
 from tmem.memory import Memory
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.filters import memory_filter
 from tmem.scope import Scope
 from tmem.service import create_app
+from tmem.service.worker import MAX_STORE_RETRIES, BuildWorkers
 from tmem.settings import Settings
+from tmem.store import open_store
+from tmem.store.control import ControlStore, open_control
 from tmem.util.fence import fence, neutralise
 
 PROBLEM = "application/problem+json"
@@ -145,3 +150,74 @@ def test_a_boolean_is_not_a_count(field: str) -> None:
 def test_a_boolean_count_over_http_is_a_422(client: httpx.Client) -> None:
     r = client.post("/v1/spaces/s/search", json={"q": "cat", "config": {"kS": True}})
     assert r.status_code == 422 and "kS" in r.json()["detail"], r.text
+
+
+# ---------------------------------------------------------------- Low 8: a transient store error re-queues a build
+class _LockedBuilds:
+    """A real Memory whose first ``n`` builds meet a locked database (the hostile run held a write lock 45 s)."""
+
+    def __init__(self, memory: Memory, n: int) -> None:
+        self._memory = memory
+        self.left = n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._memory, name)
+
+    def build(self, *args: Any, **kwargs: Any) -> Any:
+        if self.left > 0:
+            self.left -= 1
+            raise StoreError("The memory store tmem.db is busy: database is locked. Retry the request.")
+        return self._memory.build(*args, **kwargs)
+
+
+def _pool(settings: Settings, locked: int) -> tuple[BuildWorkers, ControlStore, list[_LockedBuilds]]:
+    opened: list[_LockedBuilds] = []
+
+    def open_memory() -> Memory:
+        opened.append(_LockedBuilds(Memory.open(settings=settings), locked))
+        return cast(Memory, opened[-1])
+
+    control = open_control(open_store(settings.store_url))
+    return BuildWorkers(control, open_memory, poll_seconds=0.02), control, opened
+
+
+def test_a_build_that_meets_a_locked_store_is_requeued_and_health_says_so(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
+    with Memory.open(settings=settings) as memory:
+        memory.add_messages("acme/s", [MSG])
+    pool, control, opened = _pool(settings, locked=2)
+    job = control.create_job("acme", "s", {"rebuild": False})
+    pool.start()
+    seen: set[str | None] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while (state := control.get_job(job.id).state) != "succeeded":
+            assert state != "failed", control.get_job(job.id)
+            assert time.monotonic() < deadline, f"the job never ran: {control.get_job(job.id)}"
+            seen.add(pool.health().build_error)
+            time.sleep(0.01)
+        health = pool.health()
+        assert opened[0].left == 0 and "StoreError" in seen  # health said what failed while it was retried
+        assert health.requeued_builds == 2 and health.build_error is None and health.alive == 1
+    finally:
+        pool.stop()
+        control.close()
+
+
+def test_a_build_that_keeps_meeting_a_locked_store_fails_with_the_reason(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
+    with Memory.open(settings=settings) as memory:
+        memory.add_messages("acme/s", [MSG])
+    pool, control, _ = _pool(settings, locked=1000)
+    job = control.create_job("acme", "s", {"rebuild": False})
+    pool.start()
+    try:
+        deadline = time.monotonic() + 60
+        while (done := control.get_job(job.id)).state != "failed":
+            assert time.monotonic() < deadline, done
+            time.sleep(0.05)
+        assert "StoreError" in (done.error or "") and pool.health().requeued_builds == MAX_STORE_RETRIES
+        assert pool.health().build_error == "StoreError"
+    finally:
+        pool.stop()
+        control.close()

@@ -268,7 +268,8 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:
         """200 while every build worker thread runs (``status`` "ok", or "retrying" while workers wait out store
-        errors), 503 when one has stopped; with the age in seconds of the oldest queued build job."""
+        errors, a build was re-queued after one, or heartbeats fail: the fields say which), 503 when one has
+        stopped; with the age in seconds of the oldest queued build job."""
         state: ServiceState = app.state.tmem
         health = state.workers.health()
         oldest_age: float | None = None
@@ -280,7 +281,8 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
             database_error = type(exc).__name__  # the kind only: this route is public; the log has the text
             log.warning("Health check cannot read the job queue: %s", exc)
         down = health.alive < health.workers
-        status = "down" if down else ("retrying" if health.retrying or database_error else "ok")
+        failing = health.retrying or database_error or health.build_error or health.heartbeat_error
+        status = "down" if down else ("retrying" if failing else "ok")
         body = {**dataclasses.asdict(health), "status": status, "oldest_queued_seconds": oldest_age}
         body["database_error"] = database_error
         return JSONResponse(body, status_code=503 if down else 200)
