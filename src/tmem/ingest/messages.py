@@ -11,6 +11,8 @@
 * Dates come from the conversation: a message without ``time`` takes ``received_at`` when the caller passes it (a
   live agent's arrival time, e.g. the service's receive time), otherwise the previous message's time. The first
   message of a space with neither is refused. tmem itself never reads the machine clock here.
+* Concurrent calls on one space, in any number of processes, are serialised by the space's write lock
+  (:meth:`tmem.store.base.Store.lock_space`): each numbers its turns after the last one committed, so none collide.
 * Cost: a handful of indexed reads (last turn, last session, the call's own ids, their tombstones) and the inserts;
   nothing reads the space's other sessions or turns, so adding one message costs the same in any size of space.
 """
@@ -156,7 +158,9 @@ def add_messages(
     report = MessagesReport(space=space.space)
     keys = [m.id for m in messages if m.id is not None]
     with store.transaction():
-        stored_space = store.ensure_space(space)
+        # The space's write lock first: a concurrent writer of this space (any process) waits here until this one
+        # commits, then reads the last turn and the speakers this one wrote (docs/architecture.md).
+        stored_space = store.lock_space(space)
         last = store.last_turn(space)
         session = store.last_session(space)
         known = {t.id: t for t in store.find_turns(space, keys)}

@@ -86,6 +86,14 @@ class ConversationRepo(Protocol):
 
     def ensure_space(self, scope: Scope) -> Space: ...
 
+    def lock_space(self, scope: Scope) -> Space:
+        """Inside :meth:`transaction`: the space (created if new), read after taking its write lock, which is held
+        until the transaction ends. Every writer that numbers turns takes it first, so concurrent writers of one
+        space, in any number of processes, read the last sequence number one after the other and never collide
+        (PostgreSQL: a row lock on the space; SQLite: the writer's ``BEGIN IMMEDIATE`` already holds the file's
+        write lock). Raises StoreError outside a transaction, where a lock would end with the statement."""
+        ...
+
     def get_space(self, scope: Scope) -> Space:
         """Raises NotFoundError (naming the known spaces) when absent."""
         ...

@@ -166,6 +166,10 @@ class PgBase:
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         return conn
 
+    def _writing(self) -> bool:
+        """Whether this thread is inside :meth:`transaction` (a snapshot is read-only: PostgreSQL refuses writes)."""
+        return self._pinned() is not None
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """All store calls of this thread inside the block run on one connection and commit together."""

@@ -58,6 +58,7 @@ class SQLiteBase:
         self._lock = threading.RLock()
         self._depth = 0
         self._reading = False  # inside snapshot(): writes are refused
+        self._writer: int | None = None  # the thread inside transaction()
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -98,6 +99,10 @@ class SQLiteBase:
         with self._lock:
             self._db.close()
 
+    def _writing(self) -> bool:
+        """Whether the caller is inside :meth:`transaction` (it holds the lock, so no other thread can be)."""
+        return self._writer == threading.get_ident() and not self._reading
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         with self._lock:
@@ -111,16 +116,20 @@ class SQLiteBase:
                     self._db.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:
                     raise store_error(exc, self._path, "starting a write") from exc
+                self._writer = threading.get_ident()
             self._depth += 1
             try:
                 yield
             except BaseException:
                 self._depth -= 1
-                if outer and self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
+                if outer:
+                    self._writer = None
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
                 raise
             self._depth -= 1
             if outer:
+                self._writer = None
                 self._commit()
 
     @contextmanager
