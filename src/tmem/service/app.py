@@ -18,6 +18,7 @@ from fastapi import FastAPI, Header, Path
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
+from tmem.edit.erasure import erasure_scope, stage
 from tmem.errors import NotFoundError, TmemError
 from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, MessagesReport, with_request_ids
 from tmem.memory import AsyncMemory, Memory, SpaceExport
@@ -75,13 +76,15 @@ def _job_view(job: Job) -> dict[str, Any]:
     )  # a job's error was rendered for its tenant when it was recorded (BuildWorkers.run)
 
 
-def _erasure_out(entry: Erasure, tenant: str) -> ErasureOut:
+def _erasure_out(entry: Erasure, scope: str) -> ErasureOut:
     return ErasureOut(
         erasure=entry.seq,
         space=Scope.local(entry.space).space,  # the ledger records the store key of the tenant's space
         kind=entry.kind,
         erased=entry.erased,
         status="erased" if entry.erased else "erasure pending",
+        stage=stage(entry.erased),
+        scope=scope,
     )
 
 
@@ -246,13 +249,15 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
             erasure=done.erasure,
             erased=done.erased,
             status="deleted" if done.erased else "deleted, erasure pending",
+            stage=done.stage,
             scope=done.scope,
         )
 
     @app.get("/v1/erasures", response_model=list[ErasureOut], tags=["spaces"])
     async def list_erasures(tenant: Tenant, state: State, pending: bool = False) -> list[ErasureOut]:
         """This key's erasures (forgets and space deletions), oldest first; ``pending=true``: only unfinished ones."""
-        return [_erasure_out(e, tenant) for e in await state.memory.erasures(tenant=tenant, pending=pending)]
+        scope = erasure_scope(state.memory.core.store)
+        return [_erasure_out(e, scope) for e in await state.memory.erasures(tenant=tenant, pending=pending)]
 
     @app.get("/v1/erasures/{erasure}", response_model=ErasureOut, tags=["spaces"])
     async def get_erasure(erasure: Annotated[int, Path(ge=1)], tenant: Tenant, state: State) -> ErasureOut:
@@ -260,7 +265,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         found = [e for e in await state.memory.erasures(tenant=tenant) if e.seq == erasure]
         if not found:
             raise ServiceProblem(404, "not-found", f"No erasure {erasure} for this key.")
-        return _erasure_out(found[0], tenant)
+        return _erasure_out(found[0], erasure_scope(state.memory.core.store))
 
     register_routes(app)
     app.include_router(viewer_router(lambda key: _viewer_scope(app, key), key_login=True), prefix=VIEWER_PREFIX)
