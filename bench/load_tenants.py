@@ -26,9 +26,7 @@ import collections
 import contextlib
 import os
 import platform
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -37,20 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from load_service import _free_port, _tmem  # bench/ is the script's folder: sys.path[0]
 
 TENANTS = ("t1", "t2")
 SPACE = "chat"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _tmem(home: Path, *args: str) -> list[str]:
-    return [sys.executable, "-c", "from tmem.cli.main import main; main()", "--dir", str(home), *args]
 
 
 @contextlib.contextmanager

@@ -24,7 +24,7 @@ from tmem.service import create_app
 from tmem.service.worker import MAX_STORE_RETRIES, BuildWorkers
 from tmem.settings import Settings
 from tmem.store import open_store
-from tmem.store.control import ControlStore, open_control
+from tmem.store.control import ControlStore, Job, open_control
 from tmem.util.fence import fence, neutralise
 
 PROBLEM = "application/problem+json"
@@ -170,7 +170,12 @@ class _LockedBuilds:
         return self._memory.build(*args, **kwargs)
 
 
-def _pool(settings: Settings, locked: int) -> tuple[BuildWorkers, ControlStore, list[_LockedBuilds]]:
+def _pool(tmp_path: Path, locked: int) -> tuple[BuildWorkers, ControlStore, Job, list[_LockedBuilds]]:
+    """A started worker pool over a space with one message whose memories' first ``locked`` builds meet a locked
+    store, and the queued build job of that space."""
+    settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
+    with Memory.open(settings=settings) as memory:
+        memory.add_messages("acme/s", [MSG])
     opened: list[_LockedBuilds] = []
 
     def open_memory() -> Memory:
@@ -178,16 +183,14 @@ def _pool(settings: Settings, locked: int) -> tuple[BuildWorkers, ControlStore, 
         return cast(Memory, opened[-1])
 
     control = open_control(open_store(settings.store_url))
-    return BuildWorkers(control, open_memory, poll_seconds=0.02), control, opened
+    pool = BuildWorkers(control, open_memory, poll_seconds=0.02)
+    job = control.create_job("acme", "s", {"rebuild": False})
+    pool.start()
+    return pool, control, job, opened
 
 
 def test_a_build_that_meets_a_locked_store_is_requeued_and_health_says_so(tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
-    with Memory.open(settings=settings) as memory:
-        memory.add_messages("acme/s", [MSG])
-    pool, control, opened = _pool(settings, locked=2)
-    job = control.create_job("acme", "s", {"rebuild": False})
-    pool.start()
+    pool, control, job, opened = _pool(tmp_path, locked=2)
     seen: set[str | None] = set()
     try:
         deadline = time.monotonic() + 60
@@ -205,12 +208,7 @@ def test_a_build_that_meets_a_locked_store_is_requeued_and_health_says_so(tmp_pa
 
 
 def test_a_build_that_keeps_meeting_a_locked_store_fails_with_the_reason(tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path / "mem", llm="none", embed_backend="hash", **NO_AUTO_BUILD)  # type: ignore[arg-type]
-    with Memory.open(settings=settings) as memory:
-        memory.add_messages("acme/s", [MSG])
-    pool, control, _ = _pool(settings, locked=1000)
-    job = control.create_job("acme", "s", {"rebuild": False})
-    pool.start()
+    pool, control, job, _ = _pool(tmp_path, locked=1000)
     try:
         deadline = time.monotonic() + 60
         while (done := control.get_job(job.id)).state != "failed":
