@@ -87,3 +87,42 @@ def test_an_erased_space_leaves_no_copy_in_relation_files_or_statistics(
     _checkpoint(pg_url)
     assert _hits_on_disk(pgdata) == []
     assert _in_statistics(pg_url) == []
+
+
+def _database_of(pg_server: Any, name: str, role: str, *, owner: bool) -> str:
+    """A new database with pgvector, used by ``role`` (a plain login role): its owner, or only granted the schema."""
+    with psycopg.connect(pg_server.uri(), autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+            conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' OWNER "{role}"' if owner else ""))
+    with psycopg.connect(pg_server.uri(name), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f'GRANT ALL ON SCHEMA public TO "{role}"')
+    return str(pg_server.uri(name)).replace("postgres:@", f"{role}:@", 1)
+
+
+def test_the_databases_owner_erases_and_another_user_is_told_what_to_grant(
+    pg_server: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The usual deployment (tmem's user owns its database, no superuser) reaches 'erased' with nothing left; a
+    user that may not compact pg_statistic leaves the erasure pending and the log says what to grant."""
+    pgdata = Path(pg_server._server.pgdata)
+    for owner in (True, False):
+        url = _database_of(pg_server, f"erase_{owner}", f"tmem_{owner}".lower(), owner=owner)
+        settings = Settings(home=tmp_path / str(owner), llm="none", embed_backend="hash", database_url=url)
+        with Memory.open(settings=settings) as memory:
+            memory.add_messages("s", _messages(10))
+            memory.build("s")
+            report = memory.forget("s", turn_ids=[f"m{i}" for i in range(10)])
+        assert report.erased is owner
+    assert "may not compact pg_statistic" in caplog.text and "GRANT MAINTAIN" in caplog.text
+    _checkpoint(pg_server.uri("erase_True"))
+    assert not [h for h in _hits_on_disk(pgdata) if h.startswith(f"base/{_oid(pg_server, 'erase_True')}/")]
+
+
+def _oid(pg_server: Any, database: str) -> int:
+    with psycopg.connect(pg_server.uri()) as conn:
+        row = conn.execute("SELECT oid FROM pg_database WHERE datname = %s", (database,)).fetchone()
+    assert row is not None
+    return int(row[0])
