@@ -123,12 +123,15 @@ async def _rebuilds(base: str, key: str, stop: asyncio.Event, tally: Tally) -> N
                 await asyncio.sleep(0.3)
 
 
-async def _run(base: str, keys: dict[str, str], clients: int, seconds: float, tally: Tally) -> float:
+async def _run(bases: list[str], keys: dict[str, str], clients: int, seconds: float, tally: Tally) -> float:
+    """Client n writes as tenant n % 2 to server (n // 2) % servers: each tenant's clients spread over every server;
+    tenant t's rebuild loop asks server t % servers."""
     stop = asyncio.Event()
     tasks = [
-        asyncio.create_task(_writer(base, keys[TENANTS[n % 2]], TENANTS[n % 2], n, stop, tally)) for n in range(clients)
+        asyncio.create_task(_writer(bases[(n // 2) % len(bases)], keys[TENANTS[n % 2]], TENANTS[n % 2], n, stop, tally))
+        for n in range(clients)
     ]
-    loops = [asyncio.create_task(_rebuilds(base, keys[t], stop, tally)) for t in TENANTS]
+    loops = [asyncio.create_task(_rebuilds(bases[i % len(bases)], keys[t], stop, tally)) for i, t in enumerate(TENANTS)]
     t0 = time.perf_counter()
     await asyncio.sleep(seconds)
     stop.set()
@@ -155,11 +158,37 @@ def _check(base: str, keys: dict[str, str], tally: Tally) -> dict[str, int]:
     return out
 
 
+@contextlib.contextmanager
+def _server(home: Path, env: dict[str, str], args: argparse.Namespace) -> Iterator[str]:
+    """A `tmem serve` subprocess on a free port, its base URL once /healthz answers; stopped on exit."""
+    home.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    serve = _tmem(home, "serve", "--port", str(port), "--workers", str(args.workers), "--log-level", "warning")
+    log = home / f"serve-{port}.log"
+    with log.open("w") as sink:
+        server = subprocess.Popen(serve, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{base}/healthz").status_code == 200:
+                        break
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
+                time.sleep(0.3)
+            yield base
+        finally:
+            server.terminate()
+            server.wait(30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=2, help="Build worker threads of the server.")
+    ap.add_argument("--workers", type=int, default=2, help="Build worker threads of each server.")
+    ap.add_argument("--servers", type=int, default=1, help="Servers on the one database (clients spread over them).")
     ap.add_argument("--postgres", action="store_true", help="Serve a throwaway PostgreSQL server's database.")
     ap.add_argument("--database-url", default=None, help="Serve this (empty) database instead.")
     ap.add_argument("--out", type=Path, default=None, help="Append the result to this markdown file.")
@@ -176,37 +205,28 @@ def main() -> None:
             if made.returncode:
                 raise SystemExit(made.stderr)
             keys[tenant] = made.stdout.strip().splitlines()[-1]
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        serve = _tmem(home, "serve", "--port", str(port), "--workers", str(args.workers), "--log-level", "warning")
-        log = home / "serve.log"
-        with log.open("w") as sink:
-            server = subprocess.Popen(serve, env=env, stdout=sink, stderr=subprocess.STDOUT)
-            try:
-                deadline = time.monotonic() + 120
-                while True:
-                    with contextlib.suppress(httpx.HTTPError):
-                        if httpx.get(f"{base}/healthz").status_code == 200:
-                            break
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
-                    time.sleep(0.3)
-                tally = Tally()
-                elapsed = asyncio.run(_run(base, keys, args.clients, args.seconds, tally))
-                counts = _check(base, keys, tally)
-                health = httpx.get(f"{base}/healthz").json()
-            finally:
-                server.terminate()
-                server.wait(30)
+        with contextlib.ExitStack() as stack:
+            # two or more servers on one database: each its own memory directory (node) on PostgreSQL; on SQLite
+            # they share the directory, whose tmem.db is the store
+            bases = [
+                stack.enter_context(_server(home / f"node{i}" if url else home, env, args)) for i in range(args.servers)
+            ]
+            tally = Tally()
+            elapsed = asyncio.run(_run(bases, keys, args.clients, args.seconds, tally))
+            counts = _check(bases[0], keys, tally)
+            health = [httpx.get(f"{b}/healthz").json() for b in bases]
     server_errors = sum(v for k, v in tally.statuses.items() if k.split()[-1].startswith("5") or "transport" in k)
     backend = "PostgreSQL" if url else "SQLite"
+    healths = "; ".join(f"{h['status']}, requeued builds {h.get('requeued_builds')}" for h in health)
     lines = [
-        f"## Load run, issue 33: {args.clients} clients of two tenants, looping rebuilds, {backend}",
+        f"## Load run, issue 33: {args.clients} clients of two tenants, looping rebuilds, {backend}, "
+        f"{args.servers} server{'s' if args.servers > 1 else ''}",
         "",
         f"Command: `python bench/load_tenants.py --clients {args.clients} --seconds {args.seconds:g}"
+        + (f" --servers {args.servers}" if args.servers > 1 else "")
         + (" --postgres" if args.postgres else "")
         + " --out bench/results/load.md` (PYTHONPATH=src, hash embedder, extractive builds, "
-        f"{args.workers} build workers; {platform.machine()}, {os.cpu_count()} CPUs shared with other work)",
+        f"{args.workers} build workers per server; {platform.machine()}, {os.cpu_count()} CPUs shared with other work)",
         "",
         "| measure | value |",
         "|---|---|",
@@ -220,7 +240,7 @@ def main() -> None:
         f"| another tenant's text in a space | {counts['foreign']} |",
         f"| rebuild jobs succeeded / failed | {tally.jobs['succeeded']} / {tally.jobs['failed']} |",
         f"| answers by kind | {', '.join(f'{k}: {v}' for k, v in sorted(tally.statuses.items()))} |",
-        f"| /healthz after | status {health['status']}, requeued builds {health.get('requeued_builds')} |",
+        f"| /healthz after, per server | {healths} |",
         "",
     ]
     if tally.errors:
