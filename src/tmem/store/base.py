@@ -75,8 +75,8 @@ class StoreBase(Protocol):
 
     def scrub(self, *, vacuum: bool = True) -> bool:
         """Erasure primitive: after deletions have committed, leave no bytes of deleted content in the store's files
-        (SQLite: secure delete + WAL checkpoint TRUNCATE + VACUUM). ``vacuum=False`` is cheaper and suffices for
-        content written by this version. Returns False when concurrent readers kept it from completing (run it
+        (SQLite: secure delete + WAL checkpoint TRUNCATE, and a VACUUM once for a file that may hold content
+        written without secure delete; ``vacuum=False`` never rebuilds). Returns False when concurrent readers kept it from completing (run it
         again later). Never call it inside a transaction."""
         ...
 
