@@ -36,8 +36,9 @@ from tmem.store.base import Store
 log = logging.getLogger(__name__)
 
 SQLITE_SCOPE = (
-    "SQLite: erased from the database file and its write-ahead log (secure delete, checkpoint, VACUUM); every node's "
-    "saved indices of the space are dropped by its upkeep; file-system snapshots and backups keep their copies."
+    "SQLite: erased from the database file and its write-ahead log (deleted content overwritten by secure_delete, "
+    "then a WAL checkpoint; a file written before that is rebuilt once with VACUUM); every node's saved indices of "
+    "the space are dropped by its upkeep; file-system snapshots and backups keep their copies."
 )
 POSTGRES_SCOPE = (
     "PostgreSQL: erased from the files of tmem's tables, their TOAST tables and indexes (VACUUM FULL, after every "
