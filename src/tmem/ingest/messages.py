@@ -4,7 +4,7 @@
   more than the idle gap (``Settings.session_gap_minutes``) after the previous message.
 * Idempotent by ``id``: a message whose id is already stored is skipped; one whose id was forgotten (tombstoned) is
   not stored again. A message without an id is always stored (its turn id is ``m-`` + a hash of its content and its
-  position in the space): identical messages sent twice ("ok", "ok") are two turns, as the sender meant. A client
+  position in the space, with ``-N`` added when a stored or forgotten turn holds that id already): identical messages sent twice ("ok", "ok") are two turns, as the sender meant. A client
   that retries a call it got no answer for gets exactly-once by sending ids - any stable string of its own, or
   :func:`with_request_ids` (the service's ``Idempotency-Key`` header), which names the messages of one request
   ``KEY:0``, ``KEY:1``, ... (docs/agents.md).
@@ -174,8 +174,8 @@ def add_messages(
         for n, m in enumerate(messages):
             key = base = message_key(m, next_seq)
             bump = 0
-            while m.id is None and (key in known or store.tombstoned(space, "turn", [key])):
-                bump += 1  # a forgotten turn's position and content again: a new turn, not the forgotten one
+            while m.id is None and (key in known or _taken(store, space, key)):
+                bump += 1  # a forgotten turn's key, or one a caller chose as its own id: a new turn all the same
                 key = f"{base}-{bump}"
             if key in forgotten:
                 report.forgotten.append(key)
@@ -221,6 +221,12 @@ def add_messages(
             store.set_speakers(space, speakers)
     report.session_id = session.id if session is not None else None
     return report
+
+
+def _taken(store: Store, space: Scope, key: str) -> bool:
+    """Whether an id-less message's key is held already: by a forgotten turn, or by a stored turn whose caller
+    chose that id (issue 33: a planted ``m-...`` id must not make the message it imitates fail forever)."""
+    return bool(store.tombstoned(space, "turn", [key]) or store.find_turns(space, [key]))
 
 
 def _new_session(store: Store, space: Scope, first_key: str, when: datetime, previous: Session | None) -> Session:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo, field_validator
 
 from tmem.errors import ConfigError
 from tmem.models import TriggerFamily
@@ -153,6 +153,14 @@ class RetrievalConfig(BaseModel):
         default_factory=frozenset, description="Ablation switches turned off."
     )
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: object, info: ValidationInfo) -> object:
+        """A count or threshold given as true/false is refused (JSON's true is not 1: issue 33)."""
+        if isinstance(value, bool) and info.field_name in _NUMBER_FIELDS:
+            raise ValueError("a boolean is not a number; write a number")
+        return value
+
     def enabled(self, switch: Switch) -> bool:
         return switch not in self.disabled
 
@@ -209,6 +217,9 @@ class RetrievalConfig(BaseModel):
 
 
 # A query whose best BM25 turns hold under a quarter of its IDF mass has no lexical anchor (docs/retrieval.md).
+_NUMBER_FIELDS = frozenset(
+    name for name, f in RetrievalConfig.model_fields.items() if f.annotation in (int, float, int | None, float | None)
+)
 ANCHOR_FLOOR = 0.25
 
 # Dense similarity over the raw turns no build holds yet: it orders an anchorless context on every space, so a message

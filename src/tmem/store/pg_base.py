@@ -8,6 +8,7 @@ pinned connection, so one store object serves a multi-threaded API worker.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -275,4 +276,7 @@ class PgBase:
 
 
 def _verb(sql: str) -> str:
-    return " ".join(sql.split("(")[0].split()[:4])
+    """What a statement does, in words ("select on items"): an error text never quotes SQL (issue 33)."""
+    words = sql.replace("(", " ").replace(",", " ").split() or ["a statement"]
+    table = next((b for a, b in itertools.pairwise(words) if a.upper() in ("FROM", "INTO", "UPDATE")), "")
+    return f"{words[0].lower()} on {table}" if table else words[0].lower()
