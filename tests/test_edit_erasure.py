@@ -60,6 +60,7 @@ def _populate(home: Path, *, secure_delete_off: bool) -> SQLiteStore:
     store = SQLiteStore.open(home / "tmem.db")
     if secure_delete_off:  # as on a platform whose SQLite defaults to it: every write below happens with it off
         store._db.execute("PRAGMA secure_delete = OFF")  # the simulation needs the raw connection
+        store._db.execute("PRAGMA user_version = 0")  # nor has such a file the mark of one tmem always wrote
         assert store._db.execute("PRAGMA secure_delete").fetchone()[0] == 0
     for name, canary in (("secret", CANARY), ("keep", "nothing-to-see")):
         src = home.parent / f"{name}.json"

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from tmem.errors import InputError, TmemError
+from tmem.errors import ConfigError, InputError, TmemError
 from tmem.memory import Memory
 from tmem.retrieve.layout import ContextLayout, as_layout
 from tmem.settings import Settings
@@ -59,11 +59,31 @@ def dir_option(purpose: str) -> Callable[[F], F]:
     )
 
 
+def with_home(settings: Settings, home: Path | None) -> Settings:
+    """``settings`` with the memory directory a command line's ``--dir`` named (global or after the command: the
+    same rule for every command, docs/cli.md "Which store").
+
+    ``--dir`` sets the memory directory (indices, caches; the store only when no URL is set); a database URL
+    (``--database-url`` / ``TMEM_DATABASE_URL``) always names the store. A ``--dir`` that holds its own ``tmem.db``
+    while a URL names another store is a conflict: a ConfigError saying which to drop, never a silent choice."""
+    if home is None:
+        return settings
+    chosen = settings.model_copy(update={"home": home})
+    own = home / "tmem.db"
+    if chosen.database_url and own.exists() and chosen.database_url != f"sqlite:///{own}":
+        raise ConfigError(
+            f"--dir {home} holds its own store ({own}), but --database-url / TMEM_DATABASE_URL names another "
+            f"(a {chosen.database_url.split(':', 1)[0]} store). Unset TMEM_DATABASE_URL (or drop --database-url) to use the "
+            "directory's store, or drop --dir to use the URL's."
+        )
+    return chosen
+
+
 def use_home(app: AppContext, home: Path | None) -> None:
-    """Point ``app`` at the memory directory ``home`` (its own tmem.db) when a subcommand's ``--dir`` gave one."""
+    """Point ``app`` at the memory directory ``home`` when a subcommand's ``--dir`` gave one (:func:`with_home`)."""
     if home is not None:
         app.close()
-        app.settings = app.settings.model_copy(update={"home": home, "database_url": None})
+        app.settings = with_home(app.settings, home)
 
 
 def echo_json(payload: Any) -> None:

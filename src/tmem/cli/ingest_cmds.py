@@ -15,6 +15,7 @@ from typing import Any, cast
 import click
 
 from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.edit.erasure import erasure_scope, stage
 from tmem.ingest import FORMATS, Format, ImportReport
 from tmem.models import (
     BuildMode,
@@ -374,7 +375,9 @@ def erasures_cmd(app: AppContext, pending: bool) -> None:
     erasures are finished first when no other connection's read is in the way)."""
     memory = app.memory()
     memory.upkeep()
-    echo_json([e.model_dump(mode="json") for e in memory.erasures(pending=pending)])
+    scope = erasure_scope(memory.store)  # what 'erased' means on this backend (docs/security.md)
+    entries = memory.erasures(pending=pending)
+    echo_json([{**e.model_dump(mode="json"), "stage": stage(e.erased), "scope": scope} for e in entries])
 
 
 def register(cli: click.Group) -> None:

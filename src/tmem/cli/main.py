@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from tmem.cli.context import AppContext
+from tmem.cli.context import AppContext, with_home
 from tmem.cli.terminal import protect
 from tmem.errors import TmemError
 from tmem.settings import Settings
@@ -84,7 +84,8 @@ def cli(
 ) -> None:
     """tmem: long-term conversational memory that anticipates, not archives."""
     overrides: dict[str, object] = {}
-    if home is not None:
+    typed_dir = ctx.get_parameter_source("home") is click.core.ParameterSource.COMMANDLINE
+    if home is not None and not typed_dir:  # TMEM_HOME; a typed --dir goes through with_home (its conflict check)
         overrides["home"] = home
     if database_url is not None:
         overrides["database_url"] = database_url
@@ -94,7 +95,8 @@ def cli(
         overrides["llm_model"] = llm_model
         if llm is None:
             overrides.setdefault("llm", "openai")
-    app = AppContext(settings=Settings(**overrides))  # type: ignore[arg-type]
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    app = AppContext(settings=with_home(settings, home) if typed_dir else settings)
     ctx.obj = app
     ctx.call_on_close(app.close)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tmem.cli.context import AppContext, pass_app
+from tmem.cli.context import AppContext, pass_app, with_home
 from tmem.settings import Settings
 from tmem.util.extras import require_extra
 
@@ -20,9 +20,7 @@ _DIR = click.option(
 
 
 def _settings(app: AppContext, home: Path | None) -> Settings:
-    if home is None:
-        return app.settings
-    return app.settings.model_copy(update={"home": home, "database_url": None})
+    return with_home(app.settings, home)  # the rule of every command: a database URL is never dropped silently
 
 
 @click.command("serve")

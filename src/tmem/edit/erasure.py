@@ -12,7 +12,9 @@ entry stays *pending* until a scrub that started after it committed has complete
   looked: saved BM25 and IVF indices (they hold the texts' words and vectors) and cached in-process indices. Several
   servers on one PostgreSQL each keep their own saves; the ledger is how a node learns that another one forgot.
 
-What "erased" covers depends on the backend (:data:`SQLITE_SCOPE`, :data:`POSTGRES_SCOPE`), and every report says it.
+An erasure has two stages (:data:`STAGES`): *deleted* (no read returns it; its bytes may remain in the store's files:
+pending) and *erased*. What "erased" covers depends on the backend (:data:`SQLITE_SCOPE`, :data:`POSTGRES_SCOPE`),
+every report says it (``scope``), and docs/security.md states it with the operator's part (WAL, backups).
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
-from tmem.errors import TmemError
+from tmem.errors import StoreError, TmemError
 from tmem.index.lexical import LexicalStore
 from tmem.scope import Scope
 from tmem.store.base import Store
@@ -34,18 +36,23 @@ from tmem.store.base import Store
 log = logging.getLogger(__name__)
 
 SQLITE_SCOPE = (
-    "SQLite: erased from the database file and its write-ahead log (secure delete, checkpoint, VACUUM); file-system "
-    "snapshots and backups keep their copies."
+    "SQLite: erased from the database file and its write-ahead log (deleted content overwritten by secure_delete, "
+    "then a WAL checkpoint; a file written before that is rebuilt once with VACUUM); every node's saved indices of "
+    "the space are dropped by its upkeep; file-system snapshots and backups keep their copies."
 )
 POSTGRES_SCOPE = (
-    "PostgreSQL: erased from the database's tables (VACUUM, after every transaction that could still read it "
-    "ended); the server's write-ahead log, replicas and backups keep copies until they rotate."
+    "PostgreSQL: erased from the files of tmem's tables, their TOAST tables and indexes (VACUUM FULL, after every "
+    "transaction that could still read the rows ended) and from the planner statistics (ANALYZE, VACUUM FULL "
+    "pg_statistic). The server's write-ahead log, replicas, WAL archives and backups keep copies until they rotate "
+    "(the operator's step: docs/security.md). Each running node drops its saved indices of the space within one "
+    "upkeep period; a stopped node's index folder keeps them until it starts."
 )
 PENDING = (
-    "Deleted: no search or export returns it. Erasure pending: another connection's open read keeps the freed "
-    "bytes; the erasure finishes by itself once that read ends (a running tmem serve, mcp or ui retries every few "
-    "seconds, any other tmem command at its start)."
+    "Deleted: no search or export returns it. Erasure pending: another connection's open read (or a rewrite that "
+    "could not take its table's lock) keeps the freed bytes; the erasure finishes by itself later (a running tmem "
+    "serve, mcp or ui retries every few seconds, any other tmem command at its start)."
 )
+STAGES = ("deleted", "erased")  # an erasure's stages, in order (docs/security.md, "Erasure, per backend")
 _MARKER = "erasures.json"
 
 
@@ -55,6 +62,11 @@ class ErasureState(BaseModel):
     erasure: int = Field(description="The erasure's entry in the store's erasure ledger (readable later).")
     erased: bool = Field(description="The freed bytes are erased (see ``scope``); False: pending, retried.")
     scope: str = Field(description="What erased means on this backend.")
+
+    @computed_field(description="'deleted' (no read returns it; its bytes may remain: pending) or 'erased'.")  # type: ignore[prop-decorator]
+    @property
+    def stage(self) -> str:
+        return stage(self.erased)
 
 
 def erasure_scope(store: Store) -> str:
@@ -70,10 +82,19 @@ def finish_erasures(store: Store) -> bool:
     if not pending:
         return True
     through = pending[-1].seq  # every entry up to it committed before the scrub starts
-    if not store.scrub():
+    try:
+        scrubbed = store.scrub()
+    except StoreError as exc:  # e.g. a rewrite that met a held lock, or a user that may not compact: retried later
+        log.warning("Erasure left pending (retried later): %s", exc)
+        return False
+    if not scrubbed:
         return False
     store.mark_erased(through)
     return True
+
+
+def stage(erased: bool) -> str:
+    return STAGES[1] if erased else STAGES[0]
 
 
 def state_of(store: Store, seq: int, erased: bool) -> ErasureState:

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from tmem.construct.extractive.scenes import make_scene, make_topic, scene_topic_text
 from tmem.construct.revert import load_covered, save_covered
 from tmem.edit.erasure import erasure_scope, finish_erasures
-from tmem.edit.items import bump_edits
+from tmem.edit.items import bump_edits, storable
 from tmem.embed.texts import turn_embedding_text
 from tmem.errors import NotFoundError
 from tmem.index.space import scene_text
@@ -78,7 +78,7 @@ def _trigger_texts(trigger: Trigger) -> list[str]:
 
 def _known(store: Store, space: Scope, kind: str, ids: Sequence[str], found: set[str], report: ForgetReport) -> None:
     missing = [i for i in dict.fromkeys(ids) if i not in found]
-    gone = store.tombstoned(space, "turn" if kind == "turn" else "item", missing)
+    gone = store.tombstoned(space, "turn" if kind == "turn" else "item", storable(missing))
     report.already_forgotten += [i for i in missing if i in gone]
     unknown = [i for i in missing if i not in gone]
     if unknown:
@@ -100,9 +100,9 @@ def forget(
     report = ForgetReport(space=space.space)
     removal = _Removal()
     with store.transaction():
-        turns = store.find_turns(space, turn_ids)
+        turns = store.find_turns(space, storable(turn_ids))
         _known(store, space, "turn", turn_ids, {t.id for t in turns}, report)
-        direct_items = store.items(space, list(item_ids)) if item_ids else []
+        direct_items = store.items(space, storable(item_ids)) if storable(item_ids) else []
         _known(store, space, "item", item_ids, {i.id for i in direct_items}, report)
         gone_turns = {t.id for t in turns}
         for t in turns:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,9 +48,15 @@ class ItemHistory(BaseModel):
     superseded_by: list[Item] = Field(description="Newer items replacing this one, nearest first.")
 
 
+def storable(ids: Sequence[str]) -> list[str]:
+    """The ids that can name a stored record: one holding a NUL names nothing (every input refuses NUL, and
+    PostgreSQL cannot even compare one), so it is not looked up: NotFound on every backend (issue 33)."""
+    return [i for i in ids if i and "\x00" not in i]
+
+
 def get_item(store: Store, space: Scope, item_id: str) -> Item:
     store.get_space(space)
-    found = store.items(space, [item_id]) if item_id else []
+    found = store.items(space, [item_id]) if storable([item_id]) else []
     if not found:
         raise NotFoundError(
             "Space {space!r} has no item {name!r}; list items with `tmem show {space} --items`.",

@@ -70,20 +70,23 @@ class SpaceRecords:
 
 
 def load_space(store: Store, space: Scope) -> SpaceRecords:
-    """Read a space's nodes, links, triggers, personas and turns (raises NotFoundError for an unknown space)."""
-    store.get_space(space)
-    return SpaceRecords(
-        space=space,
-        sessions=[s.content_hash for s in store.sessions(space)],  # read before the turns: see Retriever.fingerprint
-        topics=store.topics(space),
-        scenes=store.scenes(space),
-        items=store.items(space),
-        links=store.topic_links(space),
-        triggers=store.triggers(space),
-        personas=store.personas(space),
-        turns=store.turns(space),
-        mode=store.get_state(space, STATE_MODE),
-    )
+    """Read a space's nodes, links, triggers, personas and turns (raises NotFoundError for an unknown space), all in
+    one committed state (``store.snapshot()``): a build committing meanwhile is seen wholly or not at all, never as
+    items whose scenes, or triggers whose hosts, the other reads did not return."""
+    with store.snapshot():
+        store.get_space(space)
+        return SpaceRecords(
+            space=space,
+            sessions=[s.content_hash for s in store.sessions(space)],  # before the turns: see Retriever.fingerprint
+            topics=store.topics(space),
+            scenes=store.scenes(space),
+            items=store.items(space),
+            links=store.topic_links(space),
+            triggers=store.triggers(space),
+            personas=store.personas(space),
+            turns=store.turns(space),
+            mode=store.get_state(space, STATE_MODE),
+        )
 
 
 def cached_vectorizer(store: Store, space: Scope, embedder: Embedder) -> Vectorize:

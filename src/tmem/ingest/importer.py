@@ -136,7 +136,7 @@ WRITE_TURNS = 100
 
 def _import_space(store: Store, space: SpaceInput, scope: Scope, source: str) -> SpaceImportReport:
     created = not store.has_space(scope)
-    stored_space = store.ensure_space(scope)
+    stored_space = store.lock_space(scope)  # held until the import commits: concurrent writers number after it
     stored_sessions = store.sessions(scope)
     stored_turns = store.turns(scope)
     by_hash = {s.content_hash: s for s in stored_sessions}

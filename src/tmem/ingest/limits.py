@@ -86,6 +86,13 @@ def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def read_json(text: str | bytes) -> Any:
+    """JSON text parsed with the hooks above: a repeated key, NaN or an over-long integer becomes a marker that
+    :func:`scan` reports with its path. The one parser of files, request bodies and JSON query parameters (a
+    ``ValueError`` for text that is not JSON at all, a ``RecursionError`` for absurd nesting)."""
+    return json.loads(text, object_pairs_hook=object_pairs, parse_int=parse_int, parse_constant=parse_constant)
+
+
 def _step(path: str, key: str) -> str:
     return path + (f".{key}" if re.match(r"^[A-Za-z_][A-Za-z0-9_-]*$", key) else f"[{json.dumps(key)}]")
 

@@ -4,13 +4,15 @@
   more than the idle gap (``Settings.session_gap_minutes``) after the previous message.
 * Idempotent by ``id``: a message whose id is already stored is skipped; one whose id was forgotten (tombstoned) is
   not stored again. A message without an id is always stored (its turn id is ``m-`` + a hash of its content and its
-  position in the space): identical messages sent twice ("ok", "ok") are two turns, as the sender meant. A client
+  position in the space, with ``-N`` added when a stored or forgotten turn holds that id already): identical messages sent twice ("ok", "ok") are two turns, as the sender meant. A client
   that retries a call it got no answer for gets exactly-once by sending ids - any stable string of its own, or
   :func:`with_request_ids` (the service's ``Idempotency-Key`` header), which names the messages of one request
   ``KEY:0``, ``KEY:1``, ... (docs/agents.md).
 * Dates come from the conversation: a message without ``time`` takes ``received_at`` when the caller passes it (a
   live agent's arrival time, e.g. the service's receive time), otherwise the previous message's time. The first
   message of a space with neither is refused. tmem itself never reads the machine clock here.
+* Concurrent calls on one space, in any number of processes, are serialised by the space's write lock
+  (:meth:`tmem.store.base.Store.lock_space`): each numbers its turns after the last one committed, so none collide.
 * Cost: a handful of indexed reads (last turn, last session, the call's own ids, their tombstones) and the inserts;
   nothing reads the space's other sessions or turns, so adding one message costs the same in any size of space.
 """
@@ -171,7 +173,9 @@ def add_messages(
     report = MessagesReport(space=space.space)
     keys = [m.id for m in messages if m.id is not None]
     with store.transaction():
-        stored_space = store.ensure_space(space)
+        # The space's write lock first: a concurrent writer of this space (any process) waits here until this one
+        # commits, then reads the last turn and the speakers this one wrote (docs/architecture.md).
+        stored_space = store.lock_space(space)
         last = store.last_turn(space)
         session = store.last_session(space)
         known = {t.id: t for t in store.find_turns(space, keys)}
@@ -185,8 +189,8 @@ def add_messages(
         for n, m in enumerate(messages):
             key = base = message_key(m, next_seq)
             bump = 0
-            while m.id is None and (key in known or store.tombstoned(space, "turn", [key])):
-                bump += 1  # a forgotten turn's position and content again: a new turn, not the forgotten one
+            while m.id is None and (key in known or _taken(store, space, key)):
+                bump += 1  # a forgotten turn's key, or one a caller chose as its own id: a new turn all the same
                 key = f"{base}-{bump}"
             if key in forgotten:
                 report.forgotten.append(key)
@@ -232,6 +236,12 @@ def add_messages(
             store.set_speakers(space, speakers)
     report.session_id = session.id if session is not None else None
     return report
+
+
+def _taken(store: Store, space: Scope, key: str) -> bool:
+    """Whether an id-less message's key is held already: by a forgotten turn, or by a stored turn whose caller
+    chose that id (issue 33: a planted ``m-...`` id must not make the message it imitates fail forever)."""
+    return bool(store.tombstoned(space, "turn", [key]) or store.find_turns(space, [key]))
 
 
 def _new_session(store: Store, space: Scope, first_key: str, when: datetime, previous: Session | None) -> Session:

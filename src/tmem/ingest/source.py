@@ -22,9 +22,7 @@ from tmem.ingest.limits import (
     check_date,
     check_name,
     check_text,
-    object_pairs,
-    parse_constant,
-    parse_int,
+    read_json,
     scan,
 )
 from tmem.ingest.timestamps import EXPECTED_FORMATS, try_parse_timestamp
@@ -170,7 +168,7 @@ def parse_json(text: str, file: str, *, line_offset: int = 0, jsonl: bool = Fals
     """One JSON document; broken JSON, and JSON beyond the limits of :mod:`tmem.ingest.limits` (nesting depth,
     huge integers, NaN, duplicate keys, lone surrogates), become an InputError with the line and the JSON path."""
     try:
-        data = json.loads(text, object_pairs_hook=object_pairs, parse_int=parse_int, parse_constant=parse_constant)
+        data = read_json(text)
     except json.JSONDecodeError as exc:
         line = exc.lineno + line_offset
         raise InputError(

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, Field, PlainSerializer, model_validator
+from pydantic import BaseModel, Field, PlainSerializer, ValidationInfo, field_validator, model_validator
 
 # Fields that describe a configuration rather than override one of its values.
 NOT_OVERRIDES = frozenset({"name", "explicit"})
 
+NUMBERS = (int, float, int | None, float | None)  # a field of one of these types takes a number, never a boolean
 Names = Annotated[frozenset[str], PlainSerializer(sorted, return_type=list[str], when_used="json")]
 
 
@@ -37,6 +38,15 @@ class Overridable(BaseModel):
             aliases = {f.alias: name for name, f in cls.model_fields.items() if f.alias}
             data = {**data, "explicit": frozenset(aliases.get(k, k) for k in data) - NOT_OVERRIDES}
         return data
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: object, info: ValidationInfo) -> object:
+        """A count or threshold given as true/false is refused (JSON's true is not 1: issue 33)."""
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and field.annotation in NUMBERS:
+            raise ValueError("a boolean is not a number; write a number")
+        return value
 
     @model_validator(mode="after")
     def _check_explicit(self) -> Self:

@@ -21,7 +21,7 @@ the space has no more), so a filtered context is as full as an unfiltered one wh
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -89,7 +89,7 @@ class MemoryFilter(BaseModel):
             low = datetime.combine(low, time.min)
         high = self.until
         if isinstance(high, date) and not isinstance(high, datetime):
-            high = datetime.combine(high + timedelta(days=1), time.min) - timedelta(microseconds=1)
+            high = datetime.combine(high, time.max)  # the day's last instant (9999-12-31 included)
         return _naive(low), _naive(high)
 
     def _meta_ok(self, values: Mapping[str, Sequence[MetaValue]]) -> bool:
@@ -131,9 +131,14 @@ class MemoryFilter(BaseModel):
 
 
 def _naive(value: datetime | None) -> datetime | None:
+    """``value`` in UTC without a zone; a bound that leaves the calendar in UTC (9999-12-31T23:00-05:00) is the
+    calendar's end (or start): no turn lies beyond it."""
     if value is None or value.tzinfo is None:
         return value
-    return value.astimezone(UTC).replace(tzinfo=None)
+    try:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:
+        return datetime.max if value.year == datetime.max.year else datetime.min
 
 
 def memory_filter(where: MemoryFilter | Mapping[str, Any] | None) -> MemoryFilter | None:

@@ -18,6 +18,7 @@ from fastapi import FastAPI, Header, Path
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
+from tmem.edit.erasure import erasure_scope, stage
 from tmem.errors import NotFoundError, TmemError
 from tmem.ingest.messages import MAX_REQUEST_KEY, MessageInput, MessagesReport, with_request_ids
 from tmem.memory import AsyncMemory, Memory, SpaceExport
@@ -75,13 +76,15 @@ def _job_view(job: Job) -> dict[str, Any]:
     )  # a job's error was rendered for its tenant when it was recorded (BuildWorkers.run)
 
 
-def _erasure_out(entry: Erasure, tenant: str) -> ErasureOut:
+def _erasure_out(entry: Erasure, scope: str) -> ErasureOut:
     return ErasureOut(
         erasure=entry.seq,
         space=Scope.local(entry.space).space,  # the ledger records the store key of the tenant's space
         kind=entry.kind,
         erased=entry.erased,
         status="erased" if entry.erased else "erasure pending",
+        stage=stage(entry.erased),
+        scope=scope,
     )
 
 
@@ -246,13 +249,15 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
             erasure=done.erasure,
             erased=done.erased,
             status="deleted" if done.erased else "deleted, erasure pending",
+            stage=done.stage,
             scope=done.scope,
         )
 
     @app.get("/v1/erasures", response_model=list[ErasureOut], tags=["spaces"])
     async def list_erasures(tenant: Tenant, state: State, pending: bool = False) -> list[ErasureOut]:
         """This key's erasures (forgets and space deletions), oldest first; ``pending=true``: only unfinished ones."""
-        return [_erasure_out(e, tenant) for e in await state.memory.erasures(tenant=tenant, pending=pending)]
+        scope = erasure_scope(state.memory.core.store)
+        return [_erasure_out(e, scope) for e in await state.memory.erasures(tenant=tenant, pending=pending)]
 
     @app.get("/v1/erasures/{erasure}", response_model=ErasureOut, tags=["spaces"])
     async def get_erasure(erasure: Annotated[int, Path(ge=1)], tenant: Tenant, state: State) -> ErasureOut:
@@ -260,7 +265,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
         found = [e for e in await state.memory.erasures(tenant=tenant) if e.seq == erasure]
         if not found:
             raise ServiceProblem(404, "not-found", f"No erasure {erasure} for this key.")
-        return _erasure_out(found[0], tenant)
+        return _erasure_out(found[0], erasure_scope(state.memory.core.store))
 
     register_routes(app)
     app.include_router(viewer_router(lambda key: _viewer_scope(app, key), key_login=True), prefix=VIEWER_PREFIX)
@@ -268,7 +273,8 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:
         """200 while every build worker thread runs (``status`` "ok", or "retrying" while workers wait out store
-        errors), 503 when one has stopped; with the age in seconds of the oldest queued build job."""
+        errors, a build was re-queued after one, or heartbeats fail: the fields say which), 503 when one has
+        stopped; with the age in seconds of the oldest queued build job."""
         state: ServiceState = app.state.tmem
         health = state.workers.health()
         oldest_age: float | None = None
@@ -280,7 +286,8 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
             database_error = type(exc).__name__  # the kind only: this route is public; the log has the text
             log.warning("Health check cannot read the job queue: %s", exc)
         down = health.alive < health.workers
-        status = "down" if down else ("retrying" if health.retrying or database_error else "ok")
+        failing = health.retrying or database_error or health.build_error or health.heartbeat_error
+        status = "down" if down else ("retrying" if failing else "ok")
         body = {**dataclasses.asdict(health), "status": status, "oldest_queued_seconds": oldest_age}
         body["database_error"] = database_error
         return JSONResponse(body, status_code=503 if down else 200)

@@ -14,7 +14,7 @@ from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tmem.errors import InputError
-from tmem.ingest.limits import object_pairs, parse_constant, parse_int, scan
+from tmem.ingest.limits import read_json, scan
 
 
 class _BodyTooLarge(HTTPException):
@@ -85,12 +85,7 @@ class StrictJSONRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             try:
-                value = json.loads(
-                    await self.body(),
-                    object_pairs_hook=object_pairs,
-                    parse_constant=parse_constant,
-                    parse_int=parse_int,
-                )
+                value = read_json(await self.body())
                 scan(value, lambda path: "The request body at " + path.replace("$", "body", 1))
             except InputError as exc:
                 raise HTTPException(status_code=422, detail=str(exc)) from exc

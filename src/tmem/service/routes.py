@@ -4,7 +4,6 @@ Every success response is a pydantic model (the library's own return types), so 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date
@@ -17,6 +16,7 @@ from tmem.answer.budget import Context
 from tmem.edit import ForgetReport, ItemHistory
 from tmem.edit.listing import MAX_PAGE, ItemPage
 from tmem.errors import InputError, NotFoundError, SpaceNotFound
+from tmem.ingest.limits import read_json, scan
 from tmem.models import Item, ItemKind
 from tmem.retrieve.types import SearchResult
 from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config
@@ -54,12 +54,13 @@ def json_object(value: str | None, name: str) -> dict[str, Any] | None:
     if value is None:
         return None
     try:
-        parsed = json.loads(value)
-    except ValueError:
+        parsed = read_json(value)  # the parser of request bodies: same refusals (tmem.ingest.limits)
+    except (ValueError, RecursionError):
         parsed = None
     if not isinstance(parsed, dict):
         example = EXAMPLES.get(name, '{"metadata": {"project": "alpha"}}')
         raise InputError(f"Query parameter {name} must be a JSON object, e.g. {name}={example}.")
+    scan(parsed, lambda path: "Query parameter " + path.replace("$", name, 1))
     return parsed
 
 

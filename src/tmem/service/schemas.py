@@ -140,6 +140,7 @@ class Deleted(BaseModel):
         "open read keeps them); the server finishes it by itself within seconds of that read ending."
     )
     status: str = Field(description="'deleted' or 'deleted, erasure pending'.")
+    stage: str = Field(description="'deleted' (erasure pending) or 'erased' (see scope).")
     scope: str = Field(description="What erased means on this server's database.")
 
 
@@ -149,6 +150,8 @@ class ErasureOut(BaseModel):
     kind: str = Field(description="'forget' or 'delete'.")
     erased: bool
     status: str = Field(description="'erased' or 'erasure pending'.")
+    stage: str = Field(description="'deleted' (no read returns it; the bytes may remain: pending) or 'erased'.")
+    scope: str = Field(description="What erased means on this server's backend (docs/security.md).")
 
 
 class JobParams(BaseModel):

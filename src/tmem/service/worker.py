@@ -3,7 +3,10 @@
 A job is a row of the control store (persisted). Workers claim queued jobs atomically in the database, so the service
 never starts two builds of one space at once, even with several workers or server processes on one database; the
 build itself also holds the space's lease (:mod:`tmem.construct.policy`), which excludes builds started elsewhere (the
-CLI): a job that meets a held lease goes back to the queue and is retried. Each worker owns its own sync
+CLI): a job that meets a held lease goes back to the queue and is retried. A build that fails on a transient store
+error (a locked or unreachable database, not an integrity error) is re-queued too, and the worker that ran it waits
+with backoff before it claims again; after MAX_STORE_RETRIES re-queues the job is failed with the error. /healthz
+reports it meanwhile (``build_error``, ``requeued_builds``, ``heartbeat_error``; status "retrying"). Each worker owns its own sync
 :class:`Memory` (its own store connection and event loop), so a build's writes never hold up the API's reads.
 
 Builds are incremental and checkpointed: a job left ``running`` by a server that stopped is re-queued and resumes;
@@ -30,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tmem.construct.policy import BuildPolicy, holder_is_dead, lease_holder
-from tmem.errors import BuildBusy, StoreError, TmemError, public_message
+from tmem.errors import BuildBusy, IntegrityError, StoreError, TmemError, public_message
 from tmem.memory import Memory
 from tmem.store.control import ControlStore, Job, tenant_scope
 
@@ -40,6 +43,7 @@ HEARTBEAT_SECONDS = 10.0
 STALE_SECONDS = 120.0  # twelve missed heartbeats: the owner stopped (or is partitioned from the database)
 RECOVER_SECONDS = 60.0
 MAX_BACKOFF_SECONDS = 30.0  # the longest wait of a worker between tries while the database is locked or down
+MAX_STORE_RETRIES = 5  # a build that fails on a transient store error is re-queued this many times, then failed
 
 
 def orphaned(owner: str | None, heartbeat_at: float | None, *, at: float | None = None) -> bool:
@@ -59,6 +63,9 @@ class WorkerHealth:
     alive: int  # of them, still running (a worker survives store errors; fewer means a bug stopped one)
     retrying: int  # of them, waiting out store errors in a row
     last_error: str | None  # the kind of the last store or unexpected error a worker met (its text is logged)
+    build_error: str | None = None  # the kind of store error the last build met (re-queued); None once one succeeds
+    requeued_builds: int = 0  # builds re-queued after a transient store error, since the server started
+    heartbeat_error: str | None = None  # the kind of error the last heartbeat met; None while heartbeats succeed
 
 
 class BuildWorkers:
@@ -86,6 +93,10 @@ class BuildWorkers:
         self._arrivals_lock = threading.Lock()
         self._failures: dict[int, int] = {}  # worker number -> store errors in a row (0: working)
         self.last_error: str | None = None
+        self._build_error: str | None = None
+        self._heartbeat_error: str | None = None
+        self._requeued = 0
+        self._store_retries: dict[str, int] = {}  # job id -> re-queues after a transient store error, by this server
 
     def recover(self) -> tuple[int, int]:
         """Re-queue (or fail, after MAX_ATTEMPTS) the running jobs of servers that stopped; returns the counts."""
@@ -111,10 +122,12 @@ class BuildWorkers:
         while not self._stop.wait(self._beat):
             try:
                 self._control.heartbeat(self.owner, time.time())
+                self._heartbeat_error = None
                 if time.monotonic() - last_recovery >= self._recover_every:
                     last_recovery = time.monotonic()
                     self.recover()
             except TmemError as exc:  # the database is unreachable for a while: say so, keep beating
+                self._heartbeat_error = self.last_error = type(exc).__name__
                 log.warning("Build heartbeat failed: %s", exc)
 
     def wake(self) -> None:
@@ -193,6 +206,9 @@ class BuildWorkers:
             alive=sum(t.is_alive() for t in workers),
             retrying=sum(1 for count in self._failures.values() if count),
             last_error=self.last_error,
+            build_error=self._build_error,
+            requeued_builds=self._requeued,
+            heartbeat_error=self._heartbeat_error,
         )
 
     def _apply_policy(self, memory: Memory) -> None:
@@ -224,6 +240,8 @@ class BuildWorkers:
             self._persist(lambda: self._control.requeue(job.id, "waiting: another build of this space holds its lease"))
             return False
         except TmemError as exc:
+            if isinstance(exc, StoreError) and not isinstance(exc, IntegrityError) and self._retry_later(job, exc):
+                return False
             if isinstance(exc, StoreError):
                 log.error("Build job %s: %s", job.id, exc)
             # The job's tenant reads it: rendered from the error's fields for that tenant, no connection parameters.
@@ -235,7 +253,29 @@ class BuildWorkers:
             error = f"Unexpected {type(exc).__name__}. This is a bug; the server's log has its cause."
             self._persist(lambda: self._control.finish_job(job.id, "failed", error=error))
             return True
+        self._build_error = None
+        self._store_retries.pop(job.id, None)
         result = report.model_dump(mode="json")
         result["space"] = job.space
         self._persist(lambda: self._control.finish_job(job.id, "succeeded", result=result))
+        return True
+
+    def _retry_later(self, job: Job, exc: StoreError) -> bool:
+        """A build that failed on a transient store error (a locked or unreachable database) goes back to the queue,
+        and this worker waits (doubling up to MAX_BACKOFF_SECONDS) before it claims again; after MAX_STORE_RETRIES
+        re-queues of one job the next such error fails it. False: fail it now. /healthz says what failed meanwhile
+        (``build_error``: the kind only; the log has the text)."""
+        tries = self._store_retries.get(job.id, 0) + 1
+        self._build_error = self.last_error = type(exc).__name__
+        if tries > MAX_STORE_RETRIES:
+            self._store_retries.pop(job.id, None)
+            return False
+        self._store_retries[job.id] = tries
+        self._requeued += 1
+        delay = min(self._poll * 2**tries, MAX_BACKOFF_SECONDS)
+        log.warning("Build job %s met %s (%s); re-queued, retry %d of %d", job.id, self._build_error, exc, tries,
+                    MAX_STORE_RETRIES)  # fmt: skip
+        note = f"re-queued: the store failed ({self._build_error}); retry {tries} of {MAX_STORE_RETRIES}"
+        self._persist(lambda: self._control.requeue(job.id, note))
+        self._stop.wait(delay)
         return True

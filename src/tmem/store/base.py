@@ -75,8 +75,8 @@ class StoreBase(Protocol):
 
     def scrub(self, *, vacuum: bool = True) -> bool:
         """Erasure primitive: after deletions have committed, leave no bytes of deleted content in the store's files
-        (SQLite: secure delete + WAL checkpoint TRUNCATE + VACUUM). ``vacuum=False`` is cheaper and suffices for
-        content written by this version. Returns False when concurrent readers kept it from completing (run it
+        (SQLite: secure delete + WAL checkpoint TRUNCATE, and a VACUUM once for a file that may hold content
+        written without secure delete; ``vacuum=False`` never rebuilds). Returns False when concurrent readers kept it from completing (run it
         again later). Never call it inside a transaction."""
         ...
 
@@ -85,6 +85,14 @@ class ConversationRepo(Protocol):
     """Spaces, sessions and turns: the conversation as it arrived."""
 
     def ensure_space(self, scope: Scope) -> Space: ...
+
+    def lock_space(self, scope: Scope) -> Space:
+        """Inside :meth:`transaction`: the space (created if new), read after taking its write lock, which is held
+        until the transaction ends. Every writer that numbers turns takes it first, so concurrent writers of one
+        space, in any number of processes, read the last sequence number one after the other and never collide
+        (PostgreSQL: a row lock on the space; SQLite: the writer's ``BEGIN IMMEDIATE`` already holds the file's
+        write lock). Raises StoreError outside a transaction, where a lock would end with the statement."""
+        ...
 
     def get_space(self, scope: Scope) -> Space:
         """Raises NotFoundError (naming the known spaces) when absent."""

@@ -49,6 +49,7 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None  # the driver leaves BEGIN to _sqlite_begin
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout = 30000")
+    cursor.execute("PRAGMA secure_delete = ON")  # the memory's file: every byte written with it (store.scrub)
     cursor.execute("PRAGMA journal_mode = WAL")
     cursor.close()
 

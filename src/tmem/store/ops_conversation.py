@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Table, bindparam, delete, exists, func, select, update
 
-from tmem.errors import IntegrityError, NotFoundError
+from tmem.errors import IntegrityError, NotFoundError, StoreError
 from tmem.models import Session, Space, SpaceSummary, Turn
 from tmem.scope import Scope
 from tmem.store import mappers
@@ -23,12 +23,17 @@ from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 _GET_SPACE = select(spaces.c.name, spaces.c.speakers).where(
     spaces.c.tenant == bindparam("tenant"), spaces.c.name == bindparam("name")
 )
+# The same read holding the space's row lock until the transaction ends (SQLite's compiler writes no FOR UPDATE:
+# its writer already holds the file's write lock).
+_LOCK_SPACE = _GET_SPACE.with_for_update()
 
 
 class ConversationOps(SQLOps):
     if TYPE_CHECKING:
 
         def state_keys(self, scope: Scope, prefix: str = "") -> dict[str, str]: ...
+
+        def _writing(self) -> bool: ...
 
     # ------------------------------------------------------------------ spaces
     def _add_space(self, scope: Scope) -> None:
@@ -39,8 +44,18 @@ class ConversationOps(SQLOps):
             self._add_space(scope)
         return self.get_space(scope)
 
-    def get_space(self, scope: Scope) -> Space:
-        rows = self._fetch(_GET_SPACE, values={"tenant": scope.tenant, "name": scope.key})
+    def lock_space(self, scope: Scope) -> Space:
+        if not self._writing():
+            raise StoreError(
+                "Store.lock_space() outside a write transaction: the lock would end with the statement. Call it "
+                "inside `with store.transaction():`; this is a bug in the caller."
+            )
+        self._add_space(scope)
+        return self.get_space(scope, lock=True)
+
+    def get_space(self, scope: Scope, *, lock: bool = False) -> Space:
+        query = _LOCK_SPACE if lock else _GET_SPACE
+        rows = self._fetch(query, values={"tenant": scope.tenant, "name": scope.key})
         if not rows:
             known = self._fetch(select(spaces.c.name).where(spaces.c.tenant == scope.tenant))
             raise missing_space(scope, [Scope.local(r["name"]).space for r in known])
@@ -143,7 +158,8 @@ class ConversationOps(SQLOps):
         return mappers.session(rows[0]) if rows else None
 
     def find_turns(self, scope: Scope, ids: Sequence[str]) -> list[Turn]:
-        found = [t for chunk in self._chunks(ids) for t in self._turns(scope, turns.c.id.in_(chunk))]
+        with self.snapshot():
+            found = [t for chunk in self._chunks(ids) for t in self._turns(scope, turns.c.id.in_(chunk))]
         return sorted(found, key=lambda t: t.seq)
 
     def find_sessions(self, scope: Scope, ids: Sequence[str]) -> list[Session]:

@@ -106,12 +106,14 @@ class MemoryOps(ConversationOps):
     def _linked_records(
         self, table: Table, link: Table, other: str, scope: Scope, ids: Sequence[str] | None
     ) -> list[tuple[dict[str, Any], list[str]]]:
-        """(row, its ``other`` ids from ``link`` in position order) for the records of ``table`` (of ``ids``)."""
-        rows = self._records(table, scope, ids)
-        if not rows:
-            return []
-        found = None if ids is None else [r["id"] for r in rows]
-        links = self._links(link, link.c.keys()[2], other, scope, found)
+        """(row, its ``other`` ids from ``link`` in position order) for the records of ``table`` (of ``ids``): both
+        reads in one committed state, so that a build committing between them never leaves a record without links."""
+        with self.snapshot():
+            rows = self._records(table, scope, ids)
+            if not rows:
+                return []
+            found = None if ids is None else [r["id"] for r in rows]
+            links = self._links(link, link.c.keys()[2], other, scope, found)
         return [(r, links.get(r["id"], [])) for r in rows]
 
     def scenes(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Scene]:
@@ -161,11 +163,12 @@ class MemoryOps(ConversationOps):
         self, scope: Scope, *, scene_ids: Sequence[str] = (), topic_ids: Sequence[str] = ()
     ) -> list[TopicSceneLink]:
         found: set[tuple[str, str]] = set()
-        for column, ids in ((topic_scenes.c.scene_id, scene_ids), (topic_scenes.c.topic_id, topic_ids)):
-            for chunk in self._chunks(ids):
-                query = select(topic_scenes.c.topic_id, topic_scenes.c.scene_id)
-                found |= {(r["topic_id"], r["scene_id"]) for r in
-                          self._fetch(query.where(self._in(topic_scenes, scope), column.in_(chunk)))}  # fmt: skip
+        with self.snapshot():
+            for column, ids in ((topic_scenes.c.scene_id, scene_ids), (topic_scenes.c.topic_id, topic_ids)):
+                for chunk in self._chunks(ids):
+                    query = select(topic_scenes.c.topic_id, topic_scenes.c.scene_id)
+                    found |= {(r["topic_id"], r["scene_id"]) for r in
+                              self._fetch(query.where(self._in(topic_scenes, scope), column.in_(chunk)))}  # fmt: skip
         return [TopicSceneLink(topic_id=t, scene_id=s) for t, s in sorted(found)]
 
     def delete_topics(self, scope: Scope, ids: Sequence[str]) -> None:
@@ -189,12 +192,14 @@ class MemoryOps(ConversationOps):
         return sorted(found, key=lambda i: (i.seq, i.id))
 
     def scenes_of_turns(self, scope: Scope, turn_ids: Sequence[str]) -> list[Scene]:
-        ids = self._linked(scene_turns.c.scene_id, scene_turns.c.turn_id, scope, turn_ids)
-        return self.scenes(scope, ids) if ids else []
+        with self.snapshot():
+            ids = self._linked(scene_turns.c.scene_id, scene_turns.c.turn_id, scope, turn_ids)
+            return self.scenes(scope, ids) if ids else []
 
     def items_of_scenes(self, scope: Scope, scene_ids: Sequence[str]) -> list[Item]:
-        ids = self._linked(item_scenes.c.item_id, item_scenes.c.scene_id, scope, scene_ids)
-        return self.items(scope, ids) if ids else []
+        with self.snapshot():
+            ids = self._linked(item_scenes.c.item_id, item_scenes.c.scene_id, scope, scene_ids)
+            return self.items(scope, ids) if ids else []
 
     def _linked(self, want: Any, have: Any, scope: Scope, ids: Sequence[str]) -> list[str]:
         """Distinct ``want`` values of the link rows whose ``have`` is among ``ids``, sorted."""
@@ -234,11 +239,13 @@ class MemoryOps(ConversationOps):
         )  # fmt: skip
         rows: list[dict[str, Any]] = []
         views: dict[str, list[TriggerView]] = {}
-        for cond in chunks:
-            rows += self._fetch(select(triggers).where(*cond))
-            query = select(trigger_views.c.trigger_id, trigger_views.c.name, trigger_views.c.text).select_from(joined)
-            for v in self._fetch(query.where(*cond).order_by(trigger_views.c.trigger_id, trigger_views.c.position)):
-                views.setdefault(v["trigger_id"], []).append(TriggerView(name=v["name"], text=v["text"]))
+        query = select(trigger_views.c.trigger_id, trigger_views.c.name, trigger_views.c.text).select_from(joined)
+        with self.snapshot():  # the triggers and their views in one committed state
+            for cond in chunks:
+                rows += self._fetch(select(triggers).where(*cond))
+                ordered = query.where(*cond).order_by(trigger_views.c.trigger_id, trigger_views.c.position)
+                for v in self._fetch(ordered):
+                    views.setdefault(v["trigger_id"], []).append(TriggerView(name=v["name"], text=v["text"]))
         out = [mappers.trigger(r, views.get(r["id"], [])) for r in rows]
         return sorted(out, key=lambda t: (t.host_id, t.family.value, t.group, t.id))
 

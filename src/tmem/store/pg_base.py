@@ -8,6 +8,7 @@ pinned connection, so one store object serves a multi-threaded API worker.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -165,6 +166,10 @@ class PgBase:
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         return conn
 
+    def _writing(self) -> bool:
+        """Whether this thread is inside :meth:`transaction` (a snapshot is read-only: PostgreSQL refuses writes)."""
+        return self._pinned() is not None
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """All store calls of this thread inside the block run on one connection and commit together."""
@@ -271,4 +276,7 @@ class PgBase:
 
 
 def _verb(sql: str) -> str:
-    return " ".join(sql.split("(")[0].split()[:4])
+    """What a statement does, in words ("select on items"): an error text never quotes SQL (issue 33)."""
+    words = sql.replace("(", " ").replace(",", " ").split() or ["a statement"]
+    table = next((b for a, b in itertools.pairwise(words) if a.upper() in ("FROM", "INTO", "UPDATE")), "")
+    return f"{words[0].lower()} on {table}" if table else words[0].lower()

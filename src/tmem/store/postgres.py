@@ -4,7 +4,7 @@ Open with :meth:`PostgresStore.open` (or ``open_store("postgresql://...")``). Co
 transactions pin one connection per thread (:mod:`tmem.store.pg_base`). The operations are the shared ones
 (:mod:`tmem.store.ops_ledger` and its bases, over :mod:`tmem.store.schema`); here only what PostgreSQL does its own
 way: vectors as pgvector values (binary I/O, :mod:`tmem.store.pg_vector`), the erasure ledger's commit order (an
-advisory lock) and its transaction ids, and VACUUM as the erasure primitive.
+advisory lock) and its transaction ids, and VACUUM (FULL, ANALYZE) as the erasure primitive.
 """
 
 from __future__ import annotations
@@ -22,6 +22,17 @@ from tmem.store.ops_ledger import LedgerOps
 from tmem.store.pg_base import PgBase, pg_store_error
 
 _ERASURE_LOCK = 7_460_135_023  # pg_advisory_xact_lock key serialising erasure-ledger inserts
+LOCK_TIMEOUT = "2s"
+_CLEAR_STATISTICS = (  # pg_clear_attribute_stats (PostgreSQL 18+, the table's owner) of every column with statistics
+    "SELECT pg_clear_attribute_stats(schemaname::text, tablename::text, attname::text, inherited) FROM pg_stats "
+    "WHERE schemaname = current_schema() AND tablename = %(table)s"
+)
+_DELETE_STATISTICS = "DELETE FROM pg_catalog.pg_statistic WHERE starelid = quote_ident(%(table)s)::regclass"  # the longest a scrub's table rewrite waits for readers; then the erasure stays pending
+_MAY_COMPACT_STATISTICS = (  # superuser, the database's owner, or MAINTAIN on pg_statistic (PostgreSQL 17+)
+    "SELECT r.rolsuper OR d.datdba = r.oid OR CASE WHEN current_setting('server_version_num')::int >= 170000 "
+    "THEN has_table_privilege('pg_catalog.pg_statistic', 'MAINTAIN') ELSE false END "
+    "FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = current_database()"
+)
 
 
 class PostgresStore(PgBase, LedgerOps):
@@ -52,13 +63,16 @@ class PostgresStore(PgBase, LedgerOps):
         self._fetch(text(f"SELECT pg_advisory_xact_lock({_ERASURE_LOCK})"))
 
     def scrub(self, *, vacuum: bool = True) -> bool:
-        """The erasure primitive on PostgreSQL: ``VACUUM`` of tmem's tables, so deleted rows' dead tuples are pruned
-        from their pages (``vacuum`` is accepted for the protocol; ``VACUUM FULL``, which would also rewrite the
-        files, takes an exclusive lock on a shared server and is left to maintenance). False when another
-        connection still holds a snapshot taken before the latest pending erasure of the ledger committed (VACUUM
-        keeps the rows it may read): run it again later (``tmem.edit.erasure`` does); snapshots taken after it do not
-        count, so a busy server's searches do not hold an erasure up. The server's WAL, replicas and backups keep older
-        data until they rotate: see docs/scaling.md, "Erasure on PostgreSQL"."""
+        """The erasure primitive on PostgreSQL (docs/security.md, "Erasure, per backend"): ``VACUUM (FULL,
+        ANALYZE)`` of tmem's tables, which writes each table, its TOAST table and its indexes to new files (the old
+        ones are emptied at once and unlinked at the next checkpoint) and refreshes the planner statistics, then
+        ``VACUUM FULL pg_statistic``, whose old rows held sampled values (``pg_stats``; ANALYZE leaves an emptied
+        table's statistics as they were, so those are cleared, PostgreSQL 18's ``pg_clear_attribute_stats``). A rewrite waits at most
+        LOCK_TIMEOUT for its table's lock (readers hold it briefly). False when another connection still holds a
+        snapshot taken before the latest pending erasure committed (a rewrite keeps the rows it may read): run it
+        again later (``tmem.edit.erasure`` does). A StoreError when the database user may not compact
+        ``pg_statistic`` (it must own the database, or hold MAINTAIN on it), saying so. The server's WAL, replicas
+        and backups keep older data until they rotate: the operator's step (docs/security.md)."""
         del vacuum
         if self._pinned() is not None:
             raise StoreError("scrub() cannot run inside a transaction: call it after the deletion has committed.")
@@ -66,9 +80,22 @@ class PostgresStore(PgBase, LedgerOps):
         with self._pool.connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction block
             try:
+                if not conn.execute(_MAY_COMPACT_STATISTICS).fetchone()[0]:
+                    raise StoreError(
+                        f"The database user of {self._where} may not compact pg_statistic, which keeps sampled "
+                        "values of erased rows: make it the database's owner (ALTER DATABASE ... OWNER TO ...) or "
+                        "GRANT MAINTAIN ON pg_catalog.pg_statistic TO it (PostgreSQL 17+). The erasure stays pending."
+                    )
+                conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
                 for table in tables:
-                    conn.execute(f'VACUUM "{table}"')
-                # VACUUM keeps every dead row that an open snapshot may still read: when another session's oldest
+                    conn.execute(f'VACUUM (FULL, ANALYZE) "{table}"')
+                    if conn.execute(f'SELECT NOT EXISTS (SELECT 1 FROM "{table}")').fetchone() == (True,):
+                        # ANALYZE keeps an emptied table's old statistics; before PostgreSQL 18 only a superuser may
+                        # delete them (another user's erasure then stays pending, saying so)
+                        clear = _CLEAR_STATISTICS if conn.info.server_version >= 180000 else _DELETE_STATISTICS
+                        conn.execute(clear, {"table": table})
+                conn.execute("VACUUM FULL pg_catalog.pg_statistic")
+                # A rewrite keeps every dead row that an open snapshot may still read: when another session's oldest
                 # snapshot (backend_xmin) is not newer than the latest pending erasure's deleting transaction, the
                 # deleted rows may have been kept, so the erasure is reported pending and retried (tmem.edit.erasure).
                 # Sessions whose snapshots began after the deletion committed do not hold it up.
@@ -79,7 +106,9 @@ class PostgresStore(PgBase, LedgerOps):
                     "AND a.backend_xmin IS NOT NULL AND age(a.backend_xmin) >= age(((e.d % 4294967296)::text)::xid)"
                 ).fetchone()
             except psycopg.Error as exc:
-                raise pg_store_error(exc, self._where, "vacuuming deleted rows away") from exc
+                raise pg_store_error(exc, self._where, "rewriting tables without the erased rows") from exc
             finally:
+                if not conn.closed:
+                    conn.execute("RESET lock_timeout")
                 conn.autocommit = False
         return not (row and row[0])

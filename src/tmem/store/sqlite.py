@@ -15,6 +15,7 @@ from tmem.store.base import Vector
 from tmem.store.ops_ledger import LedgerOps
 from tmem.store.sql import vector_bytes
 from tmem.store.sqlite_base import SQLiteBase, store_error
+from tmem.store.upgrade import SECURE_DELETE_MARK
 
 __all__ = ["SQLiteStore", "store_error"]
 
@@ -43,9 +44,11 @@ class SQLiteStore(SQLiteBase, LedgerOps):
         """Leave no bytes of deleted content in the database files (see docs/reliability.md, "Erasure").
 
         Deletions overwrite content (``secure_delete`` is on for every connection tmem opens); this then checkpoints
-        the WAL into the main file and truncates it, so no older page image survives in the WAL. ``vacuum`` (the
-        default) also rebuilds the file, which is needed for content written while ``secure_delete`` was off (by an
-        older tmem or another tool): such content may survive in free pages and unused parts of pages. Returns False
+        the WAL into the main file and truncates it, so no older page image survives in the WAL. Content written
+        while ``secure_delete`` was off (by a tmem from before it, or another tool) may survive in free pages and
+        unused parts of pages: with ``vacuum`` (the default) a file that may hold such content is rebuilt
+        (``VACUUM``) once, and marked (``PRAGMA user_version``, revision 0004) so that later scrubs need only the
+        checkpoint. A file tmem created carries the mark from the start: its forgets never rebuild it. Returns False
         when another connection's open read kept the WAL from being emptied (then run it again once it is closed).
         Must not be called inside a transaction.
         """
@@ -56,10 +59,18 @@ class SQLiteStore(SQLiteBase, LedgerOps):
             if self._path == ":memory:":
                 return True
             busy = self._checkpoint()
-            if vacuum:
-                self._db.execute("VACUUM")
+            if vacuum and not self.always_secure():
+                self._db.execute("VACUUM")  # rewrites every page: no byte written before survives
+                self._db.execute(f"PRAGMA user_version = {SECURE_DELETE_MARK}")
                 busy = self._checkpoint()
             return not busy
+
+    def always_secure(self) -> bool:
+        """Whether every byte of the file was written with secure_delete on (created by tmem, or rebuilt once by a
+        scrub): then a deletion followed by a WAL checkpoint leaves nothing of the deleted content."""
+        with self._lock:
+            (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        return bool(version == SECURE_DELETE_MARK)
 
     def _checkpoint(self) -> bool:
         """TRUNCATE checkpoint, waiting at most ``SCRUB_WAIT_MS`` for other connections' readers (not the store's

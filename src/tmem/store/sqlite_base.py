@@ -1,6 +1,12 @@
 """Connection, transactions, statement helpers and errors of the SQLite store (the record methods live in
 :mod:`tmem.store.ops_ledger` and its bases, :mod:`tmem.store.sqlite`): one file in the memory directory, WAL journal, busy
-timeout, foreign keys on."""
+timeout, foreign keys on.
+
+One writer connection, behind a lock held for a whole transaction (``BEGIN IMMEDIATE``: the writers of every process
+run one at a time), and a pool of read-only connections (:mod:`tmem.store.sqlite_readers`): a read outside the
+calling thread's transaction, and every :meth:`SQLiteBase.snapshot`, runs on a reader, in parallel with the writer
+and with other readers, and sees the last committed state. A private ``:memory:`` database has one connection only:
+there every call takes the lock, as a file's writer does."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from sqlalchemy import Table, func, select
 
 from tmem.errors import IntegrityError, StoreError
 from tmem.store.rules import not_utf8
+from tmem.store.sqlite_readers import ReaderPool
 from tmem.store.upgrade import upgrade_sqlite
 
 
@@ -52,12 +59,15 @@ def store_error(exc: sqlite3.Error, path: str, doing: str) -> StoreError:
 class SQLiteBase:
     """One connection (guarded by a lock) and the statement helpers every part of the SQLite store uses."""
 
-    def __init__(self, db: sqlite3.Connection, path: str) -> None:
+    def __init__(self, db: sqlite3.Connection, path: str, readers: ReaderPool | None = None) -> None:
         self._db = db
         self._path = path
+        self._readers = readers  # None: one connection (":memory:"), every read takes the lock
         self._lock = threading.RLock()
         self._depth = 0
-        self._reading = False  # inside snapshot(): writes are refused
+        self._reading = False  # inside a snapshot() on the writer's connection (no reader pool): writes are refused
+        self._writer: int | None = None  # the thread inside transaction()
+        self._local = threading.local()  # .reader: the reader connection of this thread's snapshot()
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -88,20 +98,26 @@ class SQLiteBase:
                 f"Cannot open the memory store {target}: {exc}. Check the file is a tmem database and not in use "
                 "by an incompatible version, or point --dir/TMEM_HOME elsewhere."
             ) from exc
-        return cls(db, target)
+        return cls(db, target, None if target == ":memory:" else ReaderPool(target, timeout_s))
 
     @property
     def path(self) -> str:
         return self._path
 
     def close(self) -> None:
+        if self._readers is not None:
+            self._readers.close()
         with self._lock:
             self._db.close()
+
+    def _writing(self) -> bool:
+        """Whether the caller is inside :meth:`transaction` (it holds the lock, so no other thread can be)."""
+        return self._writer == threading.get_ident() and not self._reading
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         with self._lock:
-            if self._reading:
+            if self._reading or self._pinned_reader() is not None:
                 raise StoreError(
                     "A write inside Store.snapshot() (a read of one committed state): write after the block."
                 )
@@ -111,20 +127,61 @@ class SQLiteBase:
                     self._db.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:
                     raise store_error(exc, self._path, "starting a write") from exc
+                self._writer = threading.get_ident()
             self._depth += 1
             try:
                 yield
             except BaseException:
                 self._depth -= 1
-                if outer and self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
+                if outer:
+                    self._writer = None
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
                 raise
             self._depth -= 1
             if outer:
+                self._writer = None
                 self._commit()
+
+    def _pinned_reader(self) -> sqlite3.Connection | None:
+        conn: sqlite3.Connection | None = getattr(self._local, "reader", None)
+        return conn
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
+        if self._readers is None or self._writer == threading.get_ident():
+            with self._one_connection_snapshot():
+                yield
+            return
+        if self._pinned_reader() is not None:
+            yield
+            return
+        with self._readers.borrow() as conn:
+            with self._errors("starting a read"):
+                conn.execute("BEGIN")  # deferred: the first read fixes the snapshot (WAL) until it ends
+            self._local.reader = conn
+            try:
+                yield
+            finally:
+                self._local.reader = None  # the pool rolls the read back when it takes the connection back
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """The connection a read runs on: this thread's snapshot's, the writer's inside this thread's transaction
+        (it sees what the transaction wrote), else one of the pool's for this statement."""
+        pinned = self._pinned_reader()
+        if pinned is not None:
+            yield pinned
+        elif self._readers is None or self._writer == threading.get_ident():
+            with self._lock:
+                yield self._db
+        else:
+            with self._readers.borrow() as conn:
+                yield conn
+
+    @contextmanager
+    def _one_connection_snapshot(self) -> Iterator[None]:
+        """snapshot() on the writer's connection: inside this thread's transaction (joined), or on ``:memory:``."""
         with self._lock:
             if self._depth > 0 or self._db.in_transaction:
                 yield
@@ -164,13 +221,13 @@ class SQLiteBase:
             raise not_utf8(exc) from exc
 
     def _rows(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
-        with self._lock, self._errors("reading ({})", sql):
-            return list(self._db.execute(sql, params).fetchall())
+        with self._reader() as db, self._errors("reading ({})", sql):
+            return list(db.execute(sql, params).fetchall())
 
     def _named(self, sql: str, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
         del binary  # SQLite returns blobs as they are
-        with self._lock, self._errors("reading ({})", sql):
-            cursor = self._db.execute(sql, params)
+        with self._reader() as db, self._errors("reading ({})", sql):
+            cursor = db.execute(sql, params)
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 

@@ -29,11 +29,15 @@ from tmem.errors import StoreError
 from tmem.store.schema import include_object, metadata
 
 _REVISIONS = Path(__file__).with_name("revisions")
+# SQLite's ``PRAGMA user_version`` when every byte of the file was written with secure_delete on (revision 0004):
+# "tmSD", a value no other tool is likely to leave there.
+SECURE_DELETE_MARK = 0x746D5344
 _ALEMBIC = threading.Lock()  # Alembic's command API loads its environment module: one thread at a time
 
 
-def _config(connection: Connection | None = None) -> Config:
-    config = Config(attributes={} if connection is None else {"connection": connection})
+def _config(connection: Connection | None = None, *, new_database: bool = False) -> Config:
+    attributes = {} if connection is None else {"connection": connection, "new_database": new_database}
+    config = Config(attributes=attributes)
     config.set_main_option("script_location", str(_REVISIONS))
     return config
 
@@ -51,13 +55,13 @@ def current(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
-def _upgrade(connection: Connection) -> None:
+def _upgrade(connection: Connection, *, new_database: bool = False) -> None:
     if current(connection) == head():
         connection.rollback()  # the read above opened a transaction
         return
     connection.rollback()
     try:
-        command.upgrade(_config(connection), "head")
+        command.upgrade(_config(connection, new_database=new_database), "head")
     except CommandError as exc:  # e.g. a revision this tmem does not know: a newer tmem migrated the database
         raise StoreError(
             f"Cannot upgrade the memory store's schema: {exc}. A newer tmem may have migrated this database (its "
@@ -70,10 +74,12 @@ def _upgrade(connection: Connection) -> None:
 
 
 def upgrade_sqlite(db: sqlite3.Connection) -> None:
-    """Upgrade the database of ``db`` (a connection in autocommit mode, ``isolation_level=None``) in one
-    ``BEGIN IMMEDIATE`` transaction; foreign keys are off while tables are rebuilt, and on again afterwards."""
+    """Upgrade the database of ``db`` (a connection in autocommit mode, ``isolation_level=None``, secure_delete on)
+    in one ``BEGIN IMMEDIATE`` transaction; foreign keys are off while tables are rebuilt, and on again afterwards.
+    A file created here is marked as written with secure_delete from its first byte (revision 0004)."""
     if _sqlite_revision(db) == head():
         return  # read without a write lock: opening never waits for another process's build
+    new_database = db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
     engine = create_engine("sqlite://", creator=lambda: db, poolclass=StaticPool)
 
     @event.listens_for(engine, "begin")
@@ -83,7 +89,7 @@ def upgrade_sqlite(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA foreign_keys = OFF")
     try:
         with _ALEMBIC, engine.connect() as connection:
-            _upgrade(connection)
+            _upgrade(connection, new_database=new_database)
     finally:
         db.execute("PRAGMA foreign_keys = ON")
 

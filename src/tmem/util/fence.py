@@ -12,16 +12,25 @@ A fence is only as good as the guarantee that its closing marker cannot occur in
 gives that guarantee by construction: it rewrites every ``<`` and ``>`` (and the Unicode characters a model reads
 as angle brackets: fullwidth, small, mathematical and CJK lookalikes) to ``&lt;`` / ``&gt;``, the escaped form
 models know from HTML. Fenced data therefore contains no tag at all: no ``</conversation>``, no other fence's
-closing marker, no chat-template control tokens such as ``<|im_start|>`` or ``<<SYS>>``. Every other character a
-reader may take for an angle bracket (``« » 《 》 ≪ ≫ ⩹ ⩺ ︿ ﹀``: any character named LESS-THAN, GREATER-THAN, ANGLE
-BRACKET or ANGLE QUOTATION MARK, or whose NFKC form holds ``<`` or ``>``) is written as an HTML numeric reference
-(``&#xAB;``), which keeps its meaning and loses its glyph.
+closing marker, no chat-template control tokens such as ``<|im_start|>`` or ``<<SYS>>``.
 
-Invisible characters are removed: control characters (newlines and tabs stay), every format character (Unicode
-category Cf: zero-width spaces and joiners, bidirectional overrides and isolates, soft hyphens, and the tag
-characters U+E0000-U+E007F that spell ASCII invisibly), variation selectors and the Hangul filler letters. They can
-hide text from a human reviewing a prompt, or carry an instruction a model decodes. The rewrite is one-way and
-prompt-only: stored text is never changed.
+The rest is decided by Unicode data, not by a list of characters someone happened to try (issue 33):
+
+* **Bracket look-alikes** are written as HTML numeric references (``&#x227A;``), which keep their meaning and lose
+  their glyph: every character whose name says it points left or right like a bracket (LESS-THAN, GREATER-THAN,
+  ANGLE BRACKET, ANGLE QUOTATION MARK, LEFT/RIGHT ARROWHEAD, PRECEDES, SUCCEEDS, LEFT-/RIGHT-POINTING triangles,
+  pointers and angles), whose NFKC form holds ``<`` or ``>``, or which Unicode's confusables data (UTS #39
+  ``confusables.txt``, as shipped by ``confusable-homoglyphs``) lists as confusable with ``<`` or ``>``. A letter
+  of a living script that merely resembles a bracket and is in none of these (Bopomofo U+3111) is kept: escaping it
+  would garble the text of its readers, and it cannot close a fence (``>`` and every right-pointing look-alike are
+  escaped).
+* **Invisible characters are removed**: every Default_Ignorable_Code_Point (zero-width spaces and joiners, the
+  combining grapheme joiner, Hangul fillers, variation selectors, the tag block U+E0000-U+E0FFF), every format
+  character (category Cf: bidirectional overrides and isolates, soft hyphens), private-use characters (Co) and
+  unassigned code points (Cn), control characters (newlines and tabs stay), and combining marks without a base
+  (a mark at the start of the text or after whitespace: nothing for it to sit on, so it only hides or stacks). A
+  mark on a letter (``é`` written ``e`` + U+0301) is kept. They can hide text from a human reviewing a prompt, or
+  carry an instruction a model decodes. The rewrite is one-way and prompt-only: stored text is never changed.
 
 Fence tags are fixed names, not per-request nonces: a request's hash is the response-cache key (a resumed build pays
 nothing twice), so prompts must be a pure function of their inputs. Escaping makes a nonce unnecessary.
@@ -33,37 +42,60 @@ a prompt by accident.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
+from functools import cache
+from importlib import resources
+
+import regex
 
 __all__ = ["Fenced", "Trusted", "check_value", "fence", "fence_inline", "neutralise", "one_line", "shown_id"]
 
 # Characters a reader (or a model) takes for "<" or ">".
 _LT = "<\uff1c\ufe64\u2039\u2329\u27e8\u3008\u276e\u276c\u2770\u29fc\u02c2\u1438"
 _GT = ">\uff1e\ufe65\u203a\u232a\u27e9\u3009\u276f\u276d\u2771\u29fd\u02c3\u1433"
-_BRACKET_NAMES = ("LESS-THAN", "GREATER-THAN", "ANGLE BRACKET", "ANGLE QUOTATION MARK")
-# Invisible characters that are not format characters: variation selectors (they can carry bytes invisibly), the
-# whole tag block (unassigned code points in it included) and letters that render as nothing.
-_INVISIBLE = (
-    (0xFE00, 0xFE0F),
-    (0xE0000, 0xE0FFF),
-    (0x115F, 0x1160),
-    (0x3164, 0x3164),
-    (0xFFA0, 0xFFA0),
-    (0x180B, 0x180F),  # Mongolian variation selectors and vowel separator
+_BRACKET_NAMES = (
+    "LESS-THAN",
+    "GREATER-THAN",
+    "ANGLE BRACKET",
+    "ANGLE QUOTATION MARK",
+    "LEFT ARROWHEAD",
+    "RIGHT ARROWHEAD",
+    "PRECEDES",
+    "SUCCEEDS",
 )
+_POINTING = re.compile(r"\b(LEFT|RIGHT)[- ]POINTING\b.*\b(TRIANGLE|POINTER|ANGLE)\b")
+# Removed inside a fence: Default_Ignorable_Code_Point, format, private-use and unassigned code points.
+_IGNORABLE = regex.compile(r"[\p{Default_Ignorable_Code_Point}\p{Cf}\p{Co}\p{Cn}]")
+_BASELESS_MARKS = regex.compile(r"(?:^|(?<=\s))\p{M}+")
+
+
+@cache
+def _confusable_brackets() -> frozenset[str]:
+    """Characters Unicode's confusables data lists as confusable with ``<`` or ``>`` (either direction)."""
+    data = json.loads(resources.files("confusable_homoglyphs").joinpath("confusables.json").read_text("utf-8"))
+    found = {h["c"] for key in "<>" for h in data.get(key, ())}
+    found |= {key for key, alikes in data.items() if any(h["c"] in "<>" for h in alikes)}
+    return frozenset(c for c in found if len(c) == 1 and c not in "<>")
 
 
 def _rewrite(cp: int) -> str | None:
     """What code point ``cp`` becomes inside a fence: None (removed), a replacement, or itself."""
     char = chr(cp)
-    if any(lo <= cp <= hi for lo, hi in _INVISIBLE) or unicodedata.category(char) == "Cf":
-        return None
     if cp in (0x2028, 0x2029):  # line and paragraph separators: a newline, as every reader shows them
         return "\n"
+    if _IGNORABLE.match(char):
+        return None
     name = unicodedata.name(char, "")
     nfkc = unicodedata.normalize("NFKC", char)
-    if any(word in name for word in _BRACKET_NAMES) or "<" in nfkc or ">" in nfkc:
+    if (
+        any(word in name for word in _BRACKET_NAMES)
+        or _POINTING.search(name)
+        or "<" in nfkc
+        or ">" in nfkc
+        or (cp > 0x7F and char in _confusable_brackets())
+    ):
         return f"&#x{cp:X};"
     return char
 
@@ -101,7 +133,7 @@ def neutralise(text: str) -> str:
     can always be encoded.
     """
     text = _CONTROL.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n")).translate(_TABLE)
-    return _SURROGATE.sub("\ufffd", text)
+    return _BASELESS_MARKS.sub("", _SURROGATE.sub("\ufffd", text))
 
 
 def one_line(text: str) -> str:
