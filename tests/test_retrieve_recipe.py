@@ -3,6 +3,8 @@ is its own configuration, and a field that moved to the layout is refused with w
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,3 +137,27 @@ def test_a_layout_given_as_fields_is_validated() -> None:
         as_layout({"context_k0": -1})
     with pytest.raises(InputError, match="Invalid context layout field kS"):
         as_layout({"kS": 3})
+
+
+def test_the_resolver_is_called_in_one_place() -> None:
+    """`resolve` runs once per search, in Retriever.search: no other module of the library resolves a recipe."""
+    src = Path(__file__).resolve().parents[1] / "src" / "tmem"
+    calls = []
+    for path in sorted(src.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = any(
+            isinstance(n, ast.ImportFrom)
+            and n.module == "tmem.retrieve.recipe"
+            and any(a.name == "resolve" for a in n.names)
+            for n in ast.walk(tree)
+        )
+        for node in ast.walk(tree):
+            if (
+                imported
+                and isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "resolve"
+            ):
+                calls.append(f"{path.relative_to(src)}:{node.lineno}")
+    assert len(calls) == 1 and calls[0].startswith("retrieve/cascade.py"), calls
+    assert not hasattr(RetrievalConfig, "for_space") and "context_depth" not in RetrievalConfig.model_fields
