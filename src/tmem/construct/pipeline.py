@@ -87,7 +87,9 @@ async def build_space(
     if llm is None:
         from tmem.construct.extractive import build_extractive
 
-        return await build_extractive(store, space, embedder=embedder, progress=progress)
+        report = await build_extractive(store, space, embedder=embedder, progress=progress)
+        refresh_space(store, space, embedder, progress=progress)  # the index's texts embedded now, not by a search
+        return report
     options = options or BuildOptions()
     store.get_space(space)  # NotFoundError naming the known spaces
     if not store.turns(space):
@@ -135,7 +137,7 @@ async def build_space(
     # first search embeds only its query; an incremental build embeds only what is new (with pgvector, only the new
     # and changed entries are written to the database).
     records = load_space(store, space)
-    refresh_space(store, space, embedder, records)
+    refresh_space(store, space, embedder, records, progress=progress)
     report.counts = counts_of(records)
     with store.transaction():
         store.set_state(space, STATE_MODE, BuildMode.LLM.value)
