@@ -105,7 +105,7 @@ def spaces_cmd(app: AppContext, as_json: bool) -> None:
         echo_json([s.model_dump(mode="json") for s in summaries])
         return
     if not summaries:
-        click.echo(f"No spaces in {app.settings.home} yet: run `tmem import FILE`.")
+        click.echo(f"No spaces in {app.settings.store_place} yet: run `tmem import FILE`.")
         return
     rows = [("SPACE", "SESSIONS", "TURNS", "FIRST", "LAST", "BUILD")] + [
         (s.name, str(s.sessions), str(s.turns), _date(s.first_date), _date(s.last_date), _state(s)) for s in summaries
