@@ -29,6 +29,7 @@ from tmem.models import (
 )
 from tmem.scope import Scope
 from tmem.store.base import Store
+from tmem.util.dates import period
 from tmem.util.state import STATE_MODE
 
 DESCRIPTIVE_ONLY = "descriptive only (built without an LLM: no Bridge, Horizon or persona)"
@@ -275,7 +276,7 @@ def _print_items(items: list[Item]) -> None:
     for i in items:
         facts = [i.kind.value, f"scenes {', '.join(i.scene_ids)}"]
         facts += [f"topic {i.topic_id}"] if i.topic_id else []
-        facts += [i.date] if i.date else []
+        facts += [when.label if (when := period(i.date, i.date_end, i.date_precision)) else i.date] if i.date else []
         facts += [i.speaker] if i.speaker else []
         click.echo(f"  [{i.id}] {' | '.join(facts)}")
         click.echo(_wrap(i.text))
