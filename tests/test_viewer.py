@@ -149,7 +149,7 @@ def test_correct_delete_and_forget_through_the_forms(editable: tuple[TestClient,
 
 
 def test_search_page_shows_cascade_gate_and_context(client: TestClient) -> None:
-    params = {"q": "What is Caroline studying for?", "preset": "paper", "budget": "300", "without": ["PS"]}
+    params = {"q": "What is Caroline studying for?", "preset": "paper", "max_tokens": "300", "without": ["PS"]}
     page = client.get(f"/ui/s/{SPACE}/search", params=params)
     assert page.status_code == 200
     text = _text(page.text)
@@ -160,7 +160,7 @@ def test_search_page_shows_cascade_gate_and_context(client: TestClient) -> None:
     assert 'name="without" value="PS" checked' in page.text
     bad = client.get(f"/ui/s/{SPACE}/search", params={"q": "x", "preset": "nope"})
     assert bad.status_code == 400 and "Unknown preset" in bad.text
-    bad_budget = client.get(f"/ui/s/{SPACE}/search", params={"q": "x", "budget": "lots"})
+    bad_budget = client.get(f"/ui/s/{SPACE}/search", params={"q": "x", "max_tokens": "lots"})
     assert bad_budget.status_code == 400 and "whole number" in bad_budget.text
 
 
@@ -290,7 +290,7 @@ def test_pager(count: int, page: int, expected: tuple[int, int, int, int]) -> No
 
 def test_search_form_validation() -> None:
     form = SearchForm.parse(" q ", "", ["HT", "SL"], "", "auto")
-    assert (form.query, form.preset, form.without, form.budget) == ("q", "auto", ("SL", "HT"), 2000)
+    assert (form.query, form.preset, form.without, form.max_tokens) == ("q", "auto", ("SL", "HT"), 2000)
     assert form.config().disabled == frozenset({"SL", "HT"})
     with pytest.raises(Exception, match="Unknown switch XX"):
         SearchForm.parse("q", "auto", ["XX"], "", "auto")

@@ -32,10 +32,10 @@ class SearchForm:
     query: str = ""
     preset: str = "auto"
     without: tuple[str, ...] = ()
-    budget: int = DEFAULT_BUDGET
+    max_tokens: int = DEFAULT_BUDGET  # the name every other front end gives the token budget
 
     @classmethod
-    def parse(cls, query: str, preset: str, without: list[str], budget: str, default_preset: str) -> SearchForm:
+    def parse(cls, query: str, preset: str, without: list[str], max_tokens: str, default_preset: str) -> SearchForm:
         """Validate the raw form fields; InputError saying which field to fix."""
         query = query.strip()
         if len(query) > MAX_QUERY:
@@ -47,17 +47,24 @@ class SearchForm:
         if bad:
             raise InputError(f"Unknown switch {', '.join(bad)}; use {', '.join(SWITCHES)}.")
         try:
-            tokens = int(budget) if budget.strip() else DEFAULT_BUDGET
+            tokens = int(max_tokens) if max_tokens.strip() else DEFAULT_BUDGET
         except ValueError:
-            raise InputError(f"The token budget must be a whole number, got {budget!r}.") from None
+            raise InputError(f"The token budget (max_tokens) must be a whole number, got {max_tokens!r}.") from None
         if not 0 <= tokens <= MAX_BUDGET:
-            raise InputError(f"The token budget must be between 0 and {MAX_BUDGET:,}, got {tokens:,}.")
+            raise InputError(f"The token budget (max_tokens) must be between 0 and {MAX_BUDGET:,}, got {tokens:,}.")
         ordered = tuple(s for s in SWITCHES if s in without)
-        return cls(query=query, preset=preset, without=ordered, budget=tokens)
+        return cls(query=query, preset=preset, without=ordered, max_tokens=tokens)
 
     def config(self) -> RetrievalConfig:
         cfg = RetrievalConfig.preset(self.preset)
         return cfg.without(*self.without) if self.without else cfg
+
+
+def example_query(speakers: list[str]) -> str:
+    """The search box's placeholder, from the space's own data (its speakers), never another space's question."""
+    if not speakers:
+        return "e.g. What was decided last time?"
+    return f"e.g. What did {speakers[0]} talk about last time?"
 
 
 @dataclass
@@ -74,6 +81,6 @@ def recall(memory: Memory, key: Scope, form: SearchForm) -> Recall:
     budgeted context searches (``context_config``: the route tables show what the context was packed from) and the
     packed context (``Memory.context``), both with the form's configuration."""
     config = form.config()
-    result = memory.search(key, form.query, context_config(config, form.budget))
-    context = memory.context(key, form.query, max_tokens=form.budget, config=config)
+    result = memory.search(key, form.query, context_config(config, form.max_tokens))
+    context = memory.context(key, form.query, max_tokens=form.max_tokens, config=config)
     return Recall(form=form, result=result, context=context)
