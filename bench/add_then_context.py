@@ -25,22 +25,18 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
-from tmem.scope import Scope
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from scale_cold_load import SPACE, write_space
+from scale_cold_load import SPACE, write_space  # a sibling script: bench/ is first on sys.path
 
 from tmem import Memory, MessageInput, Settings
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
 from tmem.embed.texts import turn_embedding_text
+from tmem.scope import Scope
 from tmem.store import open_store
 from tmem.util.state import STATE_TURN_SEQ
 

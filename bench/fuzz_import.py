@@ -8,7 +8,7 @@ embedder), search and check. Failures are counted by exception type with one exa
 the first.
 
 Run (from the repository root):
-    python bench/fuzz_import.py --examples 3000 --cycle 300 --out bench/results/fuzz_import.md
+    python -m bench.fuzz_import --examples 3000 --cycle 300 --out bench/results/fuzz_import.md
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import collections
 import json
 import platform
 import sqlite3
-import sys
 import tempfile
 import time
 import traceback
@@ -28,8 +27,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+# the test suite's fixtures: run as a module from the repository root (`python -m bench.fuzz_import`, bench/README.md)
 from tests.support.fuzz import hostile_file
 from tests.test_fuzz_import import SEED, check_one, full_cycle
 
@@ -109,7 +107,7 @@ def main() -> None:
     lines = [
         f"# Importer fuzzing ({datetime.now(UTC):%Y-%m-%d})",
         "",
-        f"Command: `python bench/fuzz_import.py --examples {args.examples} --cycle {args.cycle}"
+        f"Command: `python -m bench.fuzz_import --examples {args.examples} --cycle {args.cycle}"
         + (f" --out {args.out}`" if args.out else "`"),
         f"Machine: {platform.machine()}, Python {platform.python_version()} (shared, loaded CPU: wall times are upper "
         "bounds).",

@@ -31,6 +31,7 @@ from tmem.eval.retrieval_only import Query, budget_cells
 from tmem.index.space import cached_vectorizer
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import LAYOUT_FIELDS, ContextLayout
 from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store import open_store, sqlite_url
@@ -51,7 +52,9 @@ def _parse_set(pairs: list[str]) -> dict[str, Any]:
 Rows = dict[str, list[tuple[str, list[BudgetCell]]]]
 
 
-def evaluate(data: Path, work: Path, budgets: list[int], config: RetrievalConfig) -> tuple[Rows, float]:
+def evaluate(
+    data: Path, work: Path, budgets: list[int], config: RetrievalConfig, layout: ContextLayout | None = None
+) -> tuple[Rows, float]:
     """Per kind ('cue', 'locomo'): (space, budget cells) per probe."""
     queries = json.loads((data / "queries.json").read_text(encoding="utf-8"))
     settings = Settings()
@@ -73,9 +76,8 @@ def evaluate(data: Path, work: Path, budgets: list[int], config: RetrievalConfig
             )
             for p in probes:
                 q = Query(p["key"], space, p["kind"], p["query"], None, list(p["gold_turn_ids"]), None)
-                cells = budget_cells(
-                    retriever, baselines, q, list(p["gold_turn_ids"]), budgets, config, any_hit=p["kind"] == "cue"
-                )
+                gold, cue = list(p["gold_turn_ids"]), p["kind"] == "cue"
+                cells = budget_cells(retriever, baselines, q, gold, budgets, config, any_hit=cue, layout=layout)
                 out[p["kind"]].append((space, cells))
         finally:
             store.close()
@@ -149,14 +151,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/tmem-llm-built"), help="Scratch folder for the copies.")
     ap.add_argument("--budgets", default="500,1000,2000,4000")
     ap.add_argument("--preset", default="auto")
-    ap.add_argument("--set", action="append", default=[], help="Override a RetrievalConfig field, e.g. gate=none.")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="Override a RetrievalConfig or ContextLayout field, e.g. gate=none or context_k0=1.",
+    )
     ap.add_argument("--out", type=Path, default=None, help="Also write the tables here (markdown).")
     args = ap.parse_args(argv)
     budgets = [int(b) for b in args.budgets.split(",")]
     config = RetrievalConfig.preset(args.preset)
-    if args.set:
-        config = config.replace(**_parse_set(args.set))
-    results, seconds = evaluate(args.data, args.work, budgets, config)
+    fields = _parse_set(args.set)
+    config = config.replace(**{k: v for k, v in fields.items() if k not in LAYOUT_FIELDS})
+    layout = ContextLayout(**{k: v for k, v in fields.items() if k in LAYOUT_FIELDS})
+    results, seconds = evaluate(args.data, args.work, budgets, config, layout)
     text = render(results, budgets, config)
     command = "python bench/llm_built.py " + " ".join(sys.argv[1:] if argv is None else argv)
     print(text)

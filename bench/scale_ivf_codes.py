@@ -16,9 +16,7 @@ from pathlib import Path
 
 import faiss
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).parent))
-from scale_vectors import DIM, ENTITY, corpus, emit, queries
+from scale_vectors import DIM, ENTITY, corpus, emit, queries  # a sibling script: bench/ is first on sys.path
 
 
 def main() -> None:

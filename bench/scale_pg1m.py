@@ -29,15 +29,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scale_vectors import BRIDGE, DIM, ENTITY, corpus, emit, pct, queries, recall, run_queries
 
 from tmem.index.backend import MemoryVectorIndex
 from tmem.index.pgvector import HNSW_BUILD, PgVectorIndex
 from tmem.scope import Scope
 from tmem.store.pg_vector import DEFAULT_EF_SEARCH
 from tmem.store.postgres import PostgresStore
-
-sys.path.insert(0, str(Path(__file__).parent))
-from scale_vectors import BRIDGE, DIM, ENTITY, corpus, emit, pct, queries, recall, run_queries
 
 SPACE, MODEL = "bench", "bench-model"
 SCOPE = Scope.local(SPACE)  # the (tenant, space) columns of its rows

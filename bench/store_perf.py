@@ -51,8 +51,8 @@ SPACE = "big"
 def _sessions(n_turns: int) -> list[Any]:
     from tmem.models import SessionInput, TurnInput
 
-    sys.path.insert(0, str(BENCH))
-    # the LoCoMo-word generator of the cold-load benchmark (imported by name: mypy then leaves that script alone)
+    # the LoCoMo-word generator of the cold-load benchmark, a sibling script (bench/ is first on sys.path when this
+    # runs as `python bench/store_perf.py`; imported by name: mypy then leaves that script alone)
     _words = importlib.import_module("scale_cold_load")._words
 
     rng = np.random.default_rng(0)

@@ -32,6 +32,7 @@ from tmem.index.space import cached_vectorizer
 from tmem.ingest import read_file
 from tmem.ingest.types import SpaceInput
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
 from tmem.scope import Scope
 from tmem.store import open_store
 
@@ -69,11 +70,15 @@ def main() -> None:
     queries: list[Query] = [*questions, *plus_queries([p for s in stitched for p in s.probes])]
     config = RetrievalConfig.preset("auto")
     assoc = RetrievalConfig.preset("associative")
-    variants = {
-        "context_k0 = 60": assoc.replace(name="k0-60", context_k0=60),
-        "no lexical floor": assoc.replace(name="no-floor", lexical_floor=None),
-        "context_k0 = 60, no lexical floor": assoc.replace(name="k0-60-no-floor", context_k0=60, lexical_floor=None),
-        "the extractive recipe": RetrievalConfig.preset("extractive"),
+    laid = ContextLayout.of_recipe("associative")  # a renamed recipe keeps the associative layout only when given it
+    variants: dict[str, tuple[RetrievalConfig, ContextLayout | None]] = {
+        "context_k0 = 60": (assoc.replace(name="k0-60"), laid.replace(context_k0=60)),
+        "no lexical floor": (assoc.replace(name="no-floor"), laid.replace(lexical_floor=None)),
+        "context_k0 = 60, no lexical floor": (
+            assoc.replace(name="k0-60-no-floor"),
+            laid.replace(context_k0=60, lexical_floor=None),
+        ),
+        "the extractive recipe": (RetrievalConfig.preset("extractive"), None),
     }
     if not args.variants:
         variants = {}
@@ -92,8 +97,11 @@ def main() -> None:
             gold, _, any_hit = _gold(q, known)
             if not gold:
                 continue
-            for label, cfg in variants.items():
-                for cell in budget_cells(mem.retriever, baselines, q, gold, BUDGETS[:2], cfg, any_hit=any_hit):
+            for label, (cfg, layout) in variants.items():
+                cells = budget_cells(
+                    mem.retriever, baselines, q, gold, BUDGETS[:2], cfg, any_hit=any_hit, layout=layout
+                )
+                for cell in cells:
                     got = cell.systems["tmem"]
                     value = got.coverage if q.benchmark == "locomo" and got.coverage is not None else float(got.hit)
                     sums.setdefault((q.benchmark, cell.budget, label), []).append(value)

@@ -32,8 +32,8 @@ code, supersession, packing) given a model that labels slots, not a model's qual
 are compared in that build (``normalised``: tmem's rule, normalised labels and the synonym table; ``no-synonyms``:
 normalised labels only; ``none``: no slot links, as before issue 21).
 
-Run (from the repository root):
-    python bench/updates.py --out bench/results/updates.md
+Run (from the repository root; a module, since it reuses the test suite's scripted replies):
+    python -m bench.updates --out bench/results/updates.md
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ import asyncio
 import itertools
 import json
 import re
-import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -51,28 +50,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# tests.support (the scripted replies): run as a module from the repository root (`python -m bench.updates`)
+from tests.support.stage_replies import iso, reply_for
+
+from tmem.answer.budget import recall_context
+from tmem.answer.context import format_turn
+from tmem.construct import slots
+from tmem.construct.extractive import build_extractive
+from tmem.construct.pipeline import build_space
+from tmem.embed.sentence import SentenceTransformerEmbedder
+from tmem.eval.baselines import SpaceBaselines
+from tmem.index.space import cached_vectorizer
+from tmem.ingest import import_file
+from tmem.llm.base import ChatRequest
+from tmem.llm.scripted import scripted_llm
+from tmem.retrieve.cascade import Retriever
 from tmem.scope import Scope
+from tmem.store.sqlite import SQLiteStore
+from tmem.util.tokens import TokenCounter, token_counter
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests.support (the scripted replies)
-
-from tests.support.stage_replies import iso, reply_for  # noqa: E402
-
-from tmem.answer.budget import recall_context  # noqa: E402
-from tmem.answer.context import format_turn  # noqa: E402
-from tmem.construct import slots  # noqa: E402
-from tmem.construct.extractive import build_extractive  # noqa: E402
-from tmem.construct.pipeline import build_space  # noqa: E402
-from tmem.embed.sentence import SentenceTransformerEmbedder  # noqa: E402
-from tmem.eval.baselines import SpaceBaselines  # noqa: E402
-from tmem.index.space import cached_vectorizer  # noqa: E402
-from tmem.ingest import import_file  # noqa: E402
-from tmem.llm.base import ChatRequest  # noqa: E402
-from tmem.llm.scripted import scripted_llm  # noqa: E402
-from tmem.retrieve.cascade import Retriever  # noqa: E402
-from tmem.store.sqlite import SQLiteStore  # noqa: E402
-from tmem.util.tokens import TokenCounter, token_counter  # noqa: E402
-
 DATA = ROOT / "bench" / "data" / "updates.json"
 PROBES = ROOT / "bench" / "data" / "updates_probes.json"
 BUDGETS = (500, 1000)

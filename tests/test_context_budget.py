@@ -17,6 +17,7 @@ from tmem import Memory, Settings
 from tmem.answer.budget import Context, pack_context
 from tmem.cli.main import cli
 from tmem.embed import HashEmbedder
+from tmem.retrieve.layout import ContextLayout
 from tmem.scope import Scope
 from tmem.util.text import count_tokens
 from tmem.util.tokens import TOKENIZERS, token_counter
@@ -172,3 +173,23 @@ def test_cli_search_max_tokens(llm_memory: Memory, tmp_path: Path) -> None:
     )
     assert out.exit_code == 0, out.output
     assert "Why recalled:" in out.output and "via " in out.output
+
+
+def test_cli_search_lays_the_context_out_as_asked(llm_memory: Memory, tmp_path: Path) -> None:
+    home = tmp_path / "cli"
+    home.mkdir()
+    shutil.copy(LLM_BUILT, home / "tmem.db")
+    runner = CliRunner()
+    env = {"TMEM_EMBED_BACKEND": "hash", "TMEM_LLM": "none"}
+    base = ["--dir", str(home), "search", "d26-plus", "adoption", "--max-tokens", "300", "--json"]
+    layout = ["--layout", "scene_titles=true", "--layout", "anchorless_routes=turn.dense,scene.dense"]
+    out = runner.invoke(cli, [*base, *layout], env=env)
+    assert out.exit_code == 0, out.output
+    laid = ContextLayout(scene_titles=True, anchorless_routes=frozenset({"turn.dense", "scene.dense"}))
+    with Memory.open(home, Settings(home=home, llm="none", embed_backend="hash")) as mem:
+        assert json.loads(out.output)["text"] == mem.context("d26-plus", "adoption", 300, layout=laid).text
+    for bad, says in (("context_k0=-1", "context_k0"), ("novalue", "FIELD=VALUE"), ("kS=3", "kS")):
+        out = runner.invoke(cli, [*base, "--layout", bad], env=env)
+        assert out.exit_code != 0 and says in str(out.exception), bad
+    out = runner.invoke(cli, ["--dir", str(home), "search", "d26-plus", "adoption", "--layout", "scene_titles=true"])
+    assert out.exit_code != 0 and "--max-tokens" in str(out.exception)

@@ -53,6 +53,11 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
         found = _structured(await client.call_tool("recall", {"query": "LGBTQ support group", "max_tokens": 120}))
         assert 0 < found["tokens"] <= 120 and found["hits"] and found["unbuilt_turns"] == 0
         assert "support group" in found["text"]
+        laid = {"query": "LGBTQ support group", "max_tokens": 120, "layout": {"excerpt_neighbours": False}}
+        single = _structured(await client.call_tool("recall", laid))
+        assert single["text"] != found["text"] and 0 < single["tokens"] <= 120  # scenes enter as one turn each
+        refused = await client.call_tool("recall", {**laid, "layout": {"context_k0": -1}})
+        assert refused.is_error
         fresh = {
             "speaker": "Caroline",
             "text": "I adopted a grey cat called Pixel",

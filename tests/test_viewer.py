@@ -164,6 +164,25 @@ def test_search_page_shows_cascade_gate_and_context(client: TestClient) -> None:
     assert bad_budget.status_code == 400 and "whole number" in bad_budget.text
 
 
+def test_search_page_lays_the_context_out_as_asked(client: TestClient, llm_memory: Memory) -> None:
+    query, layout = "What is Caroline studying for?", '{"scene_titles": true, "context_k0": 5}'
+    page = client.get(f"/ui/s/{SPACE}/search", params={"q": query, "max_tokens": "400", "layout": layout})
+    assert page.status_code == 200
+    text = _text(page.text)
+    assert (
+        "Layout: RRF k0 5" in text
+        and "blocks under scene titles" in text
+        and "(set here: context_k0, scene_titles)" in text
+    )
+    expected = llm_memory.context(SPACE, query, 400, layout={"scene_titles": True, "context_k0": 5})
+    assert expected.text.splitlines()[0] in page.text  # the context Memory.context gives for the same layout
+    plain = _text(client.get(f"/ui/s/{SPACE}/search", params={"q": query, "max_tokens": "400"}).text)
+    assert "Layout: RRF k0 3" in plain and "blocks under session dates" in plain  # the associative recipe's
+    for bad, says in (("[1]", "JSON object"), ('{"context_k0": -2}', "context_k0"), ('{"kS": 2}', "kS")):
+        answer = client.get(f"/ui/s/{SPACE}/search", params={"q": query, "layout": bad})
+        assert answer.status_code == 400 and says in answer.text, bad
+
+
 def test_responses_forbid_outside_resources_and_unknown_hosts(client: TestClient, llm_memory: Memory) -> None:
     page = client.get("/ui/")
     csp = page.headers["content-security-policy"]

@@ -26,8 +26,8 @@ named. No front end edits a message's text after it was raised.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterator, Sequence
+from typing import ClassVar, Protocol, runtime_checkable
 
 SPACE_FIELDS = frozenset({"space"})  # fields holding a space: its name when a ``tenant`` field is beside it, else a
 # store key ("T/S" on a server, "S" locally)
@@ -80,6 +80,16 @@ class TmemError(Exception):
     ``S`` to tenant T.
     """
 
+    # How the HTTP service answers the error (RFC 9457 problem details): its status and the slug of its problem type
+    # (``urn:tmem:problem:SLUG``); a subclass that declares neither answers as its base. ``problem_aliases``: other
+    # slugs the service answers for this class (its own problems, raised by the service itself), ``status_aliases``:
+    # other statuses meaning it. The service (tmem.service.problems) and the client (tmem.client.plans) both read
+    # these, through :func:`problem_classes` and :func:`status_classes`.
+    status: ClassVar[int] = 500
+    problem: ClassVar[str] = "internal"
+    problem_aliases: ClassVar[tuple[str, ...]] = ()
+    status_aliases: ClassVar[tuple[int, ...]] = ()
+
     def __init__(self, message: str = "", /, **fields: object) -> None:
         scoped = fields.get("space")
         if isinstance(scoped, Scoped):
@@ -98,9 +108,19 @@ class TmemError(Exception):
 class ConfigError(TmemError):
     """Settings are missing, invalid or contradictory."""
 
+    status = 400
+    problem = "invalid-config"
+    problem_aliases = ("llm-not-configured", "unauthorized")
+    status_aliases = (401,)
+
 
 class InputError(TmemError):
     """Input data is malformed. The message names the file, the JSON path and what is wrong."""
+
+    status = 422
+    problem = "invalid-input"
+    problem_aliases = ("invalid-request",)
+    status_aliases = (413,)
 
 
 class NotFoundError(TmemError):
@@ -109,6 +129,10 @@ class NotFoundError(TmemError):
     Raised with fields where they are known: ``kind`` (what is missing: "item", "turn", "space", "job", "file"...),
     ``name`` (its name or id), ``space`` (the store key of the space it was looked for in) and a ``hint``.
     """
+
+    status = 404
+    problem = "not-found"
+    problem_aliases = ("not-built",)
 
     @property
     def kind(self) -> str | None:
@@ -149,17 +173,29 @@ class SpaceNotFound(NotFoundError):
 class StoreError(TmemError):
     """The memory store cannot be opened, read or written."""
 
+    status = 503
+    problem = "store-unavailable"
+
 
 class IntegrityError(StoreError):
     """The stored memory violates one of its invariants."""
+
+    status = 500
+    problem = "integrity"
 
 
 class LLMError(TmemError):
     """The language model could not produce a usable answer."""
 
+    status = 502
+    problem = "llm-failed"
+
 
 class LLMTransientError(LLMError):
     """A transient failure (429, 5xx, timeout, dropped connection) that outlived its retries."""
+
+    status = 503
+    problem = "llm-unavailable"
 
 
 class LLMOutputError(LLMError):
@@ -188,13 +224,51 @@ class BatchPending(TmemError):
 class EmbeddingError(TmemError):
     """The embedding model could not be loaded or called."""
 
+    status = 503
+    problem = "embedder-unavailable"
+
 
 class BuildError(TmemError):
     """A construction stage failed."""
 
+    status = 409
+    problem = "build-conflict"
+
 
 class BuildBusy(BuildError):
     """Another build of the same space is running (it holds the space's build lease)."""
+
+    problem_aliases = ("build-running",)
+
+
+def _tree(cls: type[TmemError] = TmemError) -> Iterator[type[TmemError]]:
+    yield cls
+    for sub in cls.__subclasses__():
+        yield from _tree(sub)
+
+
+def problem_classes() -> dict[str, type[TmemError]]:
+    """Each problem slug the HTTP service answers with, and the error class it stands for (what a client raises):
+    the slug each class declares, and its aliases."""
+    out: dict[str, type[TmemError]] = {}
+    for cls in _tree():
+        if cls is TmemError:  # "internal": a server's bug, read as a store error (see tmem.client.plans.error_of)
+            continue
+        own = vars(cls)
+        slugs = ([own["problem"]] if "problem" in own else []) + list(own.get("problem_aliases", ()))
+        out.update(dict.fromkeys(slugs, cls))
+    return out
+
+
+def status_classes() -> dict[int, type[TmemError]]:
+    """Each client-error status (4xx) and the error class it stands for, when a problem names no known slug."""
+    out: dict[int, type[TmemError]] = {}
+    for cls in _tree():
+        own = vars(cls)
+        if "status" in own and 400 <= cls.status < 500:
+            out.setdefault(cls.status, cls)
+        out.update(dict.fromkeys(own.get("status_aliases", ()), cls))
+    return out
 
 
 STORE_UNAVAILABLE = (

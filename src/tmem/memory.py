@@ -16,7 +16,7 @@ Agents write messages as they arrive and edit single memories (docs/agents.md)::
     mem.forget("alice", turn_ids=[...])
 
 Every operation is written once, with its signature and docstring, in :class:`tmem.core.MemoryCore`; both facades are
-made from those methods and nothing else, so they cannot drift (``tests/test_facade_parity.py``). :class:`Memory`
+made from those methods and nothing else, so they cannot drift (``tests/test_client_parity.py``). :class:`Memory`
 calls them synchronously (the LLM work runs on the core's private event loop thread); :class:`AsyncMemory` is its
 async twin for services and agents that already run an event loop: every call goes through
 :func:`tmem.util.aio.blocking`, so no store, embedding, index or LLM work ever runs on the caller's loop
@@ -67,6 +67,7 @@ OPERATIONS = (
     "search",
     "question_time",
     "context",
+    "recall",
     "ask",
     "get_item",
     "list_items",
@@ -197,6 +198,7 @@ class Memory:
     search = _sync(MemoryCore.search)
     question_time = _sync(MemoryCore.question_time)
     context = _sync(MemoryCore.context)
+    recall = _sync(MemoryCore.recall)
     ask = _sync(MemoryCore.ask)
     get_item = _sync(MemoryCore.get_item)
     list_items = _sync(MemoryCore.list_items)
@@ -254,6 +256,7 @@ class AsyncMemory:
     search = _async(MemoryCore.search)
     question_time = _async(MemoryCore.question_time)
     context = _async(MemoryCore.context)
+    recall = _async(MemoryCore.recall)
     ask = _async(MemoryCore.ask)
     get_item = _async(MemoryCore.get_item)
     list_items = _async(MemoryCore.list_items)

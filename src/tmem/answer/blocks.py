@@ -11,7 +11,7 @@ A block is a header line and its turns in conversation order, one line each, wit
 consecutive turns: ``…`` where turns are left out between them, and ``-- date --`` where the day changes. A titled
 block is one scene (``Scene (date): title``); an untitled block is every turn of one session under its date
 (``[8 May 2023]``): an extractive space's keyphrase titles are not worth their tokens, and the ``associative`` recipe
-lays LLM-built spaces out this way too (``RetrievalConfig.scene_titles``).
+lays LLM-built spaces out this way too (``ContextLayout.scene_titles``).
 
 A block is counted line by line, each line with the newline that ends it: the count of ``render() + "\n"`` is the
 sum of its lines' counts for either tokenizer (:mod:`tmem.util.tokens`: no cl100k piece runs across a line end). A

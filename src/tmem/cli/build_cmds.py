@@ -99,7 +99,7 @@ def build_cmd(
     mem = app.memory()
     # --all skips spaces without turns (nothing to build); a named empty space is reported as an error.
     if not all_spaces:
-        mem.store.get_space(Scope.local(space or ""))  # NotFoundError naming the known spaces
+        mem.staleness(space or "")  # NotFoundError naming the known spaces
     names = [s.name for s in mem.spaces() if s.turns] if all_spaces else [space or ""]
     settings = app.settings
     if mem.llm is None and batch_out is not None:

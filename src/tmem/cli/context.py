@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import click
 
-from tmem.edit.erasure import finish_erasures
-from tmem.errors import TmemError
+from tmem.errors import InputError, TmemError
 from tmem.memory import Memory
+from tmem.retrieve.layout import ContextLayout, as_layout
 from tmem.settings import Settings
 from tmem.store.base import Store
 
@@ -31,7 +31,7 @@ class AppContext:
         if self._memory is None:
             self._memory = Memory.open(settings=self.settings)
             try:  # an erasure left pending by an earlier command is finished now (tmem.edit.erasure)
-                finish_erasures(self._memory.store)
+                self._memory.upkeep()
             except TmemError as exc:
                 log.warning("Pending erasures are left for later: %s", exc)
         return self._memory
@@ -69,3 +69,32 @@ def use_home(app: AppContext, home: Path | None) -> None:
 def echo_json(payload: Any) -> None:
     """Stable JSON output: sorted keys, ISO dates, two-space indent."""
     click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str, ensure_ascii=False))
+
+
+def layout_option(fn: F) -> F:
+    """``--layout FIELD=VALUE`` (repeatable): a field of the context layout (docs/retrieval.md, "Context layout")."""
+    return click.option(
+        "--layout",
+        "layout_pairs",
+        multiple=True,
+        metavar="FIELD=VALUE",
+        help="A context layout field (repeatable), e.g. --layout excerpt_neighbours=true --layout context_k0=3; "
+        "anchorless_routes takes names separated by commas. Fields not given: the space's recipe.",
+    )(fn)
+
+
+def parse_layout(pairs: tuple[str, ...]) -> ContextLayout | None:
+    """The layout of ``--layout`` pairs (None when none were given); InputError naming a malformed one."""
+    if not pairs:
+        return None
+    fields: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--layout {pair!r}: write FIELD=VALUE, e.g. --layout excerpt_neighbours=true.")
+        try:
+            value: Any = None if raw == "none" else json.loads(raw)
+        except ValueError:
+            value = raw.split(",") if "," in raw else raw
+        fields[name.strip()] = value
+    return as_layout(fields)

@@ -16,7 +16,7 @@ from typing import Any
 import click
 import platformdirs
 
-from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.cli.context import AppContext, echo_json, layout_option, parse_layout, pass_app
 from tmem.errors import BatchPending, InputError
 from tmem.settings import Settings
 from tmem.util.extras import require_extra
@@ -60,6 +60,7 @@ async def _close(*llms: Any) -> None:
     help="Context budget handed to the model (tokens of TMEM_TOKENIZER; default 2000, env TMEM_CONTEXT_TOKENS).",
     envvar="TMEM_CONTEXT_TOKENS",
 )
+@layout_option
 @click.option("--explain", is_flag=True, help="Show the context handed to the model and the routes of every hit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full Answer as JSON.")
 @pass_app
@@ -71,6 +72,7 @@ def ask_cmd(
     asked: str | None,
     preset: str | None,
     max_tokens: int | None,
+    layout_pairs: tuple[str, ...],
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -86,7 +88,10 @@ def ask_cmd(
     mem = app.memory()
     # Memory.ask dates the question (after the latest session start unless --date) and resolves the preset
     budget = DEFAULT_CONTEXT_TOKENS if max_tokens is None else max_tokens
-    answer = mem.ask(space, question, when, variant="cot" if cot else "short", config=preset, max_tokens=budget)
+    layout = parse_layout(layout_pairs)
+    answer = mem.ask(
+        space, question, when, variant="cot" if cot else "short", config=preset, max_tokens=budget, layout=layout
+    )
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tmem.cli.context import AppContext, echo_json, pass_app
-from tmem.store.control import ControlStore, open_control
+from tmem.store.control import ControlStore
 
 _DIR = click.option(
     "--dir",
@@ -22,7 +22,7 @@ def _control(app: AppContext, home: Path | None) -> ControlStore:
     if home is not None:
         app.close()
         app.settings = app.settings.model_copy(update={"home": home, "database_url": None})
-    return open_control(app.store())
+    return app.memory().core.control()
 
 
 @click.group("keys")

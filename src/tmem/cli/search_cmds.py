@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from tmem.answer.budget import Context
-from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.cli.context import AppContext, echo_json, layout_option, parse_layout, pass_app
+from tmem.errors import InputError
 from tmem.retrieve.config import SWITCHES
 from tmem.retrieve.types import Route, SearchResult
 
@@ -115,6 +116,7 @@ def _print_context(ctx: Context, explain: bool) -> None:
     help="Print the context a reader would get, packed within N tokens (TMEM_TOKENIZER, default cl100k), instead of "
     "the raw hits.",
 )
+@layout_option
 @click.option("--explain", is_flag=True, help="Show each hit's routes, topics and dated turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full SearchResult as JSON.")
 @pass_app
@@ -131,10 +133,12 @@ def search_cmd(
     switches: tuple[str, ...],
     reranker: str | None,
     max_tokens: int | None,
+    layout_pairs: tuple[str, ...],
     explain: bool,
     as_json: bool,
 ) -> None:
-    """Recall the scenes and items of SPACE that answer QUERY, with the routes that reached them."""
+    """Recall the scenes and items of SPACE that answer QUERY, with the routes that reached them (with --max-tokens,
+    the context a reader gets, laid out as --layout says)."""
     mem = app.memory()
     config = mem.core.resolve_config(preset)  # the same rule as Memory.search: --preset, else TMEM_SEARCH_PRESET
     changes: dict[str, object] = {
@@ -146,8 +150,11 @@ def search_cmd(
         config = config.replace(**changes)
     if switches:
         config = config.without(*switches)
+    layout = parse_layout(layout_pairs)
+    if layout is not None and max_tokens is None:
+        raise InputError("--layout lays out a budgeted context: give --max-tokens too.")
     if max_tokens is not None:
-        ctx = mem.context(space, query, max_tokens, config)
+        ctx = mem.context(space, query, max_tokens, config, layout=layout)
         if as_json:
             echo_json(ctx.model_dump(mode="json"))
         else:

@@ -25,6 +25,7 @@ from tmem.eval.records import BudgetCell, CoverageRecord, ResultsFile, SystemCov
 from tmem.index.space import cached_vectorizer
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
 from tmem.retrieve.routes import RouteName
 from tmem.retrieve.types import Route
 from tmem.scope import Scope
@@ -96,9 +97,10 @@ def budget_cells(
     config: RetrievalConfig | None,
     *,
     any_hit: bool,
+    layout: ContextLayout | None = None,
 ) -> list[BudgetCell]:
-    """tmem's budgeted context (Memory.context) beside the flat baselines and the control walked to each budget, all
-    counted by the baselines' tokenizer."""
+    """tmem's budgeted context (Memory.context, laid out as ``layout`` says) beside the flat baselines and the control
+    walked to each budget, all counted by the baselines' tokenizer."""
     cells = []
     flat = baselines.packed_many(query.text, query.key, budgets)
     for budget in budgets:
@@ -108,6 +110,7 @@ def budget_cells(
             query.text,
             budget,
             config,
+            layout=layout,
             include_persona=False,
             counter=baselines.counter,
         )

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tmem.errors import InputError
 from tmem.ingest.limits import MAX_CAPTION_CHARS, MAX_ID_CHARS, MAX_TURN_CHARS, check_date, check_name, check_text
@@ -136,6 +136,21 @@ def _check(messages: Sequence[MessageInput]) -> None:
         for name, problem in problems:
             if problem:
                 raise InputError(f"{where}.{name}: {problem}")
+
+
+def parse_messages(messages: Sequence[MessageInput | dict[str, object]]) -> list[MessageInput]:
+    """Messages as given (models or dicts), validated; InputError naming the first bad one (nothing is stored)."""
+    parsed: list[MessageInput] = []
+    for n, m in enumerate(messages):
+        try:
+            parsed.append(m if isinstance(m, MessageInput) else MessageInput.model_validate(m))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
+            raise InputError(
+                f"messages[{n}]: {problems}. A message is {{speaker, text, time?, id?, caption?, metadata?}}; "
+                "nothing of this call was stored."
+            ) from None
+    return parsed
 
 
 def add_messages(

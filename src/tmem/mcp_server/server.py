@@ -26,7 +26,7 @@ from tmem.mcp_server.tools import register
 from tmem.memory import AsyncMemory, Memory
 from tmem.scope import Scope
 from tmem.settings import Settings
-from tmem.store.control import ControlStore, check_name, open_control, tenant_scope
+from tmem.store.control import ControlStore, check_name, tenant_scope
 from tmem.util.aio import blocking
 
 log = logging.getLogger("tmem.mcp")
@@ -149,7 +149,7 @@ def http_app(settings: Settings, space: str) -> ASGIApp:
     """The streamable-HTTP MCP app at ``/mcp`` for ``space`` of each key's tenant, behind bearer-key auth."""
     check_name(space, "space")
     memory = AsyncMemory.open(settings=settings)
-    control = open_control(memory.core.store)
+    control = memory.core.control()
     builds = Builds(memory, shown_error, lambda: Memory.open(settings=settings))
     server = build_server(memory, lambda ctx, name: tenant_scope(_tenant_of(ctx), name), space=space, builds=builds)
     inner = server.streamable_http_app()

@@ -11,17 +11,17 @@ server's background builds).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from tmem.answer.hits import HitRecord, hit_records, item_record
+from tmem.answer.hits import HitRecord, item_record
 from tmem.construct.policy import BuildPolicy
 from tmem.edit import ItemHistory
 from tmem.errors import BuildBusy, TmemError
@@ -30,6 +30,7 @@ from tmem.mcp_server.builds import BuildJob, Builds
 from tmem.memory import AsyncMemory
 from tmem.models import Item, ItemKind, MetaValue
 from tmem.retrieve.filters import MemoryFilter
+from tmem.retrieve.layout import ContextLayout
 from tmem.scope import Scope
 from tmem.util.aio import blocking
 
@@ -126,19 +127,31 @@ class Status(BaseModel):
 
 Resolve = Callable[[Context, str | None], tuple[Scope, str]]  # (ctx, space arg) -> (its scope, its name)
 ErrorText = Callable[[TmemError, Context], ToolError]
+ToolFn = Callable[..., Awaitable[Any]]
 
 
 def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: ErrorText, builds: Builds) -> None:
     """Add every tool to ``server``."""
 
-    @contextlib.contextmanager
-    def reported(ctx: Context) -> Iterator[None]:
-        try:
-            yield
-        except TmemError as exc:
-            raise error(exc, ctx) from exc
+    def tool(**options: Any) -> Callable[[ToolFn], ToolFn]:
+        """``server.tool(**options)`` for a tool whose tmem errors are reported to its caller as tool errors (rendered
+        for the caller's tenant by ``error``): written once here, not in every tool."""
 
-    @server.tool(description="Store new conversation messages (optionally with metadata); returns at once.")
+        def add(fn: ToolFn) -> ToolFn:
+            @functools.wraps(fn)
+            async def reported(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await fn(*args, **kwargs)
+                except TmemError as exc:
+                    ctx = next(a for a in (*args, *kwargs.values()) if isinstance(a, Context))
+                    raise error(exc, ctx) from exc
+
+            server.tool(**options)(reported)
+            return fn
+
+        return add
+
+    @tool(description="Store new conversation messages (optionally with metadata); returns at once.")
     async def remember(
         messages: list[MessageArg],
         ctx: Context,
@@ -151,23 +164,22 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
         the same request_id stores its messages once (a message without an id gets the id REQUEST_ID:N)."""
         if not messages:
             raise ToolError("Give at least one message.")
-        with reported(ctx):
-            key, shown = resolve(ctx, space)
-            received = datetime.now(UTC).replace(tzinfo=None)
-            given: list[MessageInput | dict[str, object]] = [m.model_dump(exclude_none=True) for m in messages]
-            if request_id is not None:
-                given = with_request_ids(given, request_id)
-            report = await memory.add_messages(key, given, received_at=received)
-            built, state = False, "off"
-            if build == "now":
-                try:
-                    await memory.build(key)
-                    built, state = True, "built"
-                except BuildBusy:
-                    state = "busy"
-            elif build == "auto":
-                state = await builds.arrived(key)
-            stale = (await memory.staleness(key)).stale_turns
+        key, shown = resolve(ctx, space)
+        received = datetime.now(UTC).replace(tzinfo=None)
+        given: list[MessageInput | dict[str, object]] = [m.model_dump(exclude_none=True) for m in messages]
+        if request_id is not None:
+            given = with_request_ids(given, request_id)
+        report = await memory.add_messages(key, given, received_at=received)
+        built, state = False, "off"
+        if build == "now":
+            try:
+                await memory.build(key)
+                built, state = True, "built"
+            except BuildBusy:
+                state = "busy"
+        elif build == "auto":
+            state = await builds.arrived(key)
+        stale = (await memory.staleness(key)).stale_turns
         skipped = len(report.skipped) + len(report.forgotten)
         return Remembered(
             space=shown,
@@ -179,22 +191,25 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
             stale_turns=stale,
         )
 
-    @server.tool(
-        description="Recall what memory holds for a query: a context within a token budget, one record per hit."
-    )
+    @tool(description="Recall what memory holds for a query: a context within a token budget, one record per hit.")
     async def recall(
-        query: str, ctx: Context, space: SpaceArg = None, max_tokens: int = 2000, where: MemoryFilter | None = None
+        query: str,
+        ctx: Context,
+        space: SpaceArg = None,
+        max_tokens: int = 2000,
+        where: MemoryFilter | None = None,
+        layout: ContextLayout | None = None,
     ) -> Recalled:
         """where: only memory from matching turns - {"metadata": {"key": value or [values]}, "speaker": name or
-        [names], "since": date, "until": date}; applied before packing, so the context still fills its budget."""
+        [names], "since": date, "until": date}; applied before packing, so the context still fills its budget.
+        layout: how the context is laid out, e.g. {"excerpt_neighbours": true} (fields not given: the space's recipe)."""
         if not query.strip():
             raise ToolError("Give a query.")
         if not 0 <= max_tokens <= MAX_RECALL_TOKENS:
             raise ToolError(f"max_tokens must be between 0 and {MAX_RECALL_TOKENS}.")
-        with reported(ctx):
-            key, shown = resolve(ctx, space)
-            found = await memory.context(key, query, max_tokens=max_tokens, where=where)
-            records = await blocking(hit_records, memory.core.store, key, found)
+        key, shown = resolve(ctx, space)
+        found = await memory.context(key, query, max_tokens=max_tokens, where=where, layout=layout)
+        records = await blocking(memory.core.hit_records, key, found)
         return Recalled(
             space=shown,
             text=found.text,
@@ -204,14 +219,20 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
             unbuilt_turns=found.unbuilt_turns,
         )
 
-    @server.tool(description="Answer a question from memory with the server's LLM (fails in the extractive mode).")
-    async def ask(question: str, ctx: Context, space: SpaceArg = None, at: datetime | None = None) -> Answered:
-        with reported(ctx):
-            key, _ = resolve(ctx, space)
-            answer = await memory.ask(key, question, at)
+    @tool(description="Answer a question from memory with the server's LLM (fails in the extractive mode).")
+    async def ask(
+        question: str,
+        ctx: Context,
+        space: SpaceArg = None,
+        at: datetime | None = None,
+        layout: ContextLayout | None = None,
+    ) -> Answered:
+        """layout: how the answer's context is laid out (as recall's)."""
+        key, _ = resolve(ctx, space)
+        answer = await memory.ask(key, question, at, layout=layout)
         return Answered(answer=answer.answer, reasoning=answer.reasoning, turn_ids=answer.context.turn_ids)
 
-    @server.tool(
+    @tool(
         description="List memories (distilled facts), filtered and paged.",
         annotations=ToolAnnotations(read_only_hint=True),
     )
@@ -230,48 +251,44 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
     ) -> Memories:
         """Every filter given must hold: kind ('atomic' / 'connected'), speaker, since/until (the memory's own date),
         metadata (of its source turns: {"key": value or [values]}), text (substring or id), live (no superseded)."""
-        with reported(ctx):
-            key, shown = resolve(ctx, space)
-            page = await memory.list_items(
-                key,
-                kind=kind,
-                speaker=speaker,
-                since=since,
-                until=until,
-                text=text,
-                live=live,
-                metadata=metadata,
-                offset=offset,
-                limit=limit,
-            )
+        key, shown = resolve(ctx, space)
+        page = await memory.list_items(
+            key,
+            kind=kind,
+            speaker=speaker,
+            since=since,
+            until=until,
+            text=text,
+            live=live,
+            metadata=metadata,
+            offset=offset,
+            limit=limit,
+        )
         records = [item_record(i, list(i.turn_ids), [], page.metadata.get(i.id, {})) for i in page.items]
         return Memories(space=shown, memories=records, total=page.total, next_offset=page.next_offset)
 
-    @server.tool(description="One memory by id.", annotations=ToolAnnotations(read_only_hint=True))
+    @tool(description="One memory by id.", annotations=ToolAnnotations(read_only_hint=True))
     async def get_memory(item_id: str, ctx: Context, space: SpaceArg = None) -> Item:
-        with reported(ctx):
-            key, _ = resolve(ctx, space)
-            return await memory.get_item(key, item_id)
+        key, _ = resolve(ctx, space)
+        return await memory.get_item(key, item_id)
 
-    @server.tool(
+    @tool(
         description="Correct a memory's text (its old text stays in its history).",
         annotations=ToolAnnotations(idempotent_hint=True),
     )
     async def update_memory(item_id: str, text: str, ctx: Context, space: SpaceArg = None) -> Item:
-        with reported(ctx):
-            key, _ = resolve(ctx, space)
-            return await memory.update_item(key, item_id, text)
+        key, _ = resolve(ctx, space)
+        return await memory.update_item(key, item_id, text)
 
-    @server.tool(
+    @tool(
         description="A memory's versions (extracted, then each edit) and what it supersedes or is superseded by.",
         annotations=ToolAnnotations(read_only_hint=True),
     )
     async def memory_history(item_id: str, ctx: Context, space: SpaceArg = None) -> ItemHistory:
-        with reported(ctx):
-            key, _ = resolve(ctx, space)
-            return await memory.history(key, item_id)
+        key, _ = resolve(ctx, space)
+        return await memory.history(key, item_id)
 
-    @server.tool(
+    @tool(
         description="Forget turns and memories for good: erased, and never rebuilt.",
         annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
     )
@@ -280,9 +297,8 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
     ) -> Forgotten:
         if not turn_ids and not item_ids:
             raise ToolError("Name at least one id in turn_ids or item_ids (recall and list_memories show them).")
-        with reported(ctx):
-            key, shown = resolve(ctx, space)
-            report = await memory.forget(key, turn_ids=turn_ids or [], item_ids=item_ids or [])
+        key, shown = resolve(ctx, space)
+        report = await memory.forget(key, turn_ids=turn_ids or [], item_ids=item_ids or [])
         return Forgotten(
             space=shown,
             turns_forgotten=report.turns_forgotten,
@@ -292,28 +308,26 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
             status="forgotten" if report.erased else "forgotten, erasure pending",
         )
 
-    @server.tool(
+    @tool(
         description="Delete a whole space (its conversation and memory) for good. confirm must repeat the space's name.",
         annotations=ToolAnnotations(destructive_hint=True),
     )
     async def delete_space(confirm: str, ctx: Context, space: SpaceArg = None) -> SpaceDeleted:
-        with reported(ctx):
-            key, shown = resolve(ctx, space)
-            if confirm != shown:
-                raise ToolError(f"To delete space {shown!r}, call delete_space with confirm={shown!r}.")
-            state = await memory.delete_space(key)
+        key, shown = resolve(ctx, space)
+        if confirm != shown:
+            raise ToolError(f"To delete space {shown!r}, call delete_space with confirm={shown!r}.")
+        state = await memory.delete_space(key)
         return SpaceDeleted(space=shown, deleted=True, erased=state.erased)
 
-    @server.tool(
+    @tool(
         description="A space's state: turns, build state, stale turns, background builds.",
         annotations=ToolAnnotations(read_only_hint=True),
     )
     async def status(ctx: Context, space: SpaceArg = None) -> Status:
-        with reported(ctx):
-            key, shown = resolve(ctx, space)
-            staleness = await memory.staleness(key)  # SpaceNotFound (naming the tenant's spaces) when absent
-            mine = await blocking(memory.core.store.list_spaces, key.tenant)  # the tenant's, by their names
-            summary = next(s for s in mine if s.name == key.space)
+        key, shown = resolve(ctx, space)
+        staleness = await memory.staleness(key)  # SpaceNotFound (naming the tenant's spaces) when absent
+        mine = await blocking(memory.core.tenant_spaces, key.tenant)  # the tenant's, by their names
+        summary = next(s for s in mine if s.name == key.space)
         return Status(
             space=shown,
             turns=summary.turns,

@@ -41,7 +41,7 @@ from tmem.service.schemas import (
 )
 from tmem.service.worker import BuildWorkers
 from tmem.settings import Settings
-from tmem.store.control import Job, open_control, tenant_scope
+from tmem.store.control import Job, tenant_scope
 from tmem.util.aio import blocking
 from tmem.viewer import PREFIX as VIEWER_PREFIX
 from tmem.viewer import JobView, ViewerScope
@@ -130,7 +130,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         memory = AsyncMemory.open(settings=settings)
-        control = open_control(memory.core.store)
+        control = memory.core.control()
         pool = BuildWorkers(control, lambda: Memory.open(settings=settings), workers=workers)
         pool.recover()
         memory.core.start_upkeep(settings.upkeep_seconds)  # pending erasures finish without another request
@@ -161,7 +161,7 @@ def create_app(settings: Settings, *, workers: int = 1, max_body: int = DEFAULT_
 
     @app.get("/v1/spaces", response_model=SpacesOut, tags=["spaces"])
     async def list_spaces(tenant: Tenant, state: State) -> SpacesOut:
-        return SpacesOut(spaces=await blocking(state.memory.core.store.list_spaces, tenant))
+        return SpacesOut(spaces=await blocking(state.memory.core.tenant_spaces, tenant))
 
     @app.post("/v1/spaces/{space}/messages", response_model=MessagesReport, tags=["conversation"])
     async def add_messages(

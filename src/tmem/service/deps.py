@@ -65,7 +65,7 @@ State = Annotated[ServiceState, Depends(_state)]
 async def require_space(state: ServiceState, tenant: str, space: str) -> Scope:
     """The scope of the tenant's existing space, else a 404 that looks the same for any missing space."""
     scope = tenant_scope(tenant, space)
-    if not await blocking(state.memory.core.store.has_space, scope):
+    if not await blocking(state.memory.core.has_space, scope):
         raise ServiceProblem(404, "not-found", f"No space {space!r} for this key; GET /v1/spaces lists yours.")
     return scope
 
@@ -74,7 +74,7 @@ MAX_REQUEST_COUNT = 1_000  # the largest count (kT, kS, kI, R, depth, k0, ...) a
 OPERATOR_ONLY = frozenset({"reranker"})  # which model a server loads is the operator's setting, never a request's
 
 
-def retrieval_config(value: str | dict[str, Any] | None, settings: Settings) -> RetrievalConfig | str | None:
+def retrieval_config(value: str | dict[str, Any] | None) -> RetrievalConfig | str | None:
     """A preset name passes through; a dict of RetrievalConfig fields is validated here (422 naming the field).
 
     Request-side settings are bounded: no field naming a model or path (the operator's TMEM_RERANKER_MODEL applies),
@@ -105,6 +105,4 @@ def retrieval_config(value: str | dict[str, Any] | None, settings: Settings) -> 
             raise InputError(
                 f"Invalid retrieval config field {shown_name}: {got!r} is not a finite number between -1 and 1."
             )
-    if settings.reranker_model:
-        cfg = cfg.replace(reranker=settings.reranker_model)
-    return cfg
+    return cfg  # the operator's reranker is added by MemoryCore.resolve_config, as for every config

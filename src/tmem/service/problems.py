@@ -12,15 +12,6 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tmem.errors import (
-    BuildError,
-    ConfigError,
-    EmbeddingError,
-    InputError,
-    IntegrityError,
-    LLMError,
-    LLMTransientError,
-    NotFoundError,
-    StoreError,
     TmemError,
     public_message,
 )
@@ -30,19 +21,6 @@ log = logging.getLogger("tmem.service")
 
 PROBLEM_JSON = "application/problem+json"
 _TYPE = "urn:tmem:problem:"
-
-# Most specific first: the first class an error is an instance of decides its status.
-_STATUS: list[tuple[type[TmemError], int, str]] = [
-    (NotFoundError, 404, "not-found"),
-    (InputError, 422, "invalid-input"),
-    (ConfigError, 400, "invalid-config"),
-    (BuildError, 409, "build-conflict"),
-    (LLMTransientError, 503, "llm-unavailable"),
-    (LLMError, 502, "llm-failed"),
-    (EmbeddingError, 503, "embedder-unavailable"),
-    (IntegrityError, 500, "integrity"),
-    (StoreError, 503, "store-unavailable"),
-]
 
 _TITLES = {
     400: "Bad Request",
@@ -102,14 +80,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(TmemError)
     async def _tmem_error(request: Request, exc: TmemError) -> JSONResponse:
         message = public_message(exc, getattr(request.state, "tenant", None))  # rendered from its fields
-        for cls, status, kind in _STATUS:
-            if isinstance(exc, cls):
-                if status >= 500:
-                    log.error("%s on %s: %s", type(exc).__name__, request.url.path, exc)
-                headers = {"Retry-After": "5"} if status == 503 else None
-                return problem(request, status, kind, message, headers=headers)
-        log.error("Unmapped %s on %s: %s", type(exc).__name__, request.url.path, exc)
-        return problem(request, 500, "internal", message)
+        status = exc.status  # the error class says how it is answered (tmem.errors.TmemError.status / problem)
+        if status >= 500:
+            log.error("%s on %s: %s", type(exc).__name__, request.url.path, exc)
+        headers = {"Retry-After": "5"} if status == 503 else None
+        return problem(request, status, exc.problem, message, headers=headers)
 
     @app.exception_handler(ServiceProblem)
     async def _service_problem(request: Request, exc: ServiceProblem) -> JSONResponse:

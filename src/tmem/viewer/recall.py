@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, context_config
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
 from tmem.errors import InputError
 from tmem.memory import Memory
 from tmem.retrieve.config import PRESETS, SWITCHES, RetrievalConfig
+from tmem.retrieve.layout import ContextLayout, as_layout
 from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope
 
@@ -33,9 +35,13 @@ class SearchForm:
     preset: str = "auto"
     without: tuple[str, ...] = ()
     max_tokens: int = DEFAULT_BUDGET  # the name every other front end gives the token budget
+    layout_text: str = ""  # the layout field as typed: a JSON object of ContextLayout fields ("": the recipe's)
+    layout: ContextLayout | None = None  # None: every field per recipe
 
     @classmethod
-    def parse(cls, query: str, preset: str, without: list[str], max_tokens: str, default_preset: str) -> SearchForm:
+    def parse(
+        cls, query: str, preset: str, without: list[str], max_tokens: str, default_preset: str, layout: str = ""
+    ) -> SearchForm:
         """Validate the raw form fields; InputError saying which field to fix."""
         query = query.strip()
         if len(query) > MAX_QUERY:
@@ -53,7 +59,10 @@ class SearchForm:
         if not 0 <= tokens <= MAX_BUDGET:
             raise InputError(f"The token budget (max_tokens) must be between 0 and {MAX_BUDGET:,}, got {tokens:,}.")
         ordered = tuple(s for s in SWITCHES if s in without)
-        return cls(query=query, preset=preset, without=ordered, max_tokens=tokens)
+        laid = _layout(layout.strip())
+        return cls(
+            query=query, preset=preset, without=ordered, max_tokens=tokens, layout_text=layout.strip(), layout=laid
+        )
 
     def config(self) -> RetrievalConfig:
         cfg = RetrievalConfig.preset(self.preset)
@@ -67,6 +76,21 @@ def example_query(speakers: list[str]) -> str:
     return f"e.g. What did {speakers[0]} talk about last time?"
 
 
+def _layout(text: str) -> ContextLayout | None:
+    """The layout field: empty, or a JSON object of ContextLayout fields (InputError saying what to write)."""
+    if not text:
+        return None
+    if len(text) > MAX_QUERY:
+        raise InputError(f"The layout is {len(text)} characters long; shorten it to {MAX_QUERY} or fewer.")
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict):
+        raise InputError('The layout must be a JSON object of layout fields, e.g. {"excerpt_neighbours": true}.')
+    return as_layout(fields)
+
+
 @dataclass
 class Recall:
     """One search of the form: the cascade's result and the context a reader gets within the budget."""
@@ -77,10 +101,10 @@ class Recall:
 
 
 def recall(memory: Memory, key: Scope, form: SearchForm) -> Recall:
-    """Run the search of ``form`` in the space stored under ``key``: the cascade (``Memory.search``) as deep as the
-    budgeted context searches (``context_config``: the route tables show what the context was packed from) and the
-    packed context (``Memory.context``), both with the form's configuration."""
-    config = form.config()
-    result = memory.search(key, form.query, context_config(config, form.max_tokens))
-    context = memory.context(key, form.query, max_tokens=form.max_tokens, config=config)
+    """Run the search of ``form`` in the space stored under ``key``: the budgeted context (``Memory.recall``) and the
+    search it was packed from (the route tables show what the context was packed from), with the form's
+    configuration and layout."""
+    result, context = memory.recall(
+        key, form.query, max_tokens=form.max_tokens, config=form.config(), layout=form.layout
+    )
     return Recall(form=form, result=result, context=context)

@@ -61,7 +61,7 @@ class ViewerScope:
         """This scope's spaces, named as shown."""
         if not self.tenant:
             return self.memory.spaces()
-        return [s for s in self.memory.store.list_spaces(self.tenant) if "/" not in s.name]  # a service name has none
+        return [s for s in self.memory.core.tenant_spaces(self.tenant) if "/" not in s.name]  # a service name has none
 
     def summary(self, name: str) -> SpaceSummary:
         """One space's summary; NotFoundError naming the scope's spaces when absent."""
