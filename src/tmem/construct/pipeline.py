@@ -93,7 +93,11 @@ async def build_space(
     options = options or BuildOptions()
     store.get_space(space)  # NotFoundError naming the known spaces
     if not store.turns(space):
-        raise InputError("Space {space!r} has no turns yet: import sessions first (`tmem import FILE`).", space=space)
+        raise InputError(
+            "Space {space!r} has no turns yet: import sessions first (`tmem import FILE`).",
+            agent="Space {space!r} has no messages yet: store some with the remember tool first.",
+            space=space,
+        )
     mode = store.get_state(space, STATE_MODE)
     if mode == BuildMode.EXTRACTIVE.value or any(s.mode is BuildMode.EXTRACTIVE for s in store.scenes(space)):
         raise BuildError(
@@ -120,6 +124,8 @@ async def build_space(
             raise BuildError(
                 "Space {space!r}, stage {stage}: {cause} Finished work is kept and answered requests are cached: "
                 "rerun `tmem build {space}` to resume.",
+                agent="Space {space!r}, stage {stage}: {cause} Finished work is kept and answered requests are "
+                "cached: the next build (remember with build='now') resumes it.",
                 space=space,
                 stage=name,
                 cause=str(exc),
