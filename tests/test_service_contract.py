@@ -224,6 +224,10 @@ def test_a_client_generated_from_the_schema_calls_search(built: tuple[str, str],
         assert isinstance(result, models.SearchResult), result
         assert result.scenes and all(isinstance(hit, models.SceneHit) for hit in result.scenes)
         assert result.query == "What did Caroline research?"
+        with client_mod.AuthenticatedClient(base_url=url, token=key) as client:  # a 4xx is parsed too (issue 34)
+            missing = search_mod.sync_detailed(space="nope", client=client, body=models.SearchIn(q="anything"))
+        assert missing.status_code == 404 and isinstance(missing.parsed, models.Problem), missing.content
+        assert missing.parsed.status == 404 and "nope" in str(missing.parsed.detail)
     finally:
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m == "tmem_generated" or m.startswith("tmem_generated.")]:

@@ -149,7 +149,7 @@ def test_correct_delete_and_forget_through_the_forms(editable: tuple[TestClient,
 
 
 def test_search_page_shows_cascade_gate_and_context(client: TestClient) -> None:
-    params = {"q": "What is Caroline studying for?", "preset": "paper", "budget": "300", "without": ["PS"]}
+    params = {"q": "What is Caroline studying for?", "preset": "paper", "max_tokens": "300", "without": ["PS"]}
     page = client.get(f"/ui/s/{SPACE}/search", params=params)
     assert page.status_code == 200
     text = _text(page.text)
@@ -160,13 +160,13 @@ def test_search_page_shows_cascade_gate_and_context(client: TestClient) -> None:
     assert 'name="without" value="PS" checked' in page.text
     bad = client.get(f"/ui/s/{SPACE}/search", params={"q": "x", "preset": "nope"})
     assert bad.status_code == 400 and "Unknown preset" in bad.text
-    bad_budget = client.get(f"/ui/s/{SPACE}/search", params={"q": "x", "budget": "lots"})
+    bad_budget = client.get(f"/ui/s/{SPACE}/search", params={"q": "x", "max_tokens": "lots"})
     assert bad_budget.status_code == 400 and "whole number" in bad_budget.text
 
 
 def test_search_page_lays_the_context_out_as_asked(client: TestClient, llm_memory: Memory) -> None:
     query, layout = "What is Caroline studying for?", '{"scene_titles": true, "context_k0": 5}'
-    page = client.get(f"/ui/s/{SPACE}/search", params={"q": query, "budget": "400", "layout": layout})
+    page = client.get(f"/ui/s/{SPACE}/search", params={"q": query, "max_tokens": "400", "layout": layout})
     assert page.status_code == 200
     text = _text(page.text)
     assert (
@@ -176,7 +176,7 @@ def test_search_page_lays_the_context_out_as_asked(client: TestClient, llm_memor
     )
     expected = llm_memory.context(SPACE, query, 400, layout={"scene_titles": True, "context_k0": 5})
     assert expected.text.splitlines()[0] in page.text  # the context Memory.context gives for the same layout
-    plain = _text(client.get(f"/ui/s/{SPACE}/search", params={"q": query, "budget": "400"}).text)
+    plain = _text(client.get(f"/ui/s/{SPACE}/search", params={"q": query, "max_tokens": "400"}).text)
     assert "Layout: RRF k0 3" in plain and "blocks under session dates" in plain  # the associative recipe's
     for bad, says in (("[1]", "JSON object"), ('{"context_k0": -2}', "context_k0"), ('{"kS": 2}', "kS")):
         answer = client.get(f"/ui/s/{SPACE}/search", params={"q": query, "layout": bad})
@@ -309,7 +309,7 @@ def test_pager(count: int, page: int, expected: tuple[int, int, int, int]) -> No
 
 def test_search_form_validation() -> None:
     form = SearchForm.parse(" q ", "", ["HT", "SL"], "", "auto")
-    assert (form.query, form.preset, form.without, form.budget) == ("q", "auto", ("SL", "HT"), 2000)
+    assert (form.query, form.preset, form.without, form.max_tokens) == ("q", "auto", ("SL", "HT"), 2000)
     assert form.config().disabled == frozenset({"SL", "HT"})
     with pytest.raises(Exception, match="Unknown switch XX"):
         SearchForm.parse("q", "auto", ["XX"], "", "auto")

@@ -56,7 +56,7 @@ def test_viewer_in_the_service_with_a_key_login(served: tuple[str, dict[str, str
             f"{page}/correct", data={"csrf": csrf.group(1), "text": "Edited in the viewer."}, follow_redirects=True
         )
         assert edited.status_code == 200 and "Corrected" in edited.text
-        search = browser.get("/ui/s/alice/search", params={"q": "support group", "budget": "500"})
+        search = browser.get("/ui/s/alice/search", params={"q": "support group", "max_tokens": "500"})
         assert search.status_code == 200 and 'id="context-tokens"' in search.text and "support group" in search.text
     with httpx.Client(base_url=url, headers=auth(keys["acme"]), timeout=60) as api:  # the API sees the edit
         assert api.get(f"/v1/spaces/alice/items/{item_id.group(1)}").json()["text"] == "Edited in the viewer."

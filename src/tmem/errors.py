@@ -77,7 +77,8 @@ class TmemError(Exception):
     (for the local user) and keeps both: :meth:`shown_to` renders it again for a tenant's reader. A space is raised
     as the fields of its scope (``**scope.fields``: ``tenant`` and the space's name ``space``) and shown by its name to
     its tenant, never to another; a ``space`` field without a ``tenant`` beside it is a store key (``T/S``), shown as
-    ``S`` to tenant T.
+    ``S`` to tenant T. ``agent=TEMPLATE`` (not a field) is the same message for an agent calling tools, where the
+    message advises a command to run: :meth:`for_agent`.
     """
 
     # How the HTTP service answers the error (RFC 9457 problem details): its status and the slug of its problem type
@@ -91,10 +92,12 @@ class TmemError(Exception):
     status_aliases: ClassVar[tuple[int, ...]] = ()
 
     def __init__(self, message: str = "", /, **fields: object) -> None:
+        agent = fields.pop("agent", None)  # not a field: the message for an agent (below)
         scoped = fields.get("space")
         if isinstance(scoped, Scoped):
             fields = {**fields, "tenant": scoped.tenant, "space": scoped.space}
         self.template = message
+        self.agent_template = agent if isinstance(agent, str) else None  # for an agent: advice it can follow
         self.fields: dict[str, object] = fields
         super().__init__(message.format(**_rendered(fields, None)) if fields else message)
 
@@ -103,6 +106,14 @@ class TmemError(Exception):
         if not tenant or not self.fields:
             return str(self)
         return self.template.format(**_rendered(self.fields, tenant))
+
+    def for_agent(self, tenant: str | None) -> str:
+        """The message as an agent calling tools (MCP) reads it: where the message advises a command (`tmem ...`)
+        the error was raised with an ``agent`` template of the same fields that names what a tool caller can do
+        instead; otherwise as :meth:`shown_to`."""
+        if self.agent_template is None:
+            return self.shown_to(tenant)
+        return self.agent_template.format(**_rendered(self.fields, tenant or None))
 
 
 class ConfigError(TmemError):
@@ -159,15 +170,29 @@ class SpaceNotFound(NotFoundError):
         self.space = space
         self.known = tuple(known)
         if self.known:
-            hint = f"Known spaces: {', '.join(self.known)}."
+            hint = agent_hint = f"Known spaces: {', '.join(self.known)}."
         else:
             hint = "This key has no space yet." if tenant else "No space exists yet: run `tmem import FILE`."
-        super().__init__("No space named {name!r}. {hint}", kind="space", name=space, tenant=tenant, hint=hint)
+            agent_hint = "No space exists yet: the remember tool creates one with the messages it stores."
+        super().__init__(
+            "No space named {name!r}. {hint}",
+            agent="No space named {name!r}. {agent_hint}",
+            kind="space",
+            name=space,
+            tenant=tenant,
+            hint=hint,
+            agent_hint=agent_hint,
+        )
 
     def shown_to(self, tenant: str | None) -> str:
         if tenant is not None and tenant != self.tenant:  # never expected: front ends ask for their tenant's keys
             return "No such space for this key."  # names nothing of another tenant
         return str(self)
+
+    def for_agent(self, tenant: str | None) -> str:
+        if tenant is not None and tenant != self.tenant:
+            return "No such space for this key."
+        return super().for_agent(tenant)
 
 
 class StoreError(TmemError):

@@ -114,7 +114,8 @@ def _open_core(
     home: str | Path | None, settings: Settings | None, llm: LLM | None, embedder: Embedder | None
 ) -> MemoryCore:
     settings = _settings_for(home, settings)
-    return MemoryCore(open_store(settings.store_url), settings, llm=llm, embedder=embedder)
+    store = open_store(settings.store_url, create_dirs=settings.database_url is None)  # a URL given: no mkdir
+    return MemoryCore(store, settings, llm=llm, embedder=embedder)
 
 
 class Memory:

@@ -18,6 +18,16 @@ def default_home() -> Path:
     return Path(platformdirs.user_data_dir("tmem", appauthor=False))
 
 
+def redact(url: str) -> str:
+    """The URL without its password (for messages)."""
+    head, at, tail = url.partition("@")
+    if not at or "://" not in head:
+        return url
+    scheme, _, userinfo = head.partition("://")
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}@{tail}"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TMEM_", extra="ignore", validate_default=True)
 
@@ -141,6 +151,12 @@ class Settings(BaseSettings):
     def store_url(self) -> str:
         """The URL :func:`tmem.store.open_store` opens: ``database_url``, else ``tmem.db`` in the home directory."""
         return self.database_url or f"sqlite:///{self.db_path}"
+
+    @property
+    def store_place(self) -> str:
+        """Where the store is, for messages: the database URL without its password when one is set (TMEM_DATABASE_URL
+        or --database-url), else the memory directory."""
+        return redact(self.database_url) if self.database_url else str(self.home)
 
     def require_llm(self) -> str:
         """The construction model's name, or a ConfigError saying how to configure one."""

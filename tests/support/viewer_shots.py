@@ -37,7 +37,7 @@ def main(out: Path) -> None:
             for label in ("Raw turns", "Scene triggers"):
                 scene.locator("details", has_text=label).locator("summary").click()
             page.screenshot(path=out / "viewer-timeline.png")
-            page.goto(f"{base}/ui/s/d26-plus/search?q={QUERY.replace(' ', '+')}&preset=minilm&budget=1500")
+            page.goto(f"{base}/ui/s/d26-plus/search?q={QUERY.replace(' ', '+')}&preset=minilm&max_tokens=1500")
             page.evaluate("document.querySelector('main h2').scrollIntoView()")
             page.screenshot(path=out / "viewer-why-recalled.png")
             browser.close()

@@ -9,13 +9,13 @@ reports and baselines share.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tmem.models import Item, Persona, Turn
 from tmem.retrieve.types import SearchResult
-from tmem.util.dates import When, format_day
+from tmem.util.dates import format_day, period
 from tmem.util.text import count_tokens
 
 
@@ -84,11 +84,8 @@ def format_item(item: Item, shown: dict[str, Item] | None = None) -> str:
     and a note when another fact disagrees with it (quoting the start of that fact when it is shown too)."""
     line = item.text
     if item.date and item.date_precision not in (None, "day"):
-        end = item.date_end or item.date
-        try:
-            label = When(date.fromisoformat(item.date), date.fromisoformat(end), item.date_precision or "day").label
-        except (ValueError, StopIteration):
-            label = f"{item.date} to {end}"
+        when = period(item.date, item.date_end, item.date_precision)
+        label = when.label if when is not None else f"{item.date} to {item.date_end or item.date}"
         if label not in line:
             line += f" (when: {label})"
     elif item.date and item.date[:4] not in line:

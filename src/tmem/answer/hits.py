@@ -10,6 +10,7 @@ from tmem.models import Item, MetaValue
 from tmem.retrieve.filters import inherited_metadata, lookup_turns
 from tmem.scope import Scope
 from tmem.store.base import Store
+from tmem.util.dates import period
 
 
 class HitRecord(BaseModel):
@@ -20,7 +21,11 @@ class HitRecord(BaseModel):
     id: str = Field(description="The item, scene or turn id (an item id works with get_memory / update_memory).")
     kind: str = Field(description="'item' (a distilled fact), 'scene' (an excerpt of turns) or 'turn' (a raw turn).")
     text: str = Field(description="The fact, or the turns that entered as 'Speaker: text' lines.")
-    date: str | None = Field(description="The fact's date, or when the first turn that entered was said.")
+    date: str | None = Field(
+        description="The fact's date in the form of the period it names ('2025-03-02' a day, '2025-03' a month, "
+        "'2025' a year, '2025-W10' a week, '2025-summer' a season, 'START/END' a range), or the time the first turn "
+        "that entered was said."
+    )
     speaker: str | None = Field(description="Who said it (None for an excerpt of several speakers).")
     turn_ids: list[str] = Field(description="Source turn ids (forget them with forget(turn_ids=...)).")
     routes: list[str] = Field(description="The ranked lists that reached it.")
@@ -33,7 +38,7 @@ def item_record(item: Item, turn_ids: list[str], routes: list[str], metadata: di
         id=item.id,
         kind="item",
         text=item.text,
-        date=item.date,
+        date=when.form if (when := period(item.date, item.date_end, item.date_precision)) else item.date,
         speaker=item.speaker,
         turn_ids=turn_ids,
         routes=routes,

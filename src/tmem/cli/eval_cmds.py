@@ -135,7 +135,7 @@ def demo_cmd(ctx: click.Context, sessions: int, as_json: bool) -> None:
     app: AppContext = ctx.ensure_object(AppContext)
     settings = app.settings
     home = settings.home if _dir_given(ctx) else Path(platformdirs.user_cache_dir("tmem", appauthor=False)) / "demo"
-    store = open_store(settings.database_url or sqlite_url(home / "tmem.db"))
+    store = open_store(settings.database_url or sqlite_url(home / "tmem.db"), create_dirs=settings.database_url is None)
     llm = _llm(settings, store) if settings.llm != "none" else None
     say = (lambda _s: None) if as_json else (lambda s: click.echo(s, err=True))
 
@@ -258,7 +258,7 @@ def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
     settings = app.settings
     out: Path = kw["out"]
     home = settings.home if _dir_given(ctx) else out / "memory"
-    store = open_store(settings.database_url or sqlite_url(home / "tmem.db"))
+    store = open_store(settings.database_url or sqlite_url(home / "tmem.db"), create_dirs=settings.database_url is None)
     batch = kw["batch_out"] is not None
     build_llm = _llm(settings, store, batch=batch) if settings.llm != "none" else None
     answer_llm = judge_llm = None

@@ -30,6 +30,7 @@ from tmem.models import (
 )
 from tmem.scope import Scope
 from tmem.store.base import Store
+from tmem.util.dates import period
 from tmem.util.state import STATE_MODE
 
 DESCRIPTIVE_ONLY = "descriptive only (built without an LLM: no Bridge, Horizon or persona)"
@@ -106,7 +107,7 @@ def spaces_cmd(app: AppContext, as_json: bool) -> None:
         echo_json([s.model_dump(mode="json") for s in summaries])
         return
     if not summaries:
-        click.echo(f"No spaces in {app.settings.home} yet: run `tmem import FILE`.")
+        click.echo(f"No spaces in {app.settings.store_place} yet: run `tmem import FILE`.")
         return
     rows = [("SPACE", "SESSIONS", "TURNS", "FIRST", "LAST", "BUILD")] + [
         (s.name, str(s.sessions), str(s.turns), _date(s.first_date), _date(s.last_date), _state(s)) for s in summaries
@@ -276,7 +277,7 @@ def _print_items(items: list[Item]) -> None:
     for i in items:
         facts = [i.kind.value, f"scenes {', '.join(i.scene_ids)}"]
         facts += [f"topic {i.topic_id}"] if i.topic_id else []
-        facts += [i.date] if i.date else []
+        facts += [when.label if (when := period(i.date, i.date_end, i.date_precision)) else i.date] if i.date else []
         facts += [i.speaker] if i.speaker else []
         click.echo(f"  [{i.id}] {' | '.join(facts)}")
         click.echo(_wrap(i.text))

@@ -41,9 +41,11 @@ def serve(
     import uvicorn
 
     from tmem.service import create_app
+    from tmem.store import open_store
 
     settings = _settings(app, home)
-    click.echo(f"Serving {settings.store_url} on http://{host}:{port} (OpenAPI at /openapi.json)", err=True)
+    open_store(settings.store_url, create_dirs=settings.database_url is None).close()  # fails here, in one line
+    click.echo(f"Serving {settings.store_place} on http://{host}:{port} (OpenAPI at /openapi.json)", err=True)
     uvicorn.run(create_app(settings, workers=workers, max_body=max_body), host=host, port=port, log_level=log_level)
 
 
@@ -76,12 +78,14 @@ def mcp(
 
     from tmem.mcp_server import serve_http, serve_stdio
     from tmem.mcp_server.server import configure_logging
+    from tmem.store import open_store
 
     configure_logging(str(log_file) if log_file else None)
     settings = _settings(app, home)
     if transport == "stdio":
         anyio.run(serve_stdio, settings, space)
         return
+    open_store(settings.store_url, create_dirs=settings.database_url is None).close()  # fails here, in one line
     click.echo(f"MCP (streamable HTTP), default space {space!r}, on http://{host}:{port}/mcp", err=True)
     serve_http(settings, space, host, port)
 

@@ -60,7 +60,7 @@ def ui_cmd(app: AppContext, host: str, port: int, home: Path | None) -> None:
     memory = Memory(app.store(), app.settings)
     memory.core.start_upkeep(app.settings.upkeep_seconds)  # pending erasures finish while the viewer runs
     shown = f"[{host}]" if ":" in host else host
-    click.echo(f"tmem viewer on http://{shown}:{port}{PREFIX}/ over {app.settings.store_url} (Ctrl+C stops it)")
+    click.echo(f"tmem viewer on http://{shown}:{port}{PREFIX}/ over {app.settings.store_place} (Ctrl+C stops it)")
     uvicorn.run(local_viewer(memory, host), host=host, port=port, log_level="warning")
 
 

@@ -87,11 +87,17 @@ async def build_space(
     if llm is None:
         from tmem.construct.extractive import build_extractive
 
-        return await build_extractive(store, space, embedder=embedder, progress=progress)
+        report = await build_extractive(store, space, embedder=embedder, progress=progress)
+        refresh_space(store, space, embedder, progress=progress)  # the index's texts embedded now, not by a search
+        return report
     options = options or BuildOptions()
     store.get_space(space)  # NotFoundError naming the known spaces
     if not store.turns(space):
-        raise InputError("Space {space!r} has no turns yet: import sessions first (`tmem import FILE`).", space=space)
+        raise InputError(
+            "Space {space!r} has no turns yet: import sessions first (`tmem import FILE`).",
+            agent="Space {space!r} has no messages yet: store some with the remember tool first.",
+            space=space,
+        )
     mode = store.get_state(space, STATE_MODE)
     if mode == BuildMode.EXTRACTIVE.value or any(s.mode is BuildMode.EXTRACTIVE for s in store.scenes(space)):
         raise BuildError(
@@ -118,6 +124,8 @@ async def build_space(
             raise BuildError(
                 "Space {space!r}, stage {stage}: {cause} Finished work is kept and answered requests are cached: "
                 "rerun `tmem build {space}` to resume.",
+                agent="Space {space!r}, stage {stage}: {cause} Finished work is kept and answered requests are "
+                "cached: the next build (remember with build='now') resumes it.",
                 space=space,
                 stage=name,
                 cause=str(exc),
@@ -135,7 +143,7 @@ async def build_space(
     # first search embeds only its query; an incremental build embeds only what is new (with pgvector, only the new
     # and changed entries are written to the database).
     records = load_space(store, space)
-    refresh_space(store, space, embedder, records)
+    refresh_space(store, space, embedder, records, progress=progress)
     report.counts = counts_of(records)
     with store.transaction():
         store.set_state(space, STATE_MODE, BuildMode.LLM.value)

@@ -60,6 +60,7 @@ def get_item(store: Store, space: Scope, item_id: str) -> Item:
     if not found:
         raise NotFoundError(
             "Space {space!r} has no item {name!r}; list items with `tmem show {space} --items`.",
+            agent="Space {space!r} has no item {name!r}; the list_memories tool lists its items with their ids.",
             kind="item",
             name=item_id,
             space=space,

@@ -11,8 +11,12 @@ space's index (reusing what a previous index of the space already holds) and bri
 
 from __future__ import annotations
 
+import sys
+
+from tqdm import tqdm
+
 from tmem.embed.base import Embedder
-from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex, SyncReport, VectorIndex
+from tmem.index.backend import APPROX_ABOVE, MemoryVectorIndex, SyncReport, VectorIndex, changes
 from tmem.index.ivf_saves import IvfSaves
 from tmem.index.lexical import LexicalStore
 from tmem.index.space import SpaceIndex, SpaceRecords, cached_vectorizer, index_space, load_space, refresh_vectors
@@ -71,13 +75,33 @@ def load_index(
     return index
 
 
-def refresh_space(store: Store, space: Scope, embedder: Embedder, records: SpaceRecords | None = None) -> SyncReport:
-    """After a build: embed every text the index will hold through the store's cache (so that the first search
-    embeds only its query) and, with pgvector, write the new and changed entries to the database (removing the gone
-    ones). Returns what the backend wrote; for the in-process backend that is every entry of a throwaway index."""
+def refresh_space(
+    store: Store,
+    space: Scope,
+    embedder: Embedder,
+    records: SpaceRecords | None = None,
+    *,
+    progress: bool = False,
+) -> SyncReport:
+    """After a build (either mode): embed every text the index will hold (node texts, trigger views, turns) through
+    the store's cache, so that the first search of any later process embeds only its query, and, with pgvector,
+    write the new and changed entries to the database (removing the gone ones). With ``progress``, a bar on stderr
+    counts the texts part by part (only those not cached yet are embedded). Returns what the backend wrote; for the
+    in-process backend that is every entry of a throwaway index."""
     recs = records if records is not None else load_space(store, space)
     vectors = open_vector_index(store, space, embedder)
     if isinstance(vectors, MemoryVectorIndex):  # thrown away: only the cache fill counts, so no IVF part to train
         vectors = MemoryVectorIndex(embedder.dim, approx_above=None)
     index = SpaceIndex(recs, vectors)
-    return refresh_vectors(index.vectors, index.entries, index.entry_texts, cached_vectorizer(store, space, embedder))
+    vectorize = cached_vectorizer(store, space, embedder)
+    todo = len(changes(index.vectors.known(), index.entries)[0]) if progress else 0
+    bar = tqdm(total=todo, desc=f"index vectors {space.key}", unit="text", file=sys.stderr, disable=not progress)
+
+    def advance(part: str, n: int) -> None:
+        bar.set_postfix_str(part, refresh=False)
+        bar.update(n)
+
+    try:
+        return refresh_vectors(index.vectors, index.entries, index.entry_texts, vectorize, advance)
+    finally:
+        bar.close()

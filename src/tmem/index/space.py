@@ -13,7 +13,7 @@ embedded again. Which backend serves a store is decided in :mod:`tmem.index.fact
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -278,17 +278,24 @@ def _entries(records: SpaceRecords, index: SpaceIndex) -> tuple[list[Entry], lis
 
 
 def refresh_vectors(
-    vectors: VectorIndex, entries: Sequence[Entry], texts: Sequence[str], vectorize: Vectorize
+    vectors: VectorIndex,
+    entries: Sequence[Entry],
+    texts: Sequence[str],
+    vectorize: Vectorize,
+    on_part: Callable[[str, int], None] | None = None,
 ) -> SyncReport:
     """Make ``vectors`` hold exactly ``entries``, embedding only the entries it lacks or holds with another text
-    (one ``vectorize`` call per part, so that a full build embeds in the same batches as a part-by-part one)."""
+    (one ``vectorize`` call per part, so that a full build embeds in the same batches as a part-by-part one).
+    ``on_part(part, n)`` is called after each part's ``n`` texts were vectorized (progress)."""
     write, _, _ = changes(vectors.known(), entries)
     matrix = np.zeros((len(entries), vectors.dim), dtype=np.float32)
     by_part: dict[str, list[int]] = {}
     for n in write:
         by_part.setdefault(entries[n].part, []).append(n)
-    for rows in by_part.values():
+    for part, rows in by_part.items():
         matrix[rows] = vectorize([texts[n] for n in rows])
+        if on_part is not None:
+            on_part(part, len(rows))
     return vectors.sync(entries, matrix)
 
 

@@ -316,7 +316,9 @@ def make_answer_llm(settings: Settings, store: Store, construction: LLM | None) 
         raise ConfigError(
             "Answering needs an LLM to write the answer: set TMEM_LLM=openai, TMEM_LLM_MODEL (e.g. "
             "gpt-4.1-mini) and OPENAI_BASE_URL (plus OPENAI_API_KEY if the server needs one). Without an LLM, "
-            "`tmem search SPACE QUERY --explain` (Memory.search) shows what memory recalls."
+            "`tmem search SPACE QUERY --explain` (Memory.search) shows what memory recalls.",
+            agent="This memory server has no LLM configured to write answers. Call the recall tool with the question "
+            "instead: it returns what memory holds about it, for you to answer from.",
         )
     model = settings.answer_model or settings.llm_model
     if construction is not None and construction.model == model:

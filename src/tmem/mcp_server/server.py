@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
@@ -28,6 +30,7 @@ from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.control import ControlStore, check_name, tenant_scope
 from tmem.util.aio import blocking
+from tmem.util.invalid import field_errors, summary
 
 log = logging.getLogger("tmem.mcp")
 
@@ -57,7 +60,22 @@ SpaceResolver = Callable[[Context, str], Scope]  # (ctx, space name) -> the spac
 
 def shown_error(exc: TmemError, scope: Scope) -> str:
     """An error of a background job on ``scope``, as that space's tenant reads it."""
-    return f"{type(exc).__name__}: {public_message(exc, scope.tenant or None)}"  # rendered from its fields
+    return f"{type(exc).__name__}: {_for_agent(exc, scope.tenant or None)}"  # rendered from its fields
+
+
+class _Server(MCPServer):
+    """The SDK's server, answering a tool call whose arguments fail the tool's schema with one short line per field
+    (what the caller must fix), instead of pydantic's dump with its documentation link."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            fixes = summary(field_errors(cause.errors(include_url=False)))
+            raise ToolError(f"Fix the arguments of {name}: {fixes}.") from cause
 
 
 def build_server(
@@ -65,7 +83,7 @@ def build_server(
 ) -> MCPServer:
     """An MCPServer whose tools act on the scope ``resolve(ctx, name)`` for the ``space`` argument a tool gets
     (default: ``space``), shown to the client by its name; ``builds`` runs the background builds."""
-    server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    server: MCPServer = _Server(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
     def resolved(ctx: Context, given: str | None) -> tuple[Scope, str]:
         shown = given if given is not None else space
@@ -78,11 +96,18 @@ def build_server(
 def _tool_error(exc: TmemError, ctx: Context) -> ToolError:
     """A tool's error as the client reads it: rendered from the error's fields for the request's tenant."""
     tenant = _tenant_or_none(ctx)
-    if tenant is None:  # stdio: the local user reads everything
-        return ToolError(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, StoreError):
+    if tenant is not None and isinstance(exc, StoreError):
         log.error("Store error in an MCP tool: %s", exc)
-    return ToolError(f"{type(exc).__name__}: {public_message(exc, tenant)}")
+    return ToolError(f"{type(exc).__name__}: {_for_agent(exc, tenant)}")
+
+
+def _for_agent(exc: TmemError, tenant: str | None) -> str:
+    """An error as an agent reads it: advice it can follow with tools, not a command to run (TmemError.for_agent);
+    over HTTP (a tenant), a store error's text stays in the server's log (public_message). On stdio the local user's
+    agent reads everything else as raised."""
+    if tenant is not None and isinstance(exc, StoreError):
+        return public_message(exc, tenant)
+    return exc.for_agent(tenant)
 
 
 async def serve_stdio(settings: Settings, space: str) -> None:

@@ -1,5 +1,8 @@
 """The service's OpenAPI document, made to say what the responses really hold.
 
+Error responses are RFC 9457 problem details sent as ``application/problem+json``: the document types them under
+that media type (:func:`problem_responses`), so that a generated client parses every 4xx and 5xx it declares.
+
 tmem's dates are naive: a conversation's own wall clock, with no zone (docs/design-decisions.md), and the responses
 write them as ISO 8601 without an offset (``2023-05-08T13:56:00``). JSON Schema's ``date-time`` format is RFC 3339,
 which requires an offset, so a validating client (schemathesis' response check found it) rejects every such body. In
@@ -78,13 +81,30 @@ def local_datetimes(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+PROBLEM_JSON = "application/problem+json"
+
+
+def problem_responses(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with every error response typed under the media type the service sends (in place): FastAPI puts a
+    route's error model under ``application/json`` and leaves ``application/problem+json`` without a schema, so a
+    client generated from the document could not parse any 4xx body. Each error response is declared as what it is:
+    ``application/problem+json`` with the ``Problem`` schema."""
+    for operations in spec.get("paths", {}).values():
+        for op in operations.values():
+            for status, response in op.get("responses", {}).items():
+                content = response.get("content", {})
+                if str(status)[:1] in "45" and PROBLEM_JSON in content and "application/json" in content:
+                    content[PROBLEM_JSON] = content.pop("application/json")
+    return spec
+
+
 def install(app: FastAPI) -> None:
     """Serve the corrected document at /openapi.json (built once, as FastAPI does)."""
     build: Callable[[], dict[str, Any]] = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = local_datetimes(build())
+            app.openapi_schema = problem_responses(local_datetimes(build()))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -16,6 +16,7 @@ from tmem.errors import (
     public_message,
 )
 from tmem.service.schemas import Problem
+from tmem.util.invalid import field_errors, summary
 
 log = logging.getLogger("tmem.service")
 
@@ -70,10 +71,6 @@ def problem(
     )
 
 
-def _field(loc: Any) -> str:
-    return ".".join(str(part) for part in loc if part != "body") or "body"
-
-
 def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
 
@@ -92,11 +89,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"field": _field(e.get("loc", ())), "message": str(e.get("msg", ""))} for e in exc.errors()]
-        shown = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        body = exc.body if isinstance(exc.body, str | bytes) else None  # a body that is not JSON: the text as sent
+        errors = field_errors(exc.errors(), body)  # which places the fault by line and column
         return problem(
-            request, 422, "invalid-request", f"Fix these fields of the request: {shown}{more}.", errors=errors
+            request, 422, "invalid-request", f"Fix these fields of the request: {summary(errors)}.", errors=errors
         )
 
     @app.exception_handler(StarletteHTTPException)

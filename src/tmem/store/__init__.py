@@ -23,8 +23,10 @@ def sqlite_url(path: str | Path) -> str:
     return f"{_SQLITE}/{Path(path).expanduser()}"
 
 
-def open_store(url: str | Path) -> Store:
-    """Open (or create) the store at ``url``: ``sqlite:///PATH``, a plain file path, or ``postgresql://...``."""
+def open_store(url: str | Path, *, create_dirs: bool = True) -> Store:
+    """Open (or create) the store at ``url``: ``sqlite:///PATH``, a plain file path, or ``postgresql://...``. With
+    ``create_dirs`` False, a SQLite file's missing directory is an error instead of being created (a URL the user
+    gave, as opposed to the default memory directory)."""
     text = str(url)
     if text.startswith(_POSTGRES):
         require_extra("postgres", "A postgresql:// store URL", "Or use a SQLite store: sqlite:///PATH.")
@@ -46,4 +48,4 @@ def open_store(url: str | Path) -> Store:
         path = text
     from tmem.store.sqlite import SQLiteStore
 
-    return SQLiteStore.open(path)
+    return SQLiteStore.open(path, create_dirs=create_dirs)

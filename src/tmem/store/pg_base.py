@@ -21,19 +21,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from sqlalchemy import Table
 
 from tmem.errors import InputError, IntegrityError, StoreError
+from tmem.settings import redact
 from tmem.store.pg_vector import configure_session, ensure_registered
 from tmem.store.rules import not_utf8
 from tmem.store.upgrade import upgrade_postgres
-
-
-def redact(url: str) -> str:
-    """The URL without its password (for messages)."""
-    head, at, tail = url.partition("@")
-    if not at or "://" not in head:
-        return url
-    scheme, _, userinfo = head.partition("://")
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}://{user}@{tail}"
 
 
 def pg_store_error(exc: psycopg.Error, where: str, doing: str) -> StoreError | InputError:

@@ -19,7 +19,7 @@ from typing import Any, Self
 
 from sqlalchemy import Table, func, select
 
-from tmem.errors import IntegrityError, StoreError
+from tmem.errors import ConfigError, IntegrityError, StoreError
 from tmem.store.rules import not_utf8
 from tmem.store.sqlite_readers import ReaderPool
 from tmem.store.upgrade import upgrade_sqlite
@@ -71,11 +71,18 @@ class SQLiteBase:
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def open(cls, path: str | Path, *, timeout_s: float = 30.0) -> Self:
-        """Open (creating and migrating) the file; a writer waits up to ``timeout_s`` for another one's lock."""
+    def open(cls, path: str | Path, *, timeout_s: float = 30.0, create_dirs: bool = True) -> Self:
+        """Open (creating and migrating) the file; a writer waits up to ``timeout_s`` for another one's lock. With
+        ``create_dirs`` False a missing directory is a ConfigError naming it (a store URL the user wrote: a typo must
+        not leave a new directory and an empty store behind)."""
         target = str(path)
         if target != ":memory:":
             file = Path(target)
+            if not create_dirs and not file.parent.is_dir():
+                raise ConfigError(
+                    f"The SQLite store {file} is in a directory that does not exist ({file.parent}); nothing was "
+                    "created. Create the directory, or fix TMEM_DATABASE_URL / --database-url."
+                )
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

@@ -16,6 +16,7 @@ __all__ = [
     "format_range",
     "month_name",
     "parse_when",
+    "period",
 ]
 
 MONTHS = (
@@ -92,6 +93,21 @@ class When:
             return f"{season} {self.start.year}"
         span = format_range(self.start, self.end)
         return f"the week of {span}" if self.precision == "week" else span
+
+
+def period(day: str | None, end: str | None, precision: str | None) -> When | None:
+    """The period a stored date names (an item's ``date``, ``date_end``, ``date_precision``): ``2025-01-01``,
+    ``2025-12-31``, ``year`` is the year 2025, not its first day. None without a date or with one that is not ISO."""
+    if not day:
+        return None
+    try:
+        start = date.fromisoformat(day)
+        last = date.fromisoformat(end) if end else start
+        when = When(start, last, precision or "day")
+        when.form  # noqa: B018 -- raises StopIteration for a season that does not start a season's month
+    except (ValueError, StopIteration):
+        return None
+    return when
 
 
 def format_range(start: date, end: date) -> str:

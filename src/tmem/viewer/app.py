@@ -31,7 +31,7 @@ from tmem.memory import Memory
 from tmem.retrieve.config import PRESETS, SWITCHES
 from tmem.util.dates import format_day
 from tmem.viewer import edits, pages
-from tmem.viewer.recall import SWITCH_LABELS, SearchForm, recall
+from tmem.viewer.recall import SWITCH_LABELS, SearchForm, example_query, recall
 from tmem.viewer.scope import ScopeResolver, ViewerScope
 
 log = logging.getLogger("tmem.viewer")
@@ -138,6 +138,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         context.setdefault("space", None)
         context.setdefault("tab", None)
         base = {"key_login": key_login, "csrf": csrf_token(request), "tenant": None, **context}
+        base["logged_in"] = request_key(request) is not None  # "Log out" only once a key was given
         response = templates.TemplateResponse(request, name, base, status_code=status_code)
         visit = getattr(request.state, "visit", None)
         if visit is not None:  # a new visitor without a key: its pre-session cookie, bound to its forms' tokens
@@ -395,12 +396,12 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         q: str = "",
         preset: str = "",
         without: Annotated[list[str] | None, Query()] = None,
-        budget: str = "",
+        max_tokens: str = "",
         layout: str = "",
     ) -> Response:
         key = scope.key(space)
         default = scope.memory.settings.search_preset
-        form = SearchForm.parse(q, preset, without or [], budget, default if default in PRESETS else "auto", layout)
+        form = SearchForm.parse(q, preset, without or [], max_tokens, default if default in PRESETS else "auto", layout)
         state = scope.summary(space).build_state
         built, searchable = state not in ("empty", "not built"), state != "empty"  # turns are searchable unbuilt
         found = recall(scope.memory, key, form) if form.query and searchable else None
@@ -419,6 +420,7 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
             switch_labels=SWITCH_LABELS,
             built=built,
             searchable=searchable,
+            placeholder=example_query(scope.memory.store.get_space(key).speakers),
         )
 
     return router

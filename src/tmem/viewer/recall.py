@@ -34,13 +34,13 @@ class SearchForm:
     query: str = ""
     preset: str = "auto"
     without: tuple[str, ...] = ()
-    budget: int = DEFAULT_BUDGET
+    max_tokens: int = DEFAULT_BUDGET  # the name every other front end gives the token budget
     layout_text: str = ""  # the layout field as typed: a JSON object of ContextLayout fields ("": the recipe's)
     layout: ContextLayout | None = None  # None: every field per recipe
 
     @classmethod
     def parse(
-        cls, query: str, preset: str, without: list[str], budget: str, default_preset: str, layout: str = ""
+        cls, query: str, preset: str, without: list[str], max_tokens: str, default_preset: str, layout: str = ""
     ) -> SearchForm:
         """Validate the raw form fields; InputError saying which field to fix."""
         query = query.strip()
@@ -53,18 +53,27 @@ class SearchForm:
         if bad:
             raise InputError(f"Unknown switch {', '.join(bad)}; use {', '.join(SWITCHES)}.")
         try:
-            tokens = int(budget) if budget.strip() else DEFAULT_BUDGET
+            tokens = int(max_tokens) if max_tokens.strip() else DEFAULT_BUDGET
         except ValueError:
-            raise InputError(f"The token budget must be a whole number, got {budget!r}.") from None
+            raise InputError(f"The token budget (max_tokens) must be a whole number, got {max_tokens!r}.") from None
         if not 0 <= tokens <= MAX_BUDGET:
-            raise InputError(f"The token budget must be between 0 and {MAX_BUDGET:,}, got {tokens:,}.")
+            raise InputError(f"The token budget (max_tokens) must be between 0 and {MAX_BUDGET:,}, got {tokens:,}.")
         ordered = tuple(s for s in SWITCHES if s in without)
         laid = _layout(layout.strip())
-        return cls(query=query, preset=preset, without=ordered, budget=tokens, layout_text=layout.strip(), layout=laid)
+        return cls(
+            query=query, preset=preset, without=ordered, max_tokens=tokens, layout_text=layout.strip(), layout=laid
+        )
 
     def config(self) -> RetrievalConfig:
         cfg = RetrievalConfig.preset(self.preset)
         return cfg.without(*self.without) if self.without else cfg
+
+
+def example_query(speakers: list[str]) -> str:
+    """The search box's placeholder, from the space's own data (its speakers), never another space's question."""
+    if not speakers:
+        return "e.g. What was decided last time?"
+    return f"e.g. What did {speakers[0]} talk about last time?"
 
 
 def _layout(text: str) -> ContextLayout | None:
@@ -95,5 +104,7 @@ def recall(memory: Memory, key: Scope, form: SearchForm) -> Recall:
     """Run the search of ``form`` in the space stored under ``key``: the budgeted context (``Memory.recall``) and the
     search it was packed from (the route tables show what the context was packed from), with the form's
     configuration and layout."""
-    result, context = memory.recall(key, form.query, max_tokens=form.budget, config=form.config(), layout=form.layout)
+    result, context = memory.recall(
+        key, form.query, max_tokens=form.max_tokens, config=form.config(), layout=form.layout
+    )
     return Recall(form=form, result=result, context=context)
