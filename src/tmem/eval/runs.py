@@ -242,18 +242,7 @@ async def _qa_run(
     locomo_overall: float | None = None,
 ) -> QAReport:
     """Answer and judge what ``folder/records.jsonl`` lacks, then write the report of every record."""
-    qa: ResultsFile[AnswerRecord] = ResultsFile(folder / "records.jsonl", AnswerRecord)
-    await run_qa(
-        Answerer(retriever, answer_llm),
-        judge_llm,
-        tasks,
-        variants,
-        qa,
-        prompt=opts.prompt,
-        runs=opts.runs,
-        concurrency=opts.concurrency,
-        progress=opts.progress,
-    )
+    qa = await answer_and_judge(retriever, answer_llm, judge_llm, tasks, variants, folder, opts)
     report = qa_report(
         list(qa),
         benchmark=benchmark,
@@ -266,6 +255,31 @@ async def _qa_run(
     )
     write_report(folder, report, render_qa(report))
     return report
+
+
+async def answer_and_judge(
+    retriever: Retriever,
+    answer_llm: LLM,
+    judge_llm: LLM | None,
+    tasks: Sequence[QATask],
+    variants: Sequence[Variant],
+    folder: Path,
+    opts: EvalOptions,
+) -> ResultsFile[AnswerRecord]:
+    """Answer (and judge, unless ``judge_llm`` is None) every task ``folder/records.jsonl`` lacks; every record."""
+    qa: ResultsFile[AnswerRecord] = ResultsFile(folder / "records.jsonl", AnswerRecord)
+    await run_qa(
+        Answerer(retriever, answer_llm),
+        judge_llm,
+        tasks,
+        variants,
+        qa,
+        prompt=opts.prompt,
+        runs=opts.runs,
+        concurrency=opts.concurrency,
+        progress=opts.progress,
+    )
+    return qa
 
 
 def write_cost(store: Store, folder: Path, spaces: Sequence[str], models: Models) -> None:

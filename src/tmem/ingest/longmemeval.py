@@ -18,7 +18,16 @@ from datetime import datetime
 from typing import Any
 
 from tmem.ingest.limits import MAX_TURN_CHARS, MAX_TURNS_PER_SESSION, check_date
-from tmem.ingest.source import Loc, expect_list, expect_name, expect_object, expect_str, expect_text, required
+from tmem.ingest.source import (
+    Loc,
+    expect_list,
+    expect_name,
+    expect_object,
+    expect_str,
+    expect_text,
+    read_spaces,
+    required,
+)
 from tmem.ingest.types import SpaceInput
 from tmem.models import SessionInput, TurnInput
 
@@ -59,23 +68,14 @@ def parse_date(value: Any, loc: Loc, what: str) -> datetime:
 
 def read_longmemeval(data: Any, file: str) -> list[SpaceInput]:
     """Validate a parsed LongMemEval document; raises InputError naming the JSON path of the first problem."""
-    root = Loc(file)
-    items = [data] if isinstance(data, dict) else expect_list(data, root, "LongMemEval instances")
-    if not items:
-        raise root.error("contains no instances; a LongMemEval file is a list of objects with 'haystack_sessions'.")
-    spaces: list[SpaceInput] = []
-    seen: dict[str, Loc] = {}
-    for i, raw in enumerate(items):
-        loc = root if isinstance(data, dict) else root.index(i)
-        space = read_instance(raw, loc)
-        if space.name in seen:
-            raise loc.key("question_id").error(
-                f"question_id {space.name!r} already used at {seen[space.name].path}; question ids name spaces and "
-                "must be unique."
-            )
-        seen[space.name] = loc
-        spaces.append(space)
-    return spaces
+    return read_spaces(
+        data,
+        file,
+        what="LongMemEval instances",
+        empty="contains no instances; a LongMemEval file is a list of objects with 'haystack_sessions'.",
+        id_key="question_id",
+        read=read_instance,
+    )
 
 
 def read_instance(raw: Any, loc: Loc) -> SpaceInput:

@@ -16,15 +16,15 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from tmem.answer.answerer import Answerer, QuestionTime
+from tmem.answer.answerer import QuestionTime
 from tmem.embed.base import Embedder
 from tmem.eval.harness import MemoEmbedder, Variant, parse_variants, prepare_spaces
 from tmem.eval.longmemeval.data import Instance, detect_kind, load_instances, seed_sources
 from tmem.eval.longmemeval.report import qa_summary, render_summary, retrieval_summary
 from tmem.eval.longmemeval.retrieval import RetrievalRecord, run_retrieval
-from tmem.eval.qa import QATask, run_qa
-from tmem.eval.records import AnswerRecord, ResultsFile
-from tmem.eval.runs import EvalOptions, Models, require_answer, write_cost, write_run_manifest
+from tmem.eval.qa import QATask
+from tmem.eval.records import ResultsFile
+from tmem.eval.runs import EvalOptions, Models, answer_and_judge, require_answer, write_cost, write_run_manifest
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.settings import Settings
@@ -107,18 +107,7 @@ async def _qa(
         )
         for i in instances
     ]
-    results: ResultsFile[AnswerRecord] = ResultsFile(folder / "records.jsonl", AnswerRecord)
-    await run_qa(
-        Answerer(retriever, answer_llm),
-        judge_llm,
-        tasks,
-        variants,
-        results,
-        prompt=opts.prompt,
-        runs=opts.runs,
-        concurrency=opts.concurrency,
-        progress=opts.progress,
-    )
+    results = await answer_and_judge(retriever, answer_llm, judge_llm, tasks, variants, folder, opts)
     by_key = {r.key: r for r in results if r.variant == variants[0].name}
     done = [(i, by_key[i.key]) for i in instances if i.key in by_key]
     path = folder / "hypotheses.jsonl"
