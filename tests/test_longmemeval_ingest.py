@@ -148,6 +148,19 @@ def test_bad_files_say_where_and_what(tmp_path: Path, change: Any, message: str)
         read_file(_broken(data, tmp_path, change))
 
 
+def test_a_session_repeated_in_one_history_is_kept_at_both_dates(tmp_path: Path) -> None:
+    data = generate("s", instances=1, sessions=4, seed=2)
+    inst = data[0]
+    inst["haystack_session_ids"].append(inst["haystack_session_ids"][0])
+    inst["haystack_sessions"].append(inst["haystack_sessions"][0])
+    inst["haystack_dates"].append(inst["haystack_dates"][-1])
+    (space,) = read_file(write_file(tmp_path / "dup.json", data))
+    first = inst["haystack_session_ids"][0]
+    assert [s.id for s in space.sessions] == [*inst["haystack_session_ids"][:-1], f"{first}#2"]
+    assert [t.text for t in space.sessions[-1].turns] == [t.text for t in space.sessions[0].turns]
+    assert space.sessions[-1].turns[0].id == f"{first}#2_1"
+
+
 def test_format_is_recognised_and_checked(tmp_path: Path) -> None:
     path = write_file(tmp_path / "o.json", generate("oracle", instances=2, seed=1))
     assert len(read_file(path, "longmemeval")) == len(read_file(path)) == 2

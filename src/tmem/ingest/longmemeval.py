@@ -7,7 +7,9 @@ counting every turn from 1, so retrieved turns map onto the official turn-level 
 (question, answer, type, question date, ``answer_session_ids`` and the ids of the ``has_answer`` turns) are
 evaluation metadata: they are kept in the space's state under :data:`STATE_KEY` (a JSON object) and never become
 turns, so retrieval cannot see them. Sessions stay in file order (S and M files are sorted by time, the oracle file
-is not; a session's seq is its position in the history the benchmark gives).
+is not; a session's seq is its position in the history the benchmark gives). A session id repeated within one
+history (the official S file has 13 such filler sessions, the same chat at two dates) is kept each time, the
+repeats as ``<id>#2``, ``<id>#3``, ...
 """
 
 from __future__ import annotations
@@ -100,12 +102,12 @@ def read_instance(raw: Any, loc: Loc) -> SpaceInput:
     gold = [expect_name(g, loc.key("answer_session_ids").index(j), "a session id") for j, g in enumerate(gold_raw)]
     sessions: list[SessionInput] = []
     evidence_turns: list[str] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for j, (sid_raw, date_raw, body) in enumerate(zip(ids, dates, bodies, strict=True)):
         sid = expect_name(sid_raw, loc.key("haystack_session_ids").index(j), "a session id")
-        if sid in seen:
-            raise loc.key("haystack_session_ids").index(j).error(f"session id {sid!r} appears twice in this history.")
-        seen.add(sid)
+        seen[sid] = seen.get(sid, 0) + 1
+        if seen[sid] > 1:  # the official S file repeats a filler session in 13 histories (two dates): keep both
+            sid = f"{sid}#{seen[sid]}"
         started = parse_date(date_raw, loc.key("haystack_dates").index(j), f"when session {sid!r} took place")
         session, labelled = _read_session(sid, started, body, loc.key("haystack_sessions").index(j))
         if session is not None:
