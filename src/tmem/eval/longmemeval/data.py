@@ -75,7 +75,7 @@ def load_instances(path: Path, *, types: Sequence[str] = (), limit: int | None =
         raise ConfigError(f"--types: {', '.join(unknown)} unknown; use any of {', '.join(known)}.")
     out = [_instance(s) for s in read_file(path, "longmemeval")]
     if types:
-        out = [i for i in out if i.type_label in types or (i.question_type in types and not i.abstention)]
+        out = [i for i in out if i.type_label in types]
     if not out:
         raise ConfigError(f"{path}: no instance of the types {', '.join(types)}; drop --types or pick others.")
     return out[:limit] if limit is not None else out
