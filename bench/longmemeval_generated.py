@@ -22,6 +22,7 @@ from tmem.eval.longmemeval.report import render_summary
 from tmem.eval.longmemeval.run import eval_longmemeval
 from tmem.eval.longmemeval.synth import generate, write_file
 from tmem.eval.runs import EvalOptions, Models
+from tmem.ingest import import_spaces, read_file
 from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store.sqlite import SQLiteStore
@@ -44,6 +45,12 @@ def main() -> None:
     settings = Settings()
     counter = token_counter(settings.tokenizer)
     history = sum(counter.count(t["content"]) for s in data[0]["haystack_sessions"] for t in s)
+    # the estimate reads the turns no scene holds yet: estimate instance 1 in a store of its own, before any build
+    scratch = SQLiteStore.open(args.out / "estimate.db")
+    first = read_file(path, "longmemeval")[0]
+    import_spaces(scratch, [first], source=str(path))
+    estimate = estimate_build(scratch, Scope.local(first.name))
+    scratch.close()
     store = SQLiteStore.open(args.out / "memory" / "tmem.db")
     opts = EvalOptions(
         data=path, out=args.out, retrieval_only=True, budgets=[500, 1000, 2000, 4000], command="bench", concurrency=1
@@ -53,7 +60,6 @@ def main() -> None:
         eval_longmemeval(store, settings, opts, Models(build=None, answer=None, judge=None), make_embedder(settings))
     )
     elapsed = time.perf_counter() - started
-    estimate = estimate_build(store, Scope.local(data[0]["question_id"]))
     store.close()
     print(render_summary(summary))
     print(f"embedder: {settings.embed_backend} {settings.embed_model}; {args.instances} histories of {args.sessions}")

@@ -2,8 +2,10 @@
 
 Per instance, every system ranks the history for the question:
 
-* ``tmem``: the turns of its search result in :meth:`SearchResult.turn_ids` order (scenes best first, then the
-  items' source turns, then raw turns); it returns a context, not the whole history, so its ranking stops there;
+* ``tmem``: the turns of its unbudgeted context (:func:`tmem.answer.budget.recall` without a token limit) in the
+  order its hits are taken (the one priority order over items, scenes and raw turns that every budgeted reader
+  gets): an item ranks its source turn, a scene its excerpt's turns. It returns a context, not the whole history,
+  so its ranking stops there;
 * ``bm25``, ``dense``, ``hybrid``: the flat turn baselines of :mod:`tmem.eval.baselines` (ranked over every turn);
 * ``bm25-session``, ``dense-session``, ``hybrid-session``: the same three over whole sessions, a session's text
   being its user turns joined (the official session corpus).
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 from pydantic import Field
 from tqdm import tqdm
 
+from tmem.answer.budget import recall
 from tmem.eval.baselines import SpaceBaselines, Vectorize
 from tmem.eval.harness import MemoEmbedder, Variant
 from tmem.eval.longmemeval.data import Instance
@@ -128,7 +131,9 @@ def run_retrieval(
         vectorize = cached_vectorizer(store, scope, embedder)
         corpus = _Corpus(inst)
         baselines = SpaceBaselines(store, scope, vectorize, counter)
-        metrics = {"tmem": corpus.turn_scores(retriever.search(scope, inst.question, variant.config).turn_ids())}
+        _, context = recall(retriever, scope, inst.question, None, variant.config, include_persona=False)
+        ranked = list(dict.fromkeys(t for hit in context.hits for t in hit.turn_ids))
+        metrics = {"tmem": corpus.turn_scores(ranked)}
         for name, ranking in baselines.rankings(inst.question).items():
             metrics[name] = corpus.turn_scores(ranking)
         if corpus.session_ids:
