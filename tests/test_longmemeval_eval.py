@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tmem.answer.context import format_date
 from tmem.cli.main import cli
 from tmem.embed.hashing import HashEmbedder
 from tmem.errors import BatchPending, ConfigError
-from tmem.eval.longmemeval.data import load_instances, seed_sources
+from tmem.eval.longmemeval.data import detect_kind, load_instances, seed_sources
 from tmem.eval.longmemeval.metrics import evaluate, official_turn_id, turn_to_session
 from tmem.eval.longmemeval.run import eval_longmemeval
 from tmem.eval.longmemeval.synth import ABSTENTION, DATE_FORMAT, QUESTION_TYPES, generate, write_file
@@ -261,8 +263,36 @@ async def test_seeded_embeddings_equal_the_instance_own(tmp_path: Path) -> None:
     alone.close()
 
 
+@given(st.lists(st.booleans(), min_size=1, max_size=30), st.randoms(use_true_random=False))
+def test_metric_invariants(relevant: list[bool], rnd: Any) -> None:
+    corpus = [f"{'answer' if r else 'x'}_{i}_1" for i, r in enumerate(relevant)]
+    gold = [c for c in corpus if "answer" in c]
+    order = list(range(len(corpus)))
+    rnd.shuffle(order)
+    previous = None
+    for k in (1, 3, 5, 10):
+        s = evaluate(order, gold, corpus, k)
+        assert 0.0 <= s.ndcg_any <= 1.0 + 1e-9
+        if gold:
+            assert s.recall_all <= s.recall_any
+        if previous is not None:
+            assert s.recall_any >= previous.recall_any and s.recall_all >= previous.recall_all
+        previous = s
+        ideal = sorted(range(len(corpus)), key=lambda i: not relevant[i])
+        assert evaluate(ideal, gold, corpus, k).ndcg_any == (pytest.approx(1.0) if gold else 0.0)
+        sessions = turn_to_session(order, gold, corpus, k)
+        assert sessions.recall_any >= s.recall_any  # k distinct sessions cover at least the first k turns
+
+
 def test_load_instances_limit_and_types(s_file: Path) -> None:
     assert [i.type_label for i in load_instances(s_file, types=[ABSTENTION])] == [ABSTENTION]
     assert len(load_instances(s_file, limit=2)) == 2
     with pytest.raises(ConfigError, match="unknown"):
         load_instances(s_file, types=["two-hop"])
+    assert detect_kind(load_instances(s_file)) == "s"
+
+
+def test_m_sized_files_are_detected(tmp_path: Path) -> None:
+    path = write_file(tmp_path / "m.json", generate("m", instances=2, turns=(2, 2), sentences=(1, 1), seed=4))
+    instances = load_instances(path)
+    assert [len(i.space.sessions) for i in instances] == [500, 500] and detect_kind(instances) == "m"
