@@ -53,7 +53,13 @@ def main() -> None:
     scratch.close()
     store = SQLiteStore.open(args.out / "memory" / "tmem.db")
     opts = EvalOptions(
-        data=path, out=args.out, retrieval_only=True, budgets=[500, 1000, 2000, 4000], command="bench", concurrency=1
+        data=path,
+        out=args.out,
+        retrieval_only=True,
+        budgets=[500, 1000, 2000, 4000],
+        preset=settings.search_preset,  # what `tmem eval` uses unless --preset: "auto" (extractive spaces: extractive)
+        command="bench",
+        concurrency=1,
     )
     started = time.perf_counter()
     summary = asyncio.run(
@@ -62,7 +68,8 @@ def main() -> None:
     elapsed = time.perf_counter() - started
     store.close()
     print(render_summary(summary))
-    print(f"embedder: {settings.embed_backend} {settings.embed_model}; {args.instances} histories of {args.sessions}")
+    print(f"embedder: {settings.embed_backend} {settings.embed_model}; preset {settings.search_preset}; ", end="")
+    print(f"{args.instances} histories of {args.sessions} sessions")
     print(f"build + retrieval-only evaluation: {elapsed:.0f} s wall")
     print(f"history of instance 1: {history:,} {counter.name} tokens of turn text")
     scale = OFFICIAL_S_TOKENS / max(history, 1) * OFFICIAL_S_HISTORIES
