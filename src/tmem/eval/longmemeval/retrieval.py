@@ -2,10 +2,10 @@
 
 Per instance, every system ranks the history for the question:
 
-* ``tmem``: the turns of its unbudgeted context (:func:`tmem.answer.budget.recall` without a token limit) in the
-  order its hits are taken (the one priority order over items, scenes and raw turns that every budgeted reader
-  gets): an item ranks its source turn, a scene its excerpt's turns. It returns a context, not the whole history,
-  so its ranking stops there;
+* ``tmem``: the turns of its context at :data:`RANKING_TOKENS` tokens (:func:`tmem.answer.budget.recall`, what a
+  reader gets) in the order its hits are taken (the one priority order over items, scenes and raw turns): an item
+  ranks its source turn, a scene its excerpt's turns. It returns a context, not the whole history, so its ranking
+  stops there;
 * ``bm25``, ``dense``, ``hybrid``: the flat turn baselines of :mod:`tmem.eval.baselines` (ranked over every turn);
 * ``bm25-session``, ``dense-session``, ``hybrid-session``: the same three over whole sessions, a session's text
   being its user turns joined (the official session corpus).
@@ -52,6 +52,9 @@ from tmem.store.base import Store
 from tmem.util.tokens import TokenCounter
 
 TURN_SYSTEMS = ("tmem", "bm25", "dense", "hybrid")
+# tmem's ranking is its context at this many tokens: the largest budget of the coverage table, deep enough for the
+# first ten sessions of an S history in the measured runs (bench/results/longmemeval_generated.md)
+RANKING_TOKENS = 4000
 SESSION_SYSTEMS = ("bm25-session", "dense-session", "hybrid-session")
 
 
@@ -131,7 +134,9 @@ def run_retrieval(
         vectorize = cached_vectorizer(store, scope, embedder)
         corpus = _Corpus(inst)
         baselines = SpaceBaselines(store, scope, vectorize, counter)
-        _, context = recall(retriever, scope, inst.question, None, variant.config, include_persona=False)
+        _, context = recall(
+            retriever, scope, inst.question, RANKING_TOKENS, variant.config, include_persona=False, counter=counter
+        )
         ranked = list(dict.fromkeys(t for hit in context.hits for t in hit.turn_ids))
         metrics = {"tmem": corpus.turn_scores(ranked)}
         for name, ranking in baselines.rankings(inst.question).items():
