@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tmem.answer.context import format_date, format_turn
 from tmem.models import Scene, Turn
@@ -38,6 +39,38 @@ from tmem.util.tokens import TokenCounter, default_counter
 GAP = "…"  # one word-count token ("..." is three) and one cl100k token
 PERSONA_HEADER = "\n\nPersona notes (standing traits of the speakers):\n"
 FactDate = tuple[str, int]  # an item's ISO date ("" when none) and its seq: fact lines are rendered latest first
+Order = Literal["date", "rank"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the parts of a context land (docs/context.md); which units enter is packing's business, not this.
+
+    ``order="date"`` with ``lead=0`` is the date layout: on an LLM-built space the fact lines under "Facts:" then the
+    blocks, newest first; on an extractive one a single timeline. ``lead=N`` puts the N parts the cascade ranked
+    highest first, in rank order, then the rest as one timeline newest first; ``order="rank"`` lays every part out in
+    rank order. A part is a fact line or a block; a block's rank is that of the first unit that opened it, and its
+    turns stay in conversation order. Fact lines next to each other are joined line by line; every other pair of
+    parts is separated by a blank line."""
+
+    order: Order = "date"
+    lead: int = 0
+
+    def __post_init__(self) -> None:
+        if self.order not in ("date", "rank"):
+            raise ValueError(f"layout order must be 'date' or 'rank', got {self.order!r}")
+        if self.lead < 0:
+            raise ValueError(f"layout lead must be >= 0, got {self.lead}")
+
+    @property
+    def name(self) -> str:
+        """'date', 'rank' or 'leadN' (:func:`layout_named` reads it back)."""
+        return f"lead{self.lead}" if self.order == "date" and self.lead else self.order
+
+    @property
+    def by_rank(self) -> bool:
+        """Whether any part is placed by rank (else: the date layout)."""
+        return self.order == "rank" or self.lead > 0
 
 
 def line_ends(counter: TokenCounter, tail: str) -> tuple[int, int]:
@@ -49,6 +82,17 @@ def line_ends(counter: TokenCounter, tail: str) -> tuple[int, int]:
 
 def _day_line(turn: Turn) -> str:
     return f"-- {format_date(turn.time)} --"
+
+
+def layout_named(name: str) -> Layout:
+    """The layout called ``name``: 'date', 'rank' or 'leadN' (the N best-ranked parts first, then the date order)."""
+    if name == "date":
+        return Layout()
+    if name == "rank":
+        return Layout(order="rank")
+    if name.startswith("lead") and name[4:].isdigit() and int(name[4:]) > 0:
+        return Layout(lead=int(name[4:]))
+    raise ValueError(f"unknown context layout {name!r}: use date, rank or leadN (N >= 1)")
 
 
 @dataclass
@@ -172,6 +216,10 @@ class Draft:
     persona: str = ""
     titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
     timeline: bool = False  # fact lines among the blocks by date, no "Facts:" part (an extractive space: timeline)
+    layout: Layout = field(default_factory=Layout)
+    fact_ranks: list[int] = field(default_factory=list)  # beside facts: the order in which each part entered
+    block_ranks: dict[str, int] = field(default_factory=dict)
+    entered: int = 0  # parts opened so far (a part's rank)
 
     def _line(self, text: str) -> int:
         return self.counter.count(text + "\n")
@@ -181,7 +229,7 @@ class Draft:
         """The count of :meth:`evidence`."""
         if not self.facts and not self.blocks:
             return 0
-        if self.timeline:
+        if self.timeline or self.layout.by_rank:
             return self._timeline_tokens()
         blank = self.block_blank + (self.fact_ends[0] if self.facts else 0)
         last = self.last.ends if self.last is not None else self.fact_ends
@@ -192,7 +240,18 @@ class Draft:
         block by its first turn)."""
         entries: list[tuple[FactDate, str | TurnBlock]] = list(zip(self.fact_dates, self.facts, strict=True))
         entries += [((b.turns[0].time.date().isoformat(), b.first_seq), b) for b in self.blocks.values()]
-        return sorted(entries, key=lambda entry: (entry[0], isinstance(entry[1], str)), reverse=True)
+        if not self.layout.by_rank:
+            return sorted(entries, key=lambda entry: (entry[0], isinstance(entry[1], str)), reverse=True)
+        ranks = [*self.fact_ranks, *self.block_ranks.values()]
+        lead = len(ranks) if self.layout.order == "rank" else self.layout.lead
+        first = set(sorted(ranks)[:lead])
+        by_rank = sorted((r, n) for n, r in enumerate(ranks) if r in first)
+        rest = sorted(
+            (n for n, r in enumerate(ranks) if r not in first),
+            key=lambda n: (entries[n][0], isinstance(entries[n][1], str)),
+            reverse=True,
+        )
+        return [entries[n] for _, n in by_rank] + [entries[n] for n in rest]
 
     def _timeline_tokens(self) -> int:
         """Every line with its newline, plus what each part's last line gains from the blank line after it (none
@@ -223,7 +282,7 @@ class Draft:
         return "\n".join(lines)
 
     def evidence(self) -> str:
-        if self.timeline:
+        if self.timeline or self.layout.by_rank:
             return self._render_timeline()
         parts = []
         if self.facts:
@@ -242,13 +301,15 @@ class Draft:
         self.fact_tokens += self._line(line) + (0 if self.facts else self._line("Facts:"))
         self.facts.insert(at, line)
         self.fact_dates.insert(at, when)
+        self.fact_ranks.insert(at, self.entered)
+        self.entered += 1
         self.fact_ends = line_ends(self.counter, self.facts[-1])
         self.added = at
 
     def pop_fact(self) -> None:
         """Take back the fact line added last."""
         line = self.facts.pop(self.added)
-        del self.fact_dates[self.added]
+        del self.fact_dates[self.added], self.fact_ranks[self.added]
         self.fact_tokens -= self._line(line) + (0 if self.facts else self._line("Facts:"))
         self.fact_ends = line_ends(self.counter, self.facts[-1]) if self.facts else (0, 0)
 
@@ -261,6 +322,8 @@ class Draft:
         block = self.blocks.get(key)
         if block is None:
             block = self.blocks[key] = TurnBlock(self.titled, scene if self.titled else None, self.counter)
+            self.block_ranks[key] = self.entered
+            self.entered += 1
         self.block_tokens -= block.tokens
         self.block_blank -= block.ends[0]
         block.add(turn, scene)
@@ -279,7 +342,7 @@ class Draft:
             self.block_tokens += block.tokens
             self.block_blank += block.ends[0]
         else:
-            del self.blocks[key]
+            del self.blocks[key], self.block_ranks[key]
         if block is self.last or self.last is None:
             self._find_last()
 

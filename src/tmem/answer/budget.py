@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.answer.blocks import PERSONA_HEADER, Draft, FactDate
+from tmem.answer.blocks import PERSONA_HEADER, Draft, FactDate, Layout
 from tmem.answer.context import AnswerContext, format_persona
 from tmem.answer.updates import current_first
 from tmem.index.anchor import is_question
@@ -224,11 +224,13 @@ def pack_context(
     counter: TokenCounter | None = None,
     neighbours: bool = True,
     titles: bool = True,
+    layout: Layout | None = None,
 ) -> Context:
     """The context of ``result`` within ``max_tokens`` tokens of ``counter`` (default: cl100k; None budget: every
     hit, no limit); ``counts`` limits the routes that order it (:func:`route_filter`). A scene's excerpt holds the
     turns beside its best-matched turn unless ``neighbours`` is False; blocks are scenes under their titles unless
-    ``titles`` is False (or the space is extractive): then the turns of one session under its date.
+    ``titles`` is False (or the space is extractive): then the turns of one session under its date. ``layout`` says
+    where the parts land (default: the date layout, :class:`tmem.answer.blocks.Layout`); it never changes what enters.
 
     The whole text is counted before it is returned; were it ever over the budget (the line-by-line count is exact
     for both tokenizers, so this is a guard, not a path taken), it is packed again within a budget smaller by the
@@ -238,7 +240,8 @@ def pack_context(
     counter = counter or default_counter()
     limit = max_tokens if max_tokens is not None else 1 << 62
     while True:
-        ctx = _pack(result, limit, max_tokens, include_persona, _Packing(k0, counts, counter, neighbours, titles))
+        how = _Packing(k0, counts, counter, neighbours, titles, layout or Layout())
+        ctx = _pack(result, limit, max_tokens, include_persona, how)
         if max_tokens is None or ctx.tokens <= max_tokens:
             return ctx
         limit -= ctx.tokens - max_tokens
@@ -251,6 +254,7 @@ class _Packing:
     counter: TokenCounter
     neighbours: bool
     titles: bool
+    layout: Layout
 
 
 def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_persona: bool, how: _Packing) -> Context:
@@ -261,7 +265,7 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     order = unit_order(units, how.k0, counts)  # LLM-built: a changed fact's newest statement first (retrieval.md)
     order = order if result.descriptive_only else current_first(order)
     titled = how.titles and not result.descriptive_only  # an extractive space: its fact lines are quoted turns
-    draft = Draft(counter, titled=titled, timeline=result.descriptive_only)
+    draft = Draft(counter, titled=titled, timeline=result.descriptive_only, layout=how.layout)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
     quoted: set[str] = set()  # turn ids whose whole text a fact line in the context quotes (an extractive item)
@@ -365,12 +369,13 @@ def recall(
     *,
     include_persona: bool = True,
     counter: TokenCounter | None = None,
+    layout: Layout | None = None,
 ) -> tuple[SearchResult, Context]:
     """Search ``space`` for ``query`` (lists deepened for the budget) and pack the hits into ``max_tokens`` tokens of
     ``counter`` (default cl100k)."""
     cfg = config or RetrievalConfig.preset("auto")
     result = searcher.search(space, query, context_config(cfg, max_tokens))
-    return result, pack_for(result, max_tokens, cfg, include_persona=include_persona, counter=counter)
+    return result, pack_for(result, max_tokens, cfg, include_persona=include_persona, counter=counter, layout=layout)
 
 
 def pack_for(
@@ -380,6 +385,7 @@ def pack_for(
     *,
     include_persona: bool = True,
     counter: TokenCounter | None = None,
+    layout: Layout | None = None,
 ) -> Context:
     """Pack ``result`` as its recipe says (``config`` resolved for the result's space: its k0, the routes ordering an
     anchorless query, excerpts, block titles): what every budgeted reader gets, ``ask`` included."""
@@ -396,6 +402,7 @@ def pack_for(
         counter=counter,
         neighbours=resolved.excerpt_neighbours,
         titles=resolved.scene_titles,
+        layout=layout,
     )
 
 
@@ -408,6 +415,9 @@ def recall_context(
     *,
     include_persona: bool = True,
     counter: TokenCounter | None = None,
+    layout: Layout | None = None,
 ) -> Context:
     """Search ``space`` for ``query`` and pack the hits into at most ``max_tokens`` tokens of ``counter``."""
-    return recall(searcher, space, query, max_tokens, config, include_persona=include_persona, counter=counter)[1]
+    return recall(
+        searcher, space, query, max_tokens, config, include_persona=include_persona, counter=counter, layout=layout
+    )[1]

@@ -1,0 +1,194 @@
+"""Context layouts (issue 29): the parts of a context in rank order, or the best-ranked first then the date order;
+the count stays exact, what enters does not depend on the layout beyond its separators, and the evidence position
+the benches report (tmem.eval.position) reads the text as laid out."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tmem.answer.blocks import Draft, Layout, TurnBlock, layout_named
+from tmem.answer.budget import pack_context
+from tmem.eval.position import context_position, flat_positions, summary
+from tmem.models import Item, ItemKind, Turn
+from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
+from tmem.util.tokens import TOKENIZERS, token_counter
+
+DAY = datetime(2023, 5, 1, 9, 0)
+SESSIONS = [
+    Turn(
+        id=f"D{n // 2 + 1}:{n % 2 + 1}",
+        session_id=f"session_{n // 2 + 1}",
+        seq=n,
+        speaker="Caroline" if n % 2 else "Melanie",
+        text=" ".join(["word"] * (1 + n % 3)) + f" {n}.",
+        time=DAY + timedelta(days=7 * (n // 2)),
+    )
+    for n in range(8)
+]
+FACTS = [(f"- fact {n} ({d})", (d, n)) for n, d in enumerate(["2023-05-03", "2023-05-20", "2023-05-15", ""])]
+
+
+def _parts(draft: Draft) -> list[str]:
+    """The parts of the rendered text, each named by its first line, fact lines one by one."""
+    names: list[str] = []
+    for chunk in draft.evidence().split("\n\n"):
+        lines = chunk.splitlines()
+        names += lines if lines[0].startswith("- ") else [lines[0] + "|" + lines[1]]
+    return names
+
+
+@settings(deadline=None)  # the first call loads the tokenizer
+@given(
+    st.sampled_from(["rank", "lead1", "lead2"]),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 7), st.booleans()), min_size=1, max_size=25),
+    st.sampled_from(TOKENIZERS),
+)
+def test_a_ranked_layout_keeps_its_count_exact_and_puts_parts_in_the_order_they_entered(
+    name: str, ops: list[tuple[bool, int, bool]], tokenizer: str
+) -> None:
+    counter = token_counter(tokenizer)
+    layout = layout_named(name)
+    draft = Draft(counter, titled=False, layout=layout)
+    entered: list[str] = []  # parts in the order they opened
+    for is_fact, n, add in ops:
+        if is_fact:
+            line, when = FACTS[n % len(FACTS)]
+            if line in draft.facts:
+                continue
+            draft.add_fact(line, when)
+            if add:
+                entered.append(line)
+            else:
+                draft.pop_fact()
+        else:
+            turn = SESSIONS[n]
+            key = f"session:{turn.session_id}"
+            present = key in draft.blocks and turn in draft.blocks[key].turns
+            if add and not present:
+                draft.add_turn(turn, None)
+                if key not in entered:
+                    entered.append(key)
+            elif not add and present:
+                draft.remove_turn(turn, None)
+                if key not in draft.blocks:
+                    entered.remove(key)
+        text = draft.evidence()
+        assert draft.tokens == (counter.count(text) if text else 0)
+        assert "Facts:" not in text
+        if not text:
+            continue
+        names = _parts(draft)
+        first_lines = [p.split("|")[0] for p in names]
+        wanted = [e if e.startswith("- ") else _header(draft.blocks[e]) for e in entered]
+        lead = len(wanted) if layout.order == "rank" else layout.lead
+        assert first_lines[:lead] == wanted[:lead]
+        assert sorted(first_lines) == sorted(wanted)
+
+
+def _header(block: TurnBlock) -> str:
+    return block.render().splitlines()[0]
+
+
+def _item_hit(n: int, text: str, day: int, rank: int) -> ItemHit:
+    item = Item(
+        id=f"i{n}",
+        text=text,
+        kind=ItemKind.ATOMIC,
+        scene_ids=["S1"],
+        speaker="Dana",
+        date=f"2023-05-{day:02d}",
+        turn_ids=[f"t{n}"],
+        seq=n,
+    )
+    return ItemHit(
+        item=item,
+        source_scenes=[],
+        source_turn_ids=[f"t{n}"],
+        score=1.0 / rank,
+        routes=[Route(name="item.dense", rank=rank, score=1.0 / rank)],
+    )
+
+
+def _turn_hit(n: int, text: str, day: int, rank: int) -> TurnHit:
+    turn = Turn(id=f"u{n}", session_id=f"s{day}", seq=n, speaker="Dana", text=text, time=datetime(2023, 5, day, 9))
+    return TurnHit(turn=turn, score=1.0 / rank, routes=[Route(name="turn.dense", rank=rank, score=1.0 / rank)])
+
+
+def _mixed() -> SearchResult:
+    """An old turn ranked first, a newer fact second, an older fact third, the newest turn fourth."""
+    return SearchResult(
+        space="s",
+        query="What did Dana say about the lake?",
+        preset="p",
+        scenes=[],
+        items=[
+            _item_hit(1, "Dana swam across the lake in June.", 20, 2),
+            _item_hit(2, "Dana bought a kayak.", 3, 3),
+        ],
+        turns=[
+            _turn_hit(3, "The lake was frozen when I walked there.", 1, 1),
+            _turn_hit(4, "I am back from the coast.", 28, 4),
+        ],
+    )
+
+
+def test_the_rank_layout_reads_best_ranked_first_with_dates_on_every_part() -> None:
+    ctx = pack_context(_mixed(), 1000, include_persona=False, layout=Layout(order="rank"))
+    lines = ctx.text.splitlines()
+    assert lines[:2] == ["Scene (1 May 2023): Conversation", "Dana: The lake was frozen when I walked there."]
+    assert ctx.text.index("swam") < ctx.text.index("kayak") < ctx.text.index("coast")
+    assert "(2023-05-20)" in ctx.text and "(2023-05-03)" in ctx.text and "Scene (28 May 2023)" in ctx.text
+    assert "Facts:" not in ctx.text and ctx.tokens == token_counter("cl100k").count(ctx.text)
+
+
+def test_a_lead_puts_the_best_ranked_parts_first_then_the_rest_newest_first() -> None:
+    text = pack_context(_mixed(), 1000, include_persona=False, layout=Layout(lead=1)).text
+    assert text.startswith("Scene (1 May 2023): Conversation\nDana: The lake was frozen")
+    assert text.index("coast") < text.index("swam") < text.index("kayak")  # 28 May, 20 May, 3 May
+
+
+@pytest.mark.parametrize("name", ["date", "rank", "lead2"])
+def test_a_layout_changes_where_parts_land_not_what_enters(name: str) -> None:
+    date_ctx = pack_context(_mixed(), 1000, include_persona=False)
+    ctx = pack_context(_mixed(), 1000, include_persona=False, layout=layout_named(name))
+    assert sorted(ctx.turn_ids) == sorted(date_ctx.turn_ids)
+    lines = [line for line in ctx.text.splitlines() if line not in ("", "Facts:")]
+    assert sorted(lines) == sorted(line for line in date_ctx.text.splitlines() if line not in ("", "Facts:"))
+
+
+def test_layout_names_are_checked() -> None:
+    assert layout_named("lead3") == Layout(lead=3) and layout_named("rank").name == "rank"
+    for bad in ("lead0", "leadx", "time", ""):
+        with pytest.raises(ValueError, match="unknown context layout"):
+            layout_named(bad)
+    with pytest.raises(ValueError, match="lead must be >= 0"):
+        Layout(lead=-1)
+
+
+def test_the_evidence_position_reads_the_text_as_laid_out() -> None:
+    counter = token_counter("cl100k")
+    result = _mixed()
+    found = {}
+    for name in ("rank", "date"):
+        ctx = pack_context(result, 1000, include_persona=False, layout=layout_named(name))
+        found[name] = context_position(ctx, result, ["u3"], counter)
+        fact = context_position(ctx, result, ["t2"], counter)  # through the fact line whose source it is
+        assert fact is not None and 0.0 < fact < 1.0
+    assert context_position(ctx, result, ["nowhere"], counter) is None
+    rank = pack_context(result, 1000, include_persona=False, layout=layout_named("rank"))
+    header = counter.count("Scene (1 May 2023): Conversation\n")
+    assert found["rank"] == header / rank.tokens  # its line follows its block's date header
+    assert found["date"] is not None and found["date"] > 0.5  # the oldest turn ends the date layout
+
+
+def test_a_flat_context_has_a_rank_order_and_a_time_order_position() -> None:
+    tokens = {"a": 10, "b": 30, "c": 60}
+    seq = {"a": 2, "b": 0, "c": 1}.__getitem__
+    assert flat_positions(["a", "b", "c"], ["c"], tokens, seq) == (0.4, 0.3)
+    assert flat_positions(["a", "b"], ["c"], tokens, seq) == (None, None)
+    assert summary([0.1, None, 0.5, 0.2]) == (0.2, 2 / 3, 3)
+    assert summary([None]) == (None, None, 0)
