@@ -356,4 +356,7 @@ def register(cli: click.Group) -> None:
     """Attach this module's commands to the top-level group."""
     cli.add_command(ask_cmd)
     cli.add_command(demo_cmd)
+    from tmem.cli.replies_cmd import replies_cmd
+
+    eval_group.add_command(replies_cmd)
     cli.add_command(eval_group)
