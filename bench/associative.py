@@ -45,7 +45,6 @@ from tmem.answer.budget import (
     _scene_units,
     _turn_units,
     _Unit,
-    context_config,
     pack_context,
     route_filter,
     unit_order,
@@ -58,6 +57,8 @@ from tmem.index.space import cached_vectorizer
 from tmem.models import TriggerFamily
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import ASSOCIATIVE_ROUTES, RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
+from tmem.retrieve.recipe import Asked, context_depth
 from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope
 from tmem.settings import Settings
@@ -96,10 +97,10 @@ def _score(probe: Probe, ids: set[str]) -> float:
     return float(inside > 0) if probe.kind == "cue" else inside / len(probe.gold)
 
 
-def _recipe(choice: dict[str, Any]) -> RetrievalConfig:
-    """The associative preset with the choice's anchorless routes (none: no anchor rule, every route counts)."""
+def _recipe(choice: dict[str, Any]) -> ContextLayout:
+    """The associative layout with the choice's anchorless routes (none: no anchor rule, every route counts)."""
     routes = ROUTE_SETS[choice["routes"]]
-    return RetrievalConfig.preset("associative").replace(
+    return ContextLayout.of_recipe("associative").replace(
         lexical_floor=None if routes is None else 0.25, anchorless_routes=routes or frozenset()
     )
 
@@ -140,12 +141,9 @@ def collect(data: Path, work: Path) -> list[Probe]:
             for row in rows:
                 p = Probe(space, row["key"], row["kind"], row["query"], set(row["gold_turn_ids"]))
                 for neighbours, budget in itertools.product((True, False), BUDGETS):
-                    cfg = RetrievalConfig.preset("associative").replace(
-                        lexical_floor=0.25, excerpt_neighbours=neighbours
-                    )
-                    p.results[(neighbours, budget)] = retriever.search(
-                        Scope.local(space), p.query, context_config(cfg, budget)
-                    )
+                    layout = ContextLayout(lexical_floor=0.25, excerpt_neighbours=neighbours)
+                    request = Asked(RetrievalConfig.preset("associative"), layout, context_depth(budget))
+                    p.results[(neighbours, budget)] = retriever.search(Scope.local(space), p.query, request)
                 flat = baselines.packed_many(p.query, p.key, list(BUDGETS))
                 for budget in BUDGETS:
                     for name in ("dense", "hybrid"):

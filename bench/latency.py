@@ -149,7 +149,8 @@ def bench_packing(conv: str, embedder: Embedder, n_queries: int, db_dir: Path, b
     pack_context takes no counter (before the real tokenizer) the one row is its word count."""
     import inspect
 
-    from tmem.answer.budget import context_config, pack_context
+    from tmem.answer.budget import pack_context
+    from tmem.retrieve.recipe import asked
 
     takes_counter = "counter" in inspect.signature(pack_context).parameters
     store = SQLiteStore.open(db_dir / "tmem.db")
@@ -166,10 +167,8 @@ def bench_packing(conv: str, embedder: Embedder, n_queries: int, db_dir: Path, b
             "|---:|---|---|---:|---:|---:|",
         ]
         for budget in budgets:
-            results = [
-                retriever.search(Scope.local(conv), q, context_config(cfg, budget)) for q in questions[:n_queries]
-            ]
-            k0 = cfg.for_space(results[0].descriptive_only).context_k0
+            results = [retriever.search(Scope.local(conv), q, asked(cfg, None, budget)) for q in questions[:n_queries]]
+            k0 = results[0].layout.context_k0
             names = ["words", "cl100k"] if takes_counter else ["words (count_tokens, before)"]
             for name in names:
                 kwargs: dict[str, object] = {}

@@ -23,7 +23,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tmem.answer.blocks import layout_named
 from tmem.embed import make_embedder
 from tmem.eval.baselines import CONTROL, SpaceBaselines
 from tmem.eval.harness import MemoEmbedder
@@ -33,6 +32,8 @@ from tmem.eval.retrieval_only import Query, budget_cells
 from tmem.index.space import cached_vectorizer
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import LAYOUT_FIELDS, ContextLayout, placement
+from tmem.retrieve.recipe import Asked
 from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope
 from tmem.settings import Settings
@@ -54,22 +55,44 @@ def _parse_set(pairs: list[str]) -> dict[str, Any]:
 Rows = dict[str, list[tuple[str, list[BudgetCell]]]]
 
 
+PLACEMENT = ("order", "lead")
+
+
 class MemoSearcher:
-    """A retriever whose results are kept per (space, query, recipe): several layouts pack one search."""
+    """A retriever whose results are kept per (space, query, request but for where the parts land): layouts that
+    differ only in ``order`` and ``lead`` pack one search (the result then carries the asked placement)."""
 
     def __init__(self, retriever: Retriever) -> None:
         self._retriever = retriever
         self._seen: dict[tuple[str, str, str], SearchResult] = {}
 
-    def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult:
-        key = (space.key, query, config.model_dump_json() if config is not None else "")
+    def search(self, space: Scope, query: str, config: RetrievalConfig | Asked | None = None) -> SearchResult:
+        if not isinstance(config, Asked):
+            return self._retriever.search(space, query, config)
+        base = config.layout.replace(order="date", lead=0)
+        key = (space.key, query, f"{config.config.model_dump_json()}|{base.model_dump_json()}|{config.depth}")
         if key not in self._seen:
-            self._seen[key] = self._retriever.search(space, query, config)
-        return self._seen[key]
+            self._seen[key] = self._retriever.search(space, query, Asked(config.config, base, config.depth))
+        found = self._seen[key]
+        asked = {f: getattr(config.layout, f) for f in PLACEMENT if f in config.layout.explicit}
+        return found.model_copy(update={"layout": found.layout.replace(**asked)}) if asked else found
+
+
+def layout_named(base: ContextLayout, name: str) -> ContextLayout:
+    """``base`` with the placement ``name`` (date, rank, leadN); SystemExit naming the choices for another."""
+    try:
+        return base.replace(**placement(name))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def evaluate(
-    data: Path, work: Path, budgets: list[int], config: RetrievalConfig, layouts: list[str] | None = None
+    data: Path,
+    work: Path,
+    budgets: list[int],
+    config: RetrievalConfig,
+    layouts: list[str] | None = None,
+    base: ContextLayout | None = None,
 ) -> tuple[dict[str, Rows], float]:
     """Per layout, per kind ('cue', 'locomo'): (space, budget cells) per probe."""
     names = layouts or ["date"]
@@ -102,7 +125,7 @@ def evaluate(
                         budgets,
                         config,
                         any_hit=p["kind"] == "cue",
-                        layout=layout_named(name),
+                        layout=layout_named(base or ContextLayout(), name),
                     )
                     out[name][p["kind"]].append((space, cells))
         finally:
@@ -244,7 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/tmem-llm-built"), help="Scratch folder for the copies.")
     ap.add_argument("--budgets", default="500,1000,2000,4000")
     ap.add_argument("--preset", default="auto")
-    ap.add_argument("--set", action="append", default=[], help="Override a RetrievalConfig field, e.g. gate=none.")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="Override a RetrievalConfig or ContextLayout field, e.g. gate=none or context_k0=1.",
+    )
     ap.add_argument("--out", type=Path, default=None, help="Also write the tables here (markdown).")
     ap.add_argument(
         "--layouts",
@@ -254,12 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     budgets = [int(b) for b in args.budgets.split(",")]
     config = RetrievalConfig.preset(args.preset)
-    if args.set:
-        config = config.replace(**_parse_set(args.set))
+    fields = _parse_set(args.set)
+    config = config.replace(**{k: v for k, v in fields.items() if k not in LAYOUT_FIELDS})
+    base = ContextLayout(**{k: v for k, v in fields.items() if k in LAYOUT_FIELDS})
     layouts = args.layouts.split(",")
     for name in layouts:
-        layout_named(name)
-    results, seconds = evaluate(args.data, args.work, budgets, config, layouts)
+        layout_named(base, name)
+    results, seconds = evaluate(args.data, args.work, budgets, config, layouts, base)
     text = render(results[layouts[0]], budgets, config)
     for name in layouts[1:]:
         text += f"\nLayout `{name}`:\n\n" + "\n".join(per_memory(results[name], budgets))

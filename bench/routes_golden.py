@@ -34,6 +34,7 @@ from typing import Any
 
 from tmem.memory import Memory
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
 from tmem.scope import Scope
 from tmem.settings import Settings
 
@@ -49,9 +50,14 @@ EVERY_ROUTE = RetrievalConfig.preset("paper").replace(
     scene_via_items_top=10,
     turn_top=10,
     scene_trigger_gate=0.3,
-    lexical_floor=0.25,
-    anchorless_routes=frozenset({"turn.dense", "scene.trigger.scene", "item.trigger.bridge"}),
 )
+LAYOUTS = {  # recipes whose context layout is not the one their name resolves to
+    "every-route": ContextLayout(
+        lexical_floor=0.25, anchorless_routes=frozenset({"turn.dense", "scene.trigger.scene", "item.trigger.bridge"})
+    )
+}
+# Fields added to results after the digests were recorded: left out of the digest (the whole JSON is dumped).
+ADDED = {"search": ("layout",)}
 RECIPES: dict[str, RetrievalConfig | str] = {
     "auto": "auto",
     "associative": "associative",
@@ -83,7 +89,8 @@ def _cases(mem: Memory, space: str, queries: list[str], tag: str) -> dict[str, A
             key = f"{space}|{tag}|{recipe}|{n:02d}"
             out[f"{key}|search"] = json.loads(mem.search(space, query, cfg).model_dump_json())
             for budget in BUDGETS:
-                out[f"{key}|context{budget}"] = json.loads(mem.context(space, query, budget, cfg).model_dump_json())
+                ctx = mem.context(space, query, budget, cfg, layout=LAYOUTS.get(recipe))
+                out[f"{key}|context{budget}"] = json.loads(ctx.model_dump_json())
     return out
 
 
@@ -118,8 +125,10 @@ def collect(extractive: Path) -> dict[str, Any]:
     return out
 
 
-def digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+def digest(key: str, value: Any) -> str:
+    left_out = ADDED.get(key.rsplit("|", 1)[-1], ())
+    kept = {k: v for k, v in value.items() if k not in left_out}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = collect(args.extractive)
     if args.dump:
         args.dump.write_text(json.dumps(cases, indent=1, sort_keys=True))
-    digests = {k: digest(v) for k, v in sorted(cases.items())}
+    digests = {k: digest(k, v) for k, v in sorted(cases.items())}
     print(f"{len(digests)} cases in {time.perf_counter() - start:.0f}s")
     if args.record:
         args.record.write_text(json.dumps(digests, indent=0, sort_keys=True) + "\n")

@@ -24,7 +24,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from tmem import Memory, Settings
-from tmem.answer.blocks import layout_named
 from tmem.embed import make_embedder
 from tmem.eval.baselines import SpaceBaselines
 from tmem.eval.harness import MemoEmbedder
@@ -36,6 +35,7 @@ from tmem.index.space import cached_vectorizer
 from tmem.ingest import read_file
 from tmem.ingest.types import SpaceInput
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout, placement
 from tmem.scope import Scope
 from tmem.store import open_store
 
@@ -50,7 +50,9 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=3)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="Context budgets (cl100k tokens).")
-    parser.add_argument("--layout", default="date", help="tmem's context layout: date, rank or leadN.")
+    parser.add_argument(
+        "--layout", default=None, help="tmem's context layout: date, rank or leadN (default: the recipe's own)."
+    )
     parser.add_argument(
         "--build",
         action="store_true",
@@ -63,7 +65,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     budgets = tuple(int(b) for b in args.budgets.split(","))
-    layout = layout_named(args.layout)
+    layout = ContextLayout(**placement(args.layout)) if args.layout else ContextLayout()
     convs = read_file(DATA / "locomo10.dev.json")[: args.conversations]
     names = [c.name for c in convs]
     questions = locomo_queries(load_questions(DATA / "locomo10.dev.json", conversations=names))
@@ -85,11 +87,15 @@ def main() -> None:
     queries: list[Query] = [*questions, *plus_queries([p for s in stitched for p in s.probes])]
     config = RetrievalConfig.preset("auto")
     assoc = RetrievalConfig.preset("associative")
-    variants = {
-        "context_k0 = 60": assoc.replace(name="k0-60", context_k0=60),
-        "no lexical floor": assoc.replace(name="no-floor", lexical_floor=None),
-        "context_k0 = 60, no lexical floor": assoc.replace(name="k0-60-no-floor", context_k0=60, lexical_floor=None),
-        "the extractive recipe": RetrievalConfig.preset("extractive"),
+    laid = ContextLayout.of_recipe("associative")  # a renamed recipe keeps the associative layout only when given it
+    variants: dict[str, tuple[RetrievalConfig, ContextLayout | None]] = {
+        "context_k0 = 60": (assoc.replace(name="k0-60"), laid.replace(context_k0=60)),
+        "no lexical floor": (assoc.replace(name="no-floor"), laid.replace(lexical_floor=None)),
+        "context_k0 = 60, no lexical floor": (
+            assoc.replace(name="k0-60-no-floor"),
+            laid.replace(context_k0=60, lexical_floor=None),
+        ),
+        "the extractive recipe": (RetrievalConfig.preset("extractive"), None),
     }
     if not args.variants:
         variants = {}
@@ -109,10 +115,11 @@ def main() -> None:
             gold, _, any_hit = _gold(q, known)
             if not gold:
                 continue
-            for label, cfg in variants.items():
-                for cell in budget_cells(
-                    mem.retriever, baselines, q, gold, budgets[:2], cfg, any_hit=any_hit, layout=layout
-                ):
+            for label, (cfg, laid_out) in variants.items():
+                cells = budget_cells(
+                    mem.retriever, baselines, q, gold, budgets[:2], cfg, any_hit=any_hit, layout=laid_out
+                )
+                for cell in cells:
                     got = cell.systems["tmem"]
                     value = got.coverage if q.benchmark == "locomo" and got.coverage is not None else float(got.hit)
                     sums.setdefault((q.benchmark, cell.budget, label), []).append(value)
@@ -135,7 +142,7 @@ def main() -> None:
         f"Machine: {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs (shared); "
         f"embedder {embedder.model_id}; tokens counted by cl100k for every system; conversations {', '.join(names)} "
         f"imported and {'built offline (extractive)' if args.build else 'never built'} (LoCoMo-Plus probes stitched into "
-        f"them); tmem's layout `{layout.name}`; {elapsed:.0f} s.",
+        f"them); tmem's layout `{args.layout or 'auto'}`; {elapsed:.0f} s.",
         "",
     ]
     for bench, metric in (("locomo", "LoCoMo evidence coverage %"), ("locomo-plus", "LoCoMo-Plus cue hit %")):

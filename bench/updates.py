@@ -58,7 +58,6 @@ sys.path.insert(0, str(ROOT))  # tests.support (the scripted replies)
 
 from tests.support.stage_replies import iso, reply_for  # noqa: E402
 
-from tmem.answer.blocks import Layout, layout_named  # noqa: E402
 from tmem.answer.budget import recall_context  # noqa: E402
 from tmem.answer.context import format_turn  # noqa: E402
 from tmem.construct import slots  # noqa: E402
@@ -71,6 +70,7 @@ from tmem.ingest import import_file  # noqa: E402
 from tmem.llm.base import ChatRequest  # noqa: E402
 from tmem.llm.scripted import scripted_llm  # noqa: E402
 from tmem.retrieve.cascade import Retriever  # noqa: E402
+from tmem.retrieve.layout import ContextLayout, placement  # noqa: E402
 from tmem.store.sqlite import SQLiteStore  # noqa: E402
 from tmem.util.tokens import TokenCounter, token_counter  # noqa: E402
 
@@ -174,7 +174,7 @@ def evaluate(
     embedder: SentenceTransformerEmbedder,
     probes: list[Probe],
     counter: TokenCounter,
-    layout: Layout | None = None,
+    layout: ContextLayout | None = None,
 ) -> dict[str, Any]:
     retriever = Retriever(store, embedder)
     counts: dict[tuple[str, int], list[int]] = {(s, b): [0, 0] for s in SYSTEMS for b in BUDGETS}
@@ -272,7 +272,7 @@ def main() -> None:
     parser.add_argument("--modes", default="extractive,llm", help="builds to run: extractive, llm (comma-separated)")
     parser.add_argument("--match", default="normalised,no-synonyms,none", help="slot rules for the llm build")
     parser.add_argument("--misses", action="store_true", help="list tmem's misses under each table")
-    parser.add_argument("--layout", default="date", help="tmem's context layout: date, rank or leadN")
+    parser.add_argument("--layout", default=None, help="tmem's context layout: date, rank or leadN (default: auto)")
     args = parser.parse_args()
     raw = json.loads(PROBES.read_text(encoding="utf-8"))
     probes = [Probe(**p) for p in raw["probes"]]
@@ -281,7 +281,7 @@ def main() -> None:
     counter = token_counter("cl100k")
     out = [
         f"Update probes: {len(probes)} (bench/data/updates_probes.json), budgets {list(BUDGETS)} tokens "
-        f"({counter.name}, tmem.util.tokens: the same counter for every system); tmem's layout `{args.layout}`.",
+        f"({counter.name}, tmem.util.tokens: the same counter for every system); tmem's layout `{args.layout or 'auto'}`.",
         "",
     ]
     with tempfile.TemporaryDirectory() as tmp:
@@ -291,7 +291,9 @@ def main() -> None:
                 superseded = sum(
                     1 for s in store.list_spaces() for it in store.items(Scope.local(s.name)) if it.superseded_by
                 )
-                result = evaluate(store, embedder, probes, counter, layout_named(args.layout))
+                result = evaluate(
+                    store, embedder, probes, counter, ContextLayout(**placement(args.layout)) if args.layout else None
+                )
                 title = "extractive build (offline)" if mode == "extractive" else f"scripted LLM build, slots {match}"
                 out += [*table(f"{title}, {superseded} items superseded", len(probes), result), ""]
                 if args.misses:

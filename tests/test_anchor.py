@@ -14,7 +14,7 @@ from tmem.answer.budget import recall, route_filter
 from tmem.embed.hashing import HashEmbedder
 from tmem.index.anchor import TurnLexicon, date_words, is_question
 from tmem.retrieve.cascade import Retriever
-from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
 from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 
@@ -86,7 +86,7 @@ def test_anchor_is_a_share(query: str, best: list[str]) -> None:
 
 
 def test_route_filter_keeps_names_and_prefixes_only_under_the_floor() -> None:
-    cfg = RetrievalConfig.preset("extractive").replace(anchorless_routes=frozenset({"turn.dense", "scene.trigger."}))
+    cfg = ContextLayout.of_recipe("extractive").replace(anchorless_routes=frozenset({"turn.dense", "scene.trigger."}))
     assert cfg.lexical_floor is not None
     from tmem.retrieve.types import SearchResult
 

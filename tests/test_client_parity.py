@@ -72,6 +72,8 @@ def script(mem: Any) -> dict[str, Any]:
     out["search config"] = mem.search("c", query, RetrievalConfig.preset("extractive").replace(kS=2, kI=3))
     out["context"] = mem.context("c", query, max_tokens=300)
     out["context preset"] = mem.context("c", query, 500, "descriptive")
+    out["context layout"] = mem.context("c", query, 500, layout={"excerpt_neighbours": False, "context_k0": 7})
+    out["search auto config"] = mem.search("c", query, RetrievalConfig(name="auto", gate=0.85, kS=2))
     page = mem.list_items("c", limit=3, offset=1)
     out["items page"] = page
     item = page.items[0]
@@ -87,6 +89,7 @@ def script(mem: Any) -> dict[str, Any]:
         "missing item": _raises(lambda: mem.get_item("c", "no-such-item")),
         "missing space": _raises(lambda: mem.search("nowhere", query)),
         "bad preset": _raises(lambda: mem.search("c", query, "no-such-preset")),
+        "bad layout": _raises(lambda: mem.context("c", query, 300, layout={"context_k0": -1})),
         "forget nothing": _raises(lambda: mem.forget("c")),
         "bad filter": _raises(lambda: mem.list_items("c", since="2024-02-01", until="2024-01-01")),
         "ask without an LLM": _raises(lambda: mem.ask("c", query)),
@@ -210,8 +213,12 @@ def test_what_the_client_sends_is_what_the_server_accepts() -> None:
 
     from tmem.client import plans
 
-    sent = plans._config(RetrievalConfig.preset("paper").replace(reranker="/some/model", kS=7))
-    assert sent == {"name": "paper", "kS": 7}
+    config = RetrievalConfig.preset("paper").replace(reranker="/some/model", kS=7)
+    sent = plans._config(config)
+    assert isinstance(sent, dict) and "reranker" not in sent and sent["kS"] == 7 and sent["explicit"] == ["k_scenes"]
+    assert RetrievalConfig.model_validate(sent) == config.replace(reranker=None).model_copy(
+        update={"explicit": frozenset({"k_scenes"})}
+    )
     message = plans._message({"speaker": "a", "text": "hi", "time": date(2024, 1, 2)})
     assert message["time"] == "2024-01-02"
     json.dumps(message)

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tmem.answer.blocks import Draft, Layout, TurnBlock, layout_named
+from tmem.answer.blocks import Draft, TurnBlock
 from tmem.answer.budget import pack_context
 from tmem.eval.position import context_position, flat_positions, summary
 from tmem.models import Item, ItemKind, Turn
+from tmem.retrieve.layout import ContextLayout, placement
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.util.tokens import TOKENIZERS, token_counter
 
@@ -51,8 +52,8 @@ def test_a_ranked_layout_keeps_its_count_exact_and_puts_parts_in_the_order_they_
     name: str, ops: list[tuple[bool, int, bool]], tokenizer: str
 ) -> None:
     counter = token_counter(tokenizer)
-    layout = layout_named(name)
-    draft = Draft(counter, titled=False, layout=layout)
+    layout = ContextLayout(**placement(name))
+    draft = Draft(counter, titled=False, order=layout.order, lead=layout.lead)
     entered: list[str] = []  # parts in the order they opened
     for is_fact, n, add in ops:
         if is_fact:
@@ -137,7 +138,7 @@ def _mixed() -> SearchResult:
 
 
 def test_the_rank_layout_reads_best_ranked_first_with_dates_on_every_part() -> None:
-    ctx = pack_context(_mixed(), 1000, include_persona=False, layout=Layout(order="rank"))
+    ctx = pack_context(_mixed(), 1000, include_persona=False, order="rank")
     lines = ctx.text.splitlines()
     assert lines[:2] == ["Scene (1 May 2023): Conversation", "Dana: The lake was frozen when I walked there."]
     assert ctx.text.index("swam") < ctx.text.index("kayak") < ctx.text.index("coast")
@@ -146,7 +147,7 @@ def test_the_rank_layout_reads_best_ranked_first_with_dates_on_every_part() -> N
 
 
 def test_a_lead_puts_the_best_ranked_parts_first_then_the_rest_newest_first() -> None:
-    text = pack_context(_mixed(), 1000, include_persona=False, layout=Layout(lead=1)).text
+    text = pack_context(_mixed(), 1000, include_persona=False, lead=1).text
     assert text.startswith("Scene (1 May 2023): Conversation\nDana: The lake was frozen")
     assert text.index("coast") < text.index("swam") < text.index("kayak")  # 28 May, 20 May, 3 May
 
@@ -154,19 +155,21 @@ def test_a_lead_puts_the_best_ranked_parts_first_then_the_rest_newest_first() ->
 @pytest.mark.parametrize("name", ["date", "rank", "lead2"])
 def test_a_layout_changes_where_parts_land_not_what_enters(name: str) -> None:
     date_ctx = pack_context(_mixed(), 1000, include_persona=False)
-    ctx = pack_context(_mixed(), 1000, include_persona=False, layout=layout_named(name))
+    ctx = pack_context(_mixed(), 1000, include_persona=False, **placement(name))
     assert sorted(ctx.turn_ids) == sorted(date_ctx.turn_ids)
     lines = [line for line in ctx.text.splitlines() if line not in ("", "Facts:")]
     assert sorted(lines) == sorted(line for line in date_ctx.text.splitlines() if line not in ("", "Facts:"))
 
 
 def test_layout_names_are_checked() -> None:
-    assert layout_named("lead3") == Layout(lead=3) and layout_named("rank").name == "rank"
+    assert ContextLayout(**placement("lead3")).name == "lead3" and ContextLayout(**placement("rank")).name == "rank"
     for bad in ("lead0", "leadx", "time", ""):
         with pytest.raises(ValueError, match="unknown context layout"):
-            layout_named(bad)
-    with pytest.raises(ValueError, match="lead must be >= 0"):
-        Layout(lead=-1)
+            placement(bad)
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        ContextLayout(lead=-1)
+    with pytest.raises(ValueError, match="'date' or 'rank'"):
+        ContextLayout.model_validate({"order": "time"})
 
 
 def test_the_evidence_position_reads_the_text_as_laid_out() -> None:
@@ -174,12 +177,12 @@ def test_the_evidence_position_reads_the_text_as_laid_out() -> None:
     result = _mixed()
     found = {}
     for name in ("rank", "date"):
-        ctx = pack_context(result, 1000, include_persona=False, layout=layout_named(name))
+        ctx = pack_context(result, 1000, include_persona=False, **placement(name))
         found[name] = context_position(ctx, result, ["u3"], counter)
         fact = context_position(ctx, result, ["t2"], counter)  # through the fact line whose source it is
         assert fact is not None and 0.0 < fact < 1.0
     assert context_position(ctx, result, ["nowhere"], counter) is None
-    rank = pack_context(result, 1000, include_persona=False, layout=layout_named("rank"))
+    rank = pack_context(result, 1000, include_persona=False, order="rank")
     header = counter.count("Scene (1 May 2023): Conversation\n")
     assert found["rank"] == header / rank.tokens  # its line follows its block's date header
     assert found["date"] is not None and found["date"] > 0.5  # the oldest turn ends the date layout

@@ -27,6 +27,7 @@ PUBLIC = {
     "BuildOptions",
     "BuildReport",
     "ConfigError",
+    "ContextLayout",
     "EmbeddingError",
     "InputError",
     "IntegrityError",

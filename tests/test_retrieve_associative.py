@@ -12,34 +12,47 @@ import pytest
 
 from tests.support.openai_stub import OpenAIStub
 from tmem import Memory, Settings
-from tmem.answer.budget import context_config, pack_context, route_filter
+from tmem.answer.budget import pack_context, route_filter
 from tmem.embed import HashEmbedder
 from tmem.models import BuildMode, Scene, Turn
 from tmem.retrieve.config import ASSOCIATIVE_ROUTES, RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
+from tmem.retrieve.recipe import Asked, Recipe, asked, resolve
 from tmem.retrieve.types import Route, SceneHit, SearchResult, TurnHit
 
 DAY = datetime(2023, 5, 8, 13, 0)
 LLM_BUILT = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built" / "d26-plus.db"
 
 
+def _budgeted(preset: str, max_tokens: int | None, descriptive_only: bool = False) -> Recipe:
+    return resolve(asked(RetrievalConfig.preset(preset), None, max_tokens), descriptive_only=descriptive_only)
+
+
 def test_a_plain_search_is_not_deepened() -> None:
     cfg = RetrievalConfig.preset("associative")
-    assert cfg.context_depth == 0 and cfg.deepened() == cfg
+    recipe = _budgeted("associative", None)
+    assert recipe.depth == 0 and recipe.config == cfg
 
 
 def test_a_budgeted_search_keeps_as_many_scenes_as_fit_as_one_turn_each() -> None:
-    associative = context_config(RetrievalConfig.preset("associative"), 1000).deepened()
+    associative = _budgeted("associative", 1000).config
     assert (associative.k_scenes, associative.k_items, associative.turn_top) == (50, 50, 50)
     # an excerpt with neighbours costs about three turns and a header: an eighth as many scenes
-    paper = context_config(RetrievalConfig.preset("paper"), 1000).deepened()
+    paper = _budgeted("paper", 1000).config
     assert (paper.k_scenes, paper.k_items, paper.turn_top) == (6, 50, 50)
+    # the layout decides: the associative recipe with neighbours asked for keeps an eighth as many too
+    neighbours = resolve(
+        Asked(RetrievalConfig.preset("associative"), ContextLayout(excerpt_neighbours=True), 50), descriptive_only=False
+    )
+    assert neighbours.config.k_scenes == 6
 
 
 def test_auto_resolves_to_the_associative_recipe_on_an_llm_built_space() -> None:
-    cfg = context_config(RetrievalConfig.preset("auto"), 500).for_space(False).deepened()
-    assert cfg.lexical_floor is not None and cfg.anchorless_routes == ASSOCIATIVE_ROUTES
-    assert not cfg.excerpt_neighbours and not cfg.scene_titles
-    assert cfg.k_scenes == 25  # the caller's context depth survives the resolution
+    recipe = _budgeted("auto", 500)
+    layout = recipe.layout
+    assert layout.lexical_floor is not None and layout.anchorless_routes == ASSOCIATIVE_ROUTES
+    assert not layout.excerpt_neighbours and not layout.scene_titles
+    assert recipe.config.k_scenes == 25  # the caller's context depth survives the resolution
 
 
 def _turn(n: int) -> Turn:
@@ -72,7 +85,7 @@ def _result(anchor: float) -> SearchResult:
 
 
 def test_an_anchorless_query_is_ordered_by_the_associative_routes_only() -> None:
-    cfg = RetrievalConfig.preset("associative")
+    cfg = _budgeted("associative", None).layout
     anchored, anchorless = _result(0.9), _result(0.05)
     assert route_filter(anchored, cfg) is None
     counts = route_filter(anchorless, cfg)

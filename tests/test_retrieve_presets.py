@@ -6,6 +6,7 @@ from tests.test_retrieve_fixtures import SPACE, CountingEmbedder, make_store
 from tmem.models import BuildMode
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.recipe import Asked, resolve
 from tmem.scope import Scope
 
 # i4 ("Gina is allergic to peanuts") lives in scene s5; a query about peanuts with kS=1 pointed elsewhere by a
@@ -31,18 +32,22 @@ def test_direct_item_route_reaches_items_outside_the_kept_scenes() -> None:
     assert "i5" not in with_direct  # superseded items stay out of every route
 
 
+def _on(cfg: RetrievalConfig, descriptive_only: bool) -> RetrievalConfig:
+    return resolve(Asked(cfg), descriptive_only=descriptive_only).config
+
+
 def test_auto_resolves_per_space_and_keeps_explicit_changes() -> None:
     auto = RetrievalConfig.preset("auto")
-    assert auto.for_space(descriptive_only=False) == RetrievalConfig.preset("associative").replace(
-        name="auto:associative"
-    )
-    assert auto.for_space(descriptive_only=False).gate is None  # rank admission: no absolute cosine gate
+    associative = RetrievalConfig.preset("associative")
+    assert _on(auto, False).values() == {**associative.values(), "name": "auto:associative", "explicit": frozenset()}
+    assert _on(auto, False).gate is None  # rank admission: no absolute cosine gate
     assert RetrievalConfig.preset("paper").gate == 0.85  # the paper's bge-m3 gate stays available
-    extractive = auto.for_space(descriptive_only=True)
-    assert extractive == RetrievalConfig.preset("extractive").replace(name="auto:extractive")  # every field
+    extractive = _on(auto, True)
+    preset = RetrievalConfig.preset("extractive")
+    assert extractive.values() == {**preset.values(), "name": "auto:extractive", "explicit": frozenset()}  # every field
     assert (extractive.gate, extractive.item_direct_top) == (0.6, RetrievalConfig.preset("extractive").item_direct_top)
-    assert auto.replace(gate=0.7).for_space(descriptive_only=True).gate == 0.7  # an explicit gate wins
-    assert RetrievalConfig.preset("paper").for_space(descriptive_only=True).name == "paper"  # others unchanged
+    assert _on(auto.replace(gate=0.7), True).gate == 0.7  # an explicit gate wins
+    assert _on(RetrievalConfig.preset("paper"), True).name == "paper"  # others unchanged
 
 
 def test_search_reports_the_resolved_preset() -> None:

@@ -18,14 +18,16 @@ from tmem.errors import InputError
 from tmem.retrieve import routes
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import ASSOCIATIVE_ROUTES, PRESET_OVERRIDES, PRESETS, SWITCHES, RetrievalConfig
+from tmem.retrieve.layout import ContextLayout, as_layout
+from tmem.retrieve.recipe import Asked, Recipe, resolve
 from tmem.retrieve.routes import ROUTES, SPECS, Candidates, RouteName, Source, Stage, is_ranked_list, spec, stage_routes
 from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope
 from tmem.service.deps import retrieval_config
-from tmem.settings import Settings
 
 # Every preset's effective config, and what it resolves to on each kind of space and under a budgeted context, as
 # they were before presets became override tables (generated once at 4e66a10; never regenerate it to make this pass).
+# Then one config held the recipe, the context layout and the context's depth; a resolved Recipe holds them apart.
 PINNED = Path(__file__).parent / "fixtures" / "preset_configs.json"
 
 
@@ -33,8 +35,9 @@ PINNED = Path(__file__).parent / "fixtures" / "preset_configs.json"
 ADDED_SINCE_PIN = {"keep_speaker_names": False}
 
 
-def _effective(cfg: RetrievalConfig) -> dict[str, Any]:
-    d = cfg.model_dump(mode="json")
+def _effective(recipe: Recipe) -> dict[str, Any]:
+    d = recipe.config.model_dump(mode="json", exclude={"explicit"})
+    d.update(recipe.layout.model_dump(mode="json", exclude={"explicit"}), context_depth=recipe.depth)
     for key, value in ADDED_SINCE_PIN.items():
         assert d.pop(key) == value, key
     for key in ("anchorless_routes", "disabled"):
@@ -42,12 +45,12 @@ def _effective(cfg: RetrievalConfig) -> dict[str, Any]:
     return d
 
 
-def _variants(cfg: RetrievalConfig) -> dict[str, RetrievalConfig]:
+def _variants(cfg: RetrievalConfig) -> dict[str, Recipe]:
     return {
-        "preset": cfg,
-        "extractive_space": cfg.for_space(True),
-        "llm_space": cfg.for_space(False),
-        "context_500": cfg.replace(context_depth=25).for_space(False).deepened(),
+        "preset": Recipe(cfg, ContextLayout.of_recipe(cfg.name), 0),  # the preset with its own layout, unresolved
+        "extractive_space": resolve(Asked(cfg), descriptive_only=True),
+        "llm_space": resolve(Asked(cfg), descriptive_only=False),
+        "context_500": resolve(Asked(cfg, depth=25), descriptive_only=False),
     }
 
 
@@ -61,44 +64,42 @@ def test_presets_equal_their_pinned_effective_configs(name: str) -> None:
 
 def test_presets_store_only_their_overrides() -> None:
     for name, cfg in PRESETS.items():
-        assert cfg.model_fields_set == {"name"} | set(PRESET_OVERRIDES[name]), name
+        assert cfg.explicit == set(PRESET_OVERRIDES[name]), name
 
 
 def test_auto_keeps_a_field_set_explicitly_to_the_paper_default() -> None:
     paper, auto = RetrievalConfig.preset("paper"), RetrievalConfig.preset("auto")
     # the associative recipe drops the gate and shows scenes as single turns; a caller who asks for the paper's
     # values by name keeps them
-    llm = auto.replace(gate=paper.gate, excerpt_neighbours=True).for_space(descriptive_only=False)
-    assert (llm.gate, llm.excerpt_neighbours) == (0.85, True)
-    assert llm.split_item_triggers is True and llm.context_k0 == 3  # what the caller did not set still resolves
-    extractive = auto.replace(item_direct_top=0, context_k0=1).for_space(descriptive_only=True)
-    assert (extractive.item_direct_top, extractive.context_k0) == (0, 1)
-    assert extractive.gate == 0.6 and extractive.scene_via_items_top == 50
+    llm = resolve(Asked(auto.replace(gate=paper.gate), ContextLayout(excerpt_neighbours=True)), descriptive_only=False)
+    assert (llm.config.gate, llm.layout.excerpt_neighbours) == (0.85, True)
+    assert llm.config.split_item_triggers is True and llm.layout.context_k0 == 3  # the rest still resolves
+    extractive = resolve(Asked(auto.replace(item_direct_top=0), ContextLayout(context_k0=1)), descriptive_only=True)
+    assert (extractive.config.item_direct_top, extractive.layout.context_k0) == (0, 1)
+    assert extractive.config.gate == 0.6 and extractive.config.scene_via_items_top == 50
     # the same through validation (a config sent as JSON to the service) and through a constructor
-    sent = RetrievalConfig.model_validate({"name": "auto", "gate": 0.85}).for_space(descriptive_only=False)
-    assert sent.gate == 0.85 and sent.name == "auto:associative"
-    assert RetrievalConfig(name="auto", scene_titles=True).for_space(descriptive_only=False).scene_titles is True
+    sent = resolve(Asked(RetrievalConfig.model_validate({"name": "auto", "gate": 0.85})), descriptive_only=False)
+    assert sent.config.gate == 0.85 and sent.config.name == "auto:associative"
+    titled = resolve(Asked(auto, ContextLayout.model_validate({"scene_titles": True})), descriptive_only=False)
+    assert titled.layout.scene_titles is True
     # unset fields resolve as before
-    assert auto.for_space(descriptive_only=False).gate is None
+    assert resolve(Asked(auto), descriptive_only=False).config.gate is None
 
 
 def test_replace_keeps_what_was_set_explicitly() -> None:
     cfg = RetrievalConfig.preset("auto").replace(kS=3).without("HT")
-    assert cfg.model_fields_set == {"name", "k_scenes", "disabled"}
-    resolved = cfg.for_space(descriptive_only=False)
+    assert cfg.explicit == {"k_scenes", "disabled"}
+    resolved = resolve(Asked(cfg), descriptive_only=False).config
     assert resolved.k_scenes == 3 and resolved.disabled == frozenset({"HT"})
-    assert resolved.model_fields_set >= set(PRESET_OVERRIDES["associative"])
+    assert resolved.explicit == cfg.explicit  # resolving records nothing as set by the caller
+    assert resolved.gate is None and resolved.split_item_triggers  # the associative recipe's values
 
 
 def test_client_sends_the_fields_set_explicitly() -> None:
     sent = _config(RetrievalConfig.preset("auto").replace(gate=0.85, kS=5))
-    assert sent == {"name": "auto", "gate": 0.85, "kS": 5}
-    assert _config(RetrievalConfig.preset("associative").replace(reranker="x")) == {
-        "name": "associative",
-        **RetrievalConfig.preset("associative").model_dump(
-            mode="json", by_alias=True, exclude_unset=True, exclude={"name"}
-        ),
-    }
+    assert isinstance(sent, dict) and sent["name"] == "auto" and sent["explicit"] == ["gate", "k_scenes"]
+    assert (sent["gate"], sent["kS"]) == (0.85, 5)
+    assert RetrievalConfig.model_validate(sent) == RetrievalConfig.preset("auto").replace(gate=0.85, kS=5)
 
 
 def test_the_route_table_names_every_route_once_and_keeps_its_spelling() -> None:
@@ -153,10 +154,10 @@ def test_which_routes_a_recipe_runs() -> None:
 
 
 def test_anchorless_routes_are_route_names_with_prefixes_expanded() -> None:
-    cfg = RetrievalConfig(anchorless_routes=frozenset({"turn.dense", "scene.trigger."}))
+    cfg = ContextLayout(anchorless_routes=frozenset({"turn.dense", "scene.trigger."}))
     assert cfg.anchorless_routes == {"turn.dense", "scene.trigger.scene", "scene.trigger.horizon"}
     assert all(isinstance(r, RouteName) for r in cfg.anchorless_routes)
-    assert RetrievalConfig(anchorless_routes="turn.").anchorless_routes == {
+    assert ContextLayout(anchorless_routes="turn.").anchorless_routes == {
         "turn.bm25",
         "turn.dense",
         "turn.unbuilt.bm25",
@@ -164,7 +165,7 @@ def test_anchorless_routes_are_route_names_with_prefixes_expanded() -> None:
     }
     for bad in ("turn.sparse", "nothing.", "rerank."):
         with pytest.raises(ValidationError, match="Unknown route"):
-            RetrievalConfig(anchorless_routes=frozenset({bad}))
+            ContextLayout(anchorless_routes=frozenset({bad}))
     anchorless = SearchResult(space="s", query="q", preset="p", scenes=[], items=[], lexical_anchor=0.1)
     counts = route_filter(anchorless, cfg.replace(lexical_floor=0.25))
     assert counts is not None and counts("scene.trigger.horizon") and not counts("scene.dense")
@@ -210,10 +211,12 @@ def test_the_cascade_runs_what_the_table_says(monkeypatch: pytest.MonkeyPatch) -
 
 def test_a_request_naming_an_unknown_route_is_refused() -> None:
     with pytest.raises(InputError, match="anchorless_routes"):
-        retrieval_config({"anchorless_routes": ["scene.sparse"]}, Settings())
-    cfg = retrieval_config({"name": "auto", "anchorless_routes": ["turn.dense"], "kS": 5}, Settings())
-    assert isinstance(cfg, RetrievalConfig) and cfg.for_space(descriptive_only=False).k_scenes == 5
-    assert cfg.for_space(descriptive_only=False).anchorless_routes == {"turn.dense"}
+        as_layout({"anchorless_routes": ["scene.sparse"]})
+    layout = as_layout({"anchorless_routes": ["turn.dense"]})
+    cfg = retrieval_config({"name": "auto", "kS": 5})
+    assert isinstance(cfg, RetrievalConfig)
+    resolved = resolve(Asked(cfg, layout), descriptive_only=False)
+    assert resolved.config.k_scenes == 5 and resolved.layout.anchorless_routes == {"turn.dense"}
 
 
 def test_a_route_set_dumps_in_the_route_tables_order() -> None:
@@ -221,7 +224,7 @@ def test_a_route_set_dumps_in_the_route_tables_order() -> None:
     # tests and reports compare it)
     names = [r.value for r in RouteName]
     for order in (names, list(reversed(names)), names[1::2] + names[::2]):
-        dumped = RetrievalConfig(anchorless_routes=order).model_dump(mode="json")["anchorless_routes"]
+        dumped = ContextLayout(anchorless_routes=order).model_dump(mode="json")["anchorless_routes"]
         assert dumped == names
     switches = RetrievalConfig(disabled=frozenset(reversed(SWITCHES))).model_dump(mode="json")["disabled"]
     assert switches == list(SWITCHES)

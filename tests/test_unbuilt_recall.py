@@ -16,11 +16,15 @@ from tmem.answer.context import assemble_context
 from tmem.embed import HashEmbedder
 from tmem.llm.scripted import scripted_llm
 from tmem.models import Turn
-from tmem.retrieve.config import PRESETS, RetrievalConfig
+from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
 from tmem.retrieve.lists import RAW_RANK_DEPTH
+from tmem.retrieve.recipe import Asked, resolve
 from tmem.retrieve.types import Route, SearchResult, TurnHit
 from tmem.scope import Scope
 from tmem.store import open_store
+
+ASSOCIATIVE = ContextLayout.of_recipe("associative")
 
 T0 = datetime(2024, 3, 1, 9, 0)
 FACTS = [
@@ -98,8 +102,8 @@ def test_the_unbuilt_dense_route_orders_an_anchorless_context() -> None:
     """An anchorless query keeps only the dense and trigger routes; the unbuilt-turn route's dense list is one of them
     in both automatic recipes, so fresh messages do not vanish from associative contexts."""
     for name in ("extractive", "associative"):
-        assert "turn.unbuilt.dense" in PRESETS[name].anchorless_routes
-        assert "turn.unbuilt.bm25" not in PRESETS[name].anchorless_routes
+        assert "turn.unbuilt.dense" in ContextLayout.of_recipe(name).anchorless_routes
+        assert "turn.unbuilt.bm25" not in ContextLayout.of_recipe(name).anchorless_routes
     turn = Turn(id="t1", session_id="s", seq=0, speaker="alice", text=FACTS[2], time=T0)
     result = SearchResult(
         space="u",
@@ -112,15 +116,15 @@ def test_the_unbuilt_dense_route_orders_an_anchorless_context() -> None:
     )
     from tmem.answer.budget import route_filter
 
-    counts = route_filter(result, PRESETS["associative"])
+    counts = route_filter(result, ASSOCIATIVE)
     assert counts is not None and counts("turn.unbuilt.dense") and not counts("turn.unbuilt.bm25")
     assert FACTS[2] in pack_context(result, 100, counts=counts).text
 
 
 def test_the_route_is_deepened_for_a_budget_and_can_be_turned_off() -> None:
-    cfg = RetrievalConfig.preset("associative").replace(context_depth=100).deepened()
+    cfg = resolve(Asked(RetrievalConfig.preset("associative"), depth=100), descriptive_only=False).config
     assert cfg.unbuilt_top == 100
-    assert RetrievalConfig(unbuilt_top=0, context_depth=100).deepened().unbuilt_top == 0
+    assert resolve(Asked(RetrievalConfig(unbuilt_top=0), depth=100), descriptive_only=False).config.unbuilt_top == 0
     with _mem() as mem:
         _say(mem, FACTS[3], 0)
         assert mem.search("u", "brioche", RetrievalConfig(unbuilt_top=0)).turns == []
@@ -214,11 +218,11 @@ def test_a_space_never_built_ranks_every_turn_as_flat_hybrid_does() -> None:
         lexical = [h for h in result.turns if any(r.name == "turn.unbuilt.bm25" and r.score > 0 for r in h.routes)]
         assert all(r.rank <= len(lexical) for h in lexical for r in h.routes if r.name == "turn.unbuilt.bm25")
         anchorless = result.model_copy(update={"lexical_anchor": 0.0, "query": "Which pet did alice adopt?"})
-        assert route_filter(anchorless, PRESETS["associative"]) is None  # a question: every route counts
+        assert route_filter(anchorless, ASSOCIATIVE) is None  # a question: every route counts
         statement = anchorless.model_copy(update={"query": "I keep thinking about getting a pet."})
-        assert route_filter(statement, PRESETS["associative"]) is not None
+        assert route_filter(statement, ASSOCIATIVE) is not None
         built_ctx = anchorless.model_copy(update={"never_built": False})
-        assert route_filter(built_ctx, PRESETS["associative"]) is not None  # the rule is the never-built space's
+        assert route_filter(built_ctx, ASSOCIATIVE) is not None  # the rule is the never-built space's
         shallow = mem.search("u", "the grey cat Pixel", RetrievalConfig(name="auto", unbuilt_top=1))
         assert {r.rank for h in shallow.turns for r in h.routes} <= set(range(1, RAW_RANK_DEPTH + 2))  # ranked 20 deep
         mem.build("u")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from tmem.answer import Answer, QuestionTime
 from tmem.construct.options import BuildOptions
+from tmem.construct.policy import Staleness
 from tmem.construct.report import BuildReport
-from tmem.core import Staleness
 from tmem.edit import ForgetReport, ItemHistory
 from tmem.errors import (
     BatchPending,
@@ -30,6 +30,7 @@ from tmem.ingest.messages import MessageInput, MessagesReport
 from tmem.memory import AsyncMemory, Memory, SpaceExport
 from tmem.models import Item, Persona, Scene, SessionInput, Topic, Trigger, TurnInput
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
 from tmem.retrieve.types import ItemHit, Route, SceneHit, SearchResult
 from tmem.settings import Settings
 
@@ -44,6 +45,7 @@ __all__ = [
     "BuildOptions",
     "BuildReport",
     "ConfigError",
+    "ContextLayout",
     "EmbeddingError",
     "ForgetReport",
     "InputError",

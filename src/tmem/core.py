@@ -9,7 +9,8 @@ on first use), the embedder, the retriever and its loop - and closes them in :me
 must agree across front ends live here and nowhere else:
 
 * retrieval configuration: :meth:`MemoryCore.resolve_config` (a preset name, or ``Settings.search_preset``, plus
-  ``Settings.reranker_model``);
+  ``Settings.reranker_model``) and :func:`tmem.retrieve.layout.as_layout` (a context layout from its fields); both are
+  resolved for the space once per search by :func:`tmem.retrieve.recipe.resolve`;
 * the date of a question without one: :meth:`MemoryCore.question_time` (after the latest session start);
 * staleness: :meth:`MemoryCore.staleness` (turns added since the last build started).
 """
@@ -24,14 +25,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from tmem.answer import Answer, Answerer, QuestionTime, Variant
-from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, context_config, recall_context
-from tmem.answer.filtered import filtered_context, filtered_search
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, recall
+from tmem.answer.filtered import filtered_recall, filtered_search
 from tmem.construct.options import BuildOptions
 from tmem.construct.pipeline import build_space, reset_space
-from tmem.construct.policy import BuildPolicy, build_lease
+from tmem.construct.policy import BuildPolicy, Staleness, build_lease
 from tmem.construct.report import BuildReport
 from tmem.edit import ForgetReport, ItemHistory, forget, get_item, item_history, update_item
 from tmem.edit.erasure import ErasureState, LocalSweep, Upkeep, finish_erasures, state_of
@@ -40,7 +41,7 @@ from tmem.edit.listing import ItemPage, item_filters, list_items
 from tmem.embed import make_embedder
 from tmem.embed.base import Embedder
 from tmem.embed.cached import CachedEmbedder
-from tmem.errors import BuildBusy, ConfigError, InputError
+from tmem.errors import BuildBusy, InputError
 from tmem.export import SpaceExport, export_space
 from tmem.index.factory import persistent_vectors, refresh_space
 from tmem.index.lexical import LexicalStore
@@ -48,11 +49,13 @@ from tmem.ingest import Format, ImportReport, import_file, import_sessions
 from tmem.ingest.messages import MessageInput, MessagesReport, add_messages
 from tmem.llm.base import LLM, ClosableBackend
 from tmem.llm.cost import CostReport, cost_report
-from tmem.llm.service import StructuredLLM, make_llm
+from tmem.llm.service import StructuredLLM, make_answer_llm, make_llm
 from tmem.models import Erasure, Item, ItemKind, SessionInput, SpaceSummary
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.filters import MemoryFilter, memory_filter
+from tmem.retrieve.layout import Layout, as_layout
+from tmem.retrieve.recipe import Asked, asked
 from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope, SpaceRef, as_scope
 from tmem.settings import Settings
@@ -60,22 +63,6 @@ from tmem.store.base import Store
 from tmem.util.aio import LoopThread
 from tmem.util.state import STATE_MODE, STATE_TURN_SEQ
 from tmem.util.tokens import TokenCounter, token_counter
-
-
-class Staleness(BaseModel):
-    """How far the built memory of a space lags behind its conversation."""
-
-    model_config = ConfigDict(frozen=True)
-
-    space: str
-    built: bool = Field(description="A memory was built for the space.")
-    stale_turns: int = Field(
-        ge=0, description="Turns added since the last build started: searched as raw turns, in no scene or item yet."
-    )
-
-    @property
-    def stale(self) -> bool:
-        return self.stale_turns > 0
 
 
 class MemoryCore:
@@ -120,24 +107,11 @@ class MemoryCore:
         """The answer model: passed in, else ``Settings.answer_model`` (default the construction model), created once;
         a construction LLM passed in answers too when the settings name no model."""
         if self._answer_llm is None:
-            if self.settings.llm == "none" and self._llm is not None:
-                self._answer_llm = self._llm
-                return self._answer_llm
-            if self.settings.llm == "none" or not self.settings.llm_model:
-                raise ConfigError(
-                    "Answering needs an LLM to write the answer: set TMEM_LLM=openai, TMEM_LLM_MODEL (e.g. "
-                    "gpt-4.1-mini) and OPENAI_BASE_URL (plus OPENAI_API_KEY if the server needs one). Without an LLM, "
-                    "`tmem search SPACE QUERY --explain` (Memory.search) shows what memory recalls."
-                )
-            model = self.settings.answer_model or self.settings.llm_model
-            if self.llm is not None and self.llm.model == model:
-                self._answer_llm = self.llm
-            else:
-                created = make_llm(self.settings, self.store, model=model)
-                if created is None:  # unreachable: settings.llm != "none" was checked above
-                    raise ConfigError("Answering needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL.")
-                self._owned.append(created)
-                self._answer_llm = created
+            configured = self.settings.llm != "none" and self.settings.llm_model
+            construction = self.llm if configured else self._llm
+            self._answer_llm, created = make_answer_llm(self.settings, self.store, construction)
+            if created:
+                self._owned.append(self._answer_llm)
         return self._answer_llm
 
     @property
@@ -203,10 +177,12 @@ class MemoryCore:
     # ------------------------------------------------------------------ shared rules
     def resolve_config(self, config: RetrievalConfig | str | None = None) -> RetrievalConfig:
         """The retrieval configuration of a request: a config as given; a preset name, or None for
-        ``Settings.search_preset``, with ``Settings.reranker_model`` when one is set."""
-        if isinstance(config, RetrievalConfig):
-            return config
-        cfg = RetrievalConfig.preset(config or self.settings.search_preset)
+        ``Settings.search_preset``; with ``Settings.reranker_model`` when one is set and the config names none."""
+        cfg = (
+            config
+            if isinstance(config, RetrievalConfig)
+            else RetrievalConfig.preset(config or self.settings.search_preset)
+        )
         if self.settings.reranker_model and cfg.reranker is None:
             cfg = cfg.replace(reranker=self.settings.reranker_model)
         return cfg
@@ -366,11 +342,13 @@ class MemoryCore:
         whether the memory is stale; ``where`` keeps only memory from matching turns (tmem.retrieve.filters)."""
         space = as_scope(space)
         self.store.get_space(space)
-        chosen, cfg = memory_filter(where), self.resolve_config(config)
+        return self._search(space, query, Asked(self.resolve_config(config)), memory_filter(where))
+
+    def _search(self, space: Scope, query: str, request: Asked, chosen: MemoryFilter | None) -> SearchResult:
         if chosen is not None:  # only hits from matching turns (tmem.retrieve.filters)
-            result = filtered_search(self.retriever, self.store, space, query, cfg, chosen)
+            result = filtered_search(self.retriever, self.store, space, query, request, chosen)
         else:
-            result = self.retriever.search(space, query, cfg)
+            result = self.retriever.search(space, query, request)
         stale = self.staleness(space)
         return result.model_copy(update={"stale": stale.stale, "stale_turns": stale.stale_turns})
 
@@ -382,18 +360,37 @@ class MemoryCore:
         config: RetrievalConfig | str | None = None,
         *,
         where: MemoryFilter | Mapping[str, Any] | None = None,
+        layout: Layout = None,
     ) -> Context:
         """The text to hand a reader for ``query``: hits packed into at most ``max_tokens`` tokens, with their routes
-        (None: the whole search result), and how many turns are not built yet; ``where`` filters before packing."""
+        (None: the whole search result), and how many turns are not built yet; ``where`` filters before packing;
+        ``layout`` sets how the text is laid out (fields not given: per recipe, docs/retrieval.md)."""
+        return self.recall(space, query, max_tokens, config, where=where, layout=layout)[1]
+
+    def recall(
+        self,
+        space: SpaceRef,
+        query: str,
+        max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        config: RetrievalConfig | str | None = None,
+        *,
+        where: MemoryFilter | Mapping[str, Any] | None = None,
+        layout: Layout = None,
+    ) -> tuple[SearchResult, Context]:
+        """:meth:`context` with the search it was packed from (the viewer's "why recalled" page shows both)."""
         space = as_scope(space)
         self.store.get_space(space)
-        chosen, cfg = memory_filter(where), self.resolve_config(config)
+        chosen = memory_filter(where)
+        request = asked(self.resolve_config(config), as_layout(layout), max_tokens)
         if chosen is not None:
-            ctx = filtered_context(self.retriever, self.store, space, query, max_tokens, cfg, chosen, self.counter)
+            result, ctx = filtered_recall(
+                self.retriever, self.store, space, query, max_tokens, request, chosen, self.counter
+            )
         else:
-            ctx = recall_context(self.retriever, space, query, max_tokens, cfg, counter=self.counter)
+            result, ctx = recall(self.retriever, space, query, max_tokens, request, counter=self.counter)
         stale = self.staleness(space)
-        return ctx.model_copy(update={"unbuilt_turns": max(ctx.unbuilt_turns, stale.stale_turns)})
+        result = result.model_copy(update={"stale": stale.stale, "stale_turns": stale.stale_turns})
+        return result, ctx.model_copy(update={"unbuilt_turns": max(ctx.unbuilt_turns, stale.stale_turns)})
 
     def ask(
         self,
@@ -404,18 +401,21 @@ class MemoryCore:
         variant: Variant = "short",
         config: RetrievalConfig | str | None = None,
         max_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        layout: Layout = None,
     ) -> Answer:
-        """Answer ``question`` from the memory of ``space`` (needs an LLM) with a context of at most ``max_tokens``;
-        dated after the latest session unless ``when`` says otherwise."""
+        """Answer ``question`` from the memory of ``space`` (needs an LLM) with a context of at most ``max_tokens``
+        laid out as ``layout`` says (as ``context``'s); dated after the latest session unless ``when`` says
+        otherwise."""
         space = as_scope(space)
         llm = self.answer_llm  # a missing model is reported before anything else
         self.store.get_space(space)
-        asked = when if isinstance(when, QuestionTime) else self.question_time(space, when)
-        cfg = self.resolve_config(config)  # the search a budgeted context of this recipe needs (Memory.context's)
-        found = self.search(space, question, context_config(cfg, max_tokens))
+        at = when if isinstance(when, QuestionTime) else self.question_time(space, when)
+        # the search a budgeted context of this recipe needs (Memory.context's)
+        request = asked(self.resolve_config(config), as_layout(layout), max_tokens)
+        found = self._search(space, question, request, None)
         answerer = Answerer(self.retriever, llm, counter=self.counter)
         return self._loop.run(
-            answerer.answer(space, question, asked, variant=variant, config=cfg, result=found, max_tokens=max_tokens)
+            answerer.answer(space, question, at, variant=variant, config=request, result=found, max_tokens=max_tokens)
         )
 
     # ------------------------------------------------------------------ one memory at a time

@@ -67,6 +67,7 @@ OPERATIONS = (
     "search",
     "question_time",
     "context",
+    "recall",
     "ask",
     "get_item",
     "list_items",
@@ -196,6 +197,7 @@ class Memory:
     search = _sync(MemoryCore.search)
     question_time = _sync(MemoryCore.question_time)
     context = _sync(MemoryCore.context)
+    recall = _sync(MemoryCore.recall)
     ask = _sync(MemoryCore.ask)
     get_item = _sync(MemoryCore.get_item)
     list_items = _sync(MemoryCore.list_items)
@@ -253,6 +255,7 @@ class AsyncMemory:
     search = _async(MemoryCore.search)
     question_time = _async(MemoryCore.question_time)
     context = _async(MemoryCore.context)
+    recall = _async(MemoryCore.recall)
     ask = _async(MemoryCore.ask)
     get_item = _async(MemoryCore.get_item)
     list_items = _async(MemoryCore.list_items)

@@ -14,12 +14,13 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.answer.budget import context_config, pack_for
+from tmem.answer.budget import pack_for
 from tmem.answer.context import AnswerContext, assemble_context, format_date
 from tmem.answer.prompting import PromptTemplate, load_template
 from tmem.answer.schemas import CotAnswer, MemoryReply, ShortAnswer
 from tmem.llm.base import LLM, Message, Usage
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.recipe import Asked, asked
 from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope
 from tmem.util.fence import Trusted, fence, fence_inline
@@ -34,7 +35,7 @@ STAGE_REPLY = "answer.reply"
 class Searcher(Protocol):
     """What answering needs from retrieval (:class:`tmem.retrieve.Retriever` satisfies it)."""
 
-    def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult: ...
+    def search(self, space: Scope, query: str, config: RetrievalConfig | Asked | None = None) -> SearchResult: ...
 
 
 class QuestionTime(BaseModel):
@@ -136,14 +137,14 @@ class Answerer:
         self._llm = llm
         self._counter = counter  # what max_tokens counts (None: cl100k)
 
-    def search(self, space: Scope, question: str, config: RetrievalConfig | None = None) -> SearchResult:
+    def search(self, space: Scope, question: str, config: RetrievalConfig | Asked | None = None) -> SearchResult:
         return self._searcher.search(space, question, config)
 
     def _context(
         self,
         space: Scope,
         question: str,
-        config: RetrievalConfig | None,
+        config: RetrievalConfig | Asked | None,
         result: SearchResult | None,
         max_tokens: int | None,
     ) -> tuple[SearchResult, AnswerContext]:
@@ -152,9 +153,8 @@ class Answerer:
             found = result if result is not None else self.search(space, question, config)
             return found, assemble_context(found)
         if result is None:
-            cfg = config or RetrievalConfig.preset("auto")
-            result = self.search(space, question, context_config(cfg, max_tokens))
-        return result, pack_for(result, max_tokens, config, counter=self._counter).as_answer_context()
+            result = self.search(space, question, asked(config or RetrievalConfig.preset("auto"), None, max_tokens))
+        return result, pack_for(result, max_tokens, counter=self._counter).as_answer_context()
 
     async def answer(
         self,
@@ -163,7 +163,7 @@ class Answerer:
         when: QuestionTime,
         *,
         variant: Variant = "short",
-        config: RetrievalConfig | None = None,
+        config: RetrievalConfig | Asked | None = None,
         result: SearchResult | None = None,
         max_tokens: int | None = None,
     ) -> Answer:
@@ -200,7 +200,7 @@ class Answerer:
         *,
         speaker: str,
         listener: str,
-        config: RetrievalConfig | None = None,
+        config: RetrievalConfig | Asked | None = None,
         result: SearchResult | None = None,
         max_tokens: int | None = None,
     ) -> Answer:

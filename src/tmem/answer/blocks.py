@@ -11,7 +11,7 @@ A block is a header line and its turns in conversation order, one line each, wit
 consecutive turns: ``…`` where turns are left out between them, and ``-- date --`` where the day changes. A titled
 block is one scene (``Scene (date): title``); an untitled block is every turn of one session under its date
 (``[8 May 2023]``): an extractive space's keyphrase titles are not worth their tokens, and the ``associative`` recipe
-lays LLM-built spaces out this way too (``RetrievalConfig.scene_titles``).
+lays LLM-built spaces out this way too (``ContextLayout.scene_titles``).
 
 A block is counted line by line, each line with the newline that ends it: the count of ``render() + "\n"`` is the
 sum of its lines' counts for either tokenizer (:mod:`tmem.util.tokens`: no cl100k piece runs across a line end). A
@@ -39,38 +39,7 @@ from tmem.util.tokens import TokenCounter, default_counter
 GAP = "…"  # one word-count token ("..." is three) and one cl100k token
 PERSONA_HEADER = "\n\nPersona notes (standing traits of the speakers):\n"
 FactDate = tuple[str, int]  # an item's ISO date ("" when none) and its seq: fact lines are rendered latest first
-Order = Literal["date", "rank"]
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where the parts of a context land (docs/context.md); which units enter is packing's business, not this.
-
-    ``order="date"`` with ``lead=0`` is the date layout: on an LLM-built space the fact lines under "Facts:" then the
-    blocks, newest first; on an extractive one a single timeline. ``lead=N`` puts the N parts the cascade ranked
-    highest first, in rank order, then the rest as one timeline newest first; ``order="rank"`` lays every part out in
-    rank order. A part is a fact line or a block; a block's rank is that of the first unit that opened it, and its
-    turns stay in conversation order. Fact lines next to each other are joined line by line; every other pair of
-    parts is separated by a blank line."""
-
-    order: Order = "date"
-    lead: int = 0
-
-    def __post_init__(self) -> None:
-        if self.order not in ("date", "rank"):
-            raise ValueError(f"layout order must be 'date' or 'rank', got {self.order!r}")
-        if self.lead < 0:
-            raise ValueError(f"layout lead must be >= 0, got {self.lead}")
-
-    @property
-    def name(self) -> str:
-        """'date', 'rank' or 'leadN' (:func:`layout_named` reads it back)."""
-        return f"lead{self.lead}" if self.order == "date" and self.lead else self.order
-
-    @property
-    def by_rank(self) -> bool:
-        """Whether any part is placed by rank (else: the date layout)."""
-        return self.order == "rank" or self.lead > 0
+Order = Literal["date", "rank"]  # ContextLayout.order
 
 
 def line_ends(counter: TokenCounter, tail: str) -> tuple[int, int]:
@@ -82,17 +51,6 @@ def line_ends(counter: TokenCounter, tail: str) -> tuple[int, int]:
 
 def _day_line(turn: Turn) -> str:
     return f"-- {format_date(turn.time)} --"
-
-
-def layout_named(name: str) -> Layout:
-    """The layout called ``name``: 'date', 'rank' or 'leadN' (the N best-ranked parts first, then the date order)."""
-    if name == "date":
-        return Layout()
-    if name == "rank":
-        return Layout(order="rank")
-    if name.startswith("lead") and name[4:].isdigit() and int(name[4:]) > 0:
-        return Layout(lead=int(name[4:]))
-    raise ValueError(f"unknown context layout {name!r}: use date, rank or leadN (N >= 1)")
 
 
 @dataclass
@@ -216,7 +174,8 @@ class Draft:
     persona: str = ""
     titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
     timeline: bool = False  # fact lines among the blocks by date, no "Facts:" part (an extractive space: timeline)
-    layout: Layout = field(default_factory=Layout)
+    order: Order = "date"  # ContextLayout.order and .lead: where the parts land (docs/context.md)
+    lead: int = 0
     fact_ranks: list[int] = field(default_factory=list)  # beside facts: the order in which each part entered
     block_ranks: dict[str, int] = field(default_factory=dict)
     entered: int = 0  # parts opened so far (a part's rank)
@@ -225,11 +184,18 @@ class Draft:
         return self.counter.count(text + "\n")
 
     @property
+    def by_rank(self) -> bool:
+        """Whether some part is placed by rank: ``order="rank"`` lays every part (a fact line, or a block, ranked by
+        the first unit that opened it) out in the order they entered; ``lead=N`` the first N, then the rest as one
+        timeline newest first. Otherwise the date layout (the facts, then the blocks; or one timeline)."""
+        return self.order == "rank" or self.lead > 0
+
+    @property
     def tokens(self) -> int:
         """The count of :meth:`evidence`."""
         if not self.facts and not self.blocks:
             return 0
-        if self.timeline or self.layout.by_rank:
+        if self.timeline or self.by_rank:
             return self._timeline_tokens()
         blank = self.block_blank + (self.fact_ends[0] if self.facts else 0)
         last = self.last.ends if self.last is not None else self.fact_ends
@@ -240,10 +206,10 @@ class Draft:
         block by its first turn)."""
         entries: list[tuple[FactDate, str | TurnBlock]] = list(zip(self.fact_dates, self.facts, strict=True))
         entries += [((b.turns[0].time.date().isoformat(), b.first_seq), b) for b in self.blocks.values()]
-        if not self.layout.by_rank:
+        if not self.by_rank:
             return sorted(entries, key=lambda entry: (entry[0], isinstance(entry[1], str)), reverse=True)
         ranks = [*self.fact_ranks, *self.block_ranks.values()]
-        lead = len(ranks) if self.layout.order == "rank" else self.layout.lead
+        lead = len(ranks) if self.order == "rank" else self.lead
         first = set(sorted(ranks)[:lead])
         by_rank = sorted((r, n) for n, r in enumerate(ranks) if r in first)
         rest = sorted(
@@ -282,7 +248,7 @@ class Draft:
         return "\n".join(lines)
 
     def evidence(self) -> str:
-        if self.timeline or self.layout.by_rank:
+        if self.timeline or self.by_rank:
             return self._render_timeline()
         parts = []
         if self.facts:

@@ -27,12 +27,14 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.answer.blocks import PERSONA_HEADER, Draft, FactDate, Layout
+from tmem.answer.blocks import PERSONA_HEADER, Draft, FactDate, Order
 from tmem.answer.context import AnswerContext, format_persona
 from tmem.answer.updates import current_first
 from tmem.index.anchor import is_question
 from tmem.models import Item, Scene, Turn
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
+from tmem.retrieve.recipe import Asked, asked
 from tmem.retrieve.routes import is_ranked_list
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.scope import Scope
@@ -40,7 +42,6 @@ from tmem.util.tokens import TokenCounter, default_counter
 
 UnitKind = Literal["item", "scene", "turn"]
 RouteFilter = Callable[[str], bool]
-MAX_CONTEXT_DEPTH = 100_000  # RetrievalConfig.context_depth's bound: a larger budget searches as deep as this
 DEFAULT_CONTEXT_TOKENS = 2000  # what `tmem ask` and Memory.context hand a reader unless told otherwise
 
 
@@ -106,7 +107,7 @@ class Context(BaseModel):
 
 
 class Searcher(Protocol):
-    def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult: ...
+    def search(self, space: Scope, query: str, config: RetrievalConfig | Asked | None = None) -> SearchResult: ...
 
 
 # ------------------------------------------------------------------------------------------------ units
@@ -205,13 +206,15 @@ def unit_order(units: Sequence[_Unit], k0: int, counts: RouteFilter | None = Non
 # ------------------------------------------------------------------------------------------------ packing
 
 
-def route_filter(result: SearchResult, config: RetrievalConfig) -> RouteFilter | None:
-    """For an anchorless query (lexical anchor under ``config.lexical_floor``; on a space never built, not a direct
-    question: ``is_question``), the routes still ordering the context: ``config.anchorless_routes``; else None."""
-    floor, anchor = config.lexical_floor, result.lexical_anchor
+def route_filter(result: SearchResult, layout: ContextLayout | None = None) -> RouteFilter | None:
+    """For an anchorless query (lexical anchor under the layout's ``lexical_floor``; on a space never built, not a
+    direct question: ``is_question``), the routes still ordering the context: its ``anchorless_routes``; else None.
+    ``layout``: the result's own (``SearchResult.layout``) unless given."""
+    layout = layout or result.layout
+    floor, anchor = layout.lexical_floor, result.lexical_anchor
     if floor is None or anchor is None or anchor >= floor:
         return None
-    return None if result.never_built and is_question(result.query) else config.anchorless_routes.__contains__
+    return None if result.never_built and is_question(result.query) else layout.anchorless_routes.__contains__
 
 
 def pack_context(
@@ -224,13 +227,15 @@ def pack_context(
     counter: TokenCounter | None = None,
     neighbours: bool = True,
     titles: bool = True,
-    layout: Layout | None = None,
+    order: Order = "date",
+    lead: int = 0,
 ) -> Context:
     """The context of ``result`` within ``max_tokens`` tokens of ``counter`` (default: cl100k; None budget: every
     hit, no limit); ``counts`` limits the routes that order it (:func:`route_filter`). A scene's excerpt holds the
     turns beside its best-matched turn unless ``neighbours`` is False; blocks are scenes under their titles unless
-    ``titles`` is False (or the space is extractive): then the turns of one session under its date. ``layout`` says
-    where the parts land (default: the date layout, :class:`tmem.answer.blocks.Layout`); it never changes what enters.
+    ``titles`` is False (or the space is extractive): then the turns of one session under its date. ``order`` and
+    ``lead`` say where the parts land (:class:`tmem.answer.blocks.Draft`, ``ContextLayout.order``); what enters does
+    not depend on them beyond the few tokens their separators cost.
 
     The whole text is counted before it is returned; were it ever over the budget (the line-by-line count is exact
     for both tokenizers, so this is a guard, not a path taken), it is packed again within a budget smaller by the
@@ -240,8 +245,9 @@ def pack_context(
     counter = counter or default_counter()
     limit = max_tokens if max_tokens is not None else 1 << 62
     while True:
-        how = _Packing(k0, counts, counter, neighbours, titles, layout or Layout())
-        ctx = _pack(result, limit, max_tokens, include_persona, how)
+        ctx = _pack(
+            result, limit, max_tokens, include_persona, _Packing(k0, counts, counter, neighbours, titles, order, lead)
+        )
         if max_tokens is None or ctx.tokens <= max_tokens:
             return ctx
         limit -= ctx.tokens - max_tokens
@@ -254,7 +260,8 @@ class _Packing:
     counter: TokenCounter
     neighbours: bool
     titles: bool
-    layout: Layout
+    order: Order
+    lead: int
 
 
 def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_persona: bool, how: _Packing) -> Context:
@@ -265,7 +272,7 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     order = unit_order(units, how.k0, counts)  # LLM-built: a changed fact's newest statement first (retrieval.md)
     order = order if result.descriptive_only else current_first(order)
     titled = how.titles and not result.descriptive_only  # an extractive space: its fact lines are quoted turns
-    draft = Draft(counter, titled=titled, timeline=result.descriptive_only, layout=how.layout)
+    draft = Draft(counter, titled=titled, timeline=result.descriptive_only, order=how.order, lead=how.lead)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
     quoted: set[str] = set()  # turn ids whose whole text a fact line in the context quotes (an extractive item)
@@ -351,58 +358,46 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     )
 
 
-def context_config(config: RetrievalConfig, max_tokens: int | None) -> RetrievalConfig:
-    """The search behind a budgeted context: the same recipe, with lists deep enough to fill the budget (a fact line
-    is ~20 tokens, a turn ~25: ``max_tokens // 20`` units, :meth:`RetrievalConfig.deepened`), so that a large budget
-    is not left empty by the cascade's small kS / kI."""
-    if max_tokens is None:
-        return config
-    return config.replace(context_depth=min(max(1, max_tokens // 20), MAX_CONTEXT_DEPTH))
-
-
 def recall(
     searcher: Searcher,
     space: Scope,
     query: str,
     max_tokens: int | None,
-    config: RetrievalConfig | None = None,
+    config: RetrievalConfig | Asked | None = None,
     *,
+    layout: ContextLayout | None = None,
     include_persona: bool = True,
     counter: TokenCounter | None = None,
-    layout: Layout | None = None,
 ) -> tuple[SearchResult, Context]:
-    """Search ``space`` for ``query`` (lists deepened for the budget) and pack the hits into ``max_tokens`` tokens of
-    ``counter`` (default cl100k)."""
-    cfg = config or RetrievalConfig.preset("auto")
-    result = searcher.search(space, query, context_config(cfg, max_tokens))
-    return result, pack_for(result, max_tokens, cfg, include_persona=include_persona, counter=counter, layout=layout)
+    """Search ``space`` for ``query`` (lists deepened for the budget: :func:`tmem.retrieve.recipe.context_depth`)
+    and pack the hits into ``max_tokens`` tokens of ``counter`` (default cl100k) as ``layout`` says (resolved for
+    the space by the search)."""
+    request = asked(config or RetrievalConfig.preset("auto"), layout, max_tokens)
+    result = searcher.search(space, query, request)
+    return result, pack_for(result, max_tokens, include_persona=include_persona, counter=counter)
 
 
 def pack_for(
     result: SearchResult,
     max_tokens: int | None,
-    config: RetrievalConfig | None,
     *,
     include_persona: bool = True,
     counter: TokenCounter | None = None,
-    layout: Layout | None = None,
 ) -> Context:
-    """Pack ``result`` as its recipe says (``config`` resolved for the result's space: its k0, the routes ordering an
+    """Pack ``result`` as its resolved layout says (``SearchResult.layout``: its k0, the routes ordering an
     anchorless query, excerpts, block titles): what every budgeted reader gets, ``ask`` included."""
-    asked = config or RetrievalConfig.preset("auto")
-    resolved = asked.for_space(result.descriptive_only)
-    # never built: whole-list ranks fused with the search's k0 (flat hybrid's) unless context_k0 was set (retrieval.md)
-    never_built = result.never_built and "context_k0" not in asked.model_fields_set
+    layout = result.layout
     return pack_context(
         result,
         max_tokens,
         include_persona=include_persona,
-        k0=resolved.k0 if never_built else resolved.context_k0,
-        counts=route_filter(result, resolved),
+        k0=layout.context_k0,
+        counts=route_filter(result, layout),
         counter=counter,
-        neighbours=resolved.excerpt_neighbours,
-        titles=resolved.scene_titles,
-        layout=layout,
+        neighbours=layout.excerpt_neighbours,
+        titles=layout.scene_titles,
+        order=layout.order,
+        lead=layout.lead,
     )
 
 
@@ -411,13 +406,13 @@ def recall_context(
     space: Scope,
     query: str,
     max_tokens: int | None,
-    config: RetrievalConfig | None = None,
+    config: RetrievalConfig | Asked | None = None,
     *,
+    layout: ContextLayout | None = None,
     include_persona: bool = True,
     counter: TokenCounter | None = None,
-    layout: Layout | None = None,
 ) -> Context:
     """Search ``space`` for ``query`` and pack the hits into at most ``max_tokens`` tokens of ``counter``."""
     return recall(
-        searcher, space, query, max_tokens, config, include_persona=include_persona, counter=counter, layout=layout
+        searcher, space, query, max_tokens, config, layout=layout, include_persona=include_persona, counter=counter
     )[1]

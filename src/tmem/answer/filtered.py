@@ -6,9 +6,10 @@ Kept in ``tmem.answer`` (not beside the filter in ``tmem.retrieve``) because it 
 
 from __future__ import annotations
 
-from tmem.answer.budget import MAX_CONTEXT_DEPTH, Context, Searcher, recall_context
+from tmem.answer.budget import Context, Searcher, recall
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.filters import MemoryFilter, filter_result
+from tmem.retrieve.recipe import MAX_CONTEXT_DEPTH, Asked, asked, context_depth
 from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope
 from tmem.store.base import Store
@@ -31,45 +32,44 @@ class FilteredSearcher:
         self.depth = 0
         self.found = -1  # hits of the last unfiltered search
 
-    def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult:
-        cfg = config or RetrievalConfig.preset("auto")
-        if self.depth > cfg.context_depth:
-            cfg = cfg.replace(context_depth=self.depth)
-        result = self.retriever.search(space, query, cfg)
+    def search(self, space: Scope, query: str, config: RetrievalConfig | Asked | None = None) -> SearchResult:
+        request = asked(config or RetrievalConfig.preset("auto")).deeper(self.depth)
+        result = self.retriever.search(space, query, request)
         self.found = _size(result)
         return filter_result(result, self.store, space, self.where)
 
 
 def filtered_search(
-    retriever: Searcher, store: Store, space: Scope, query: str, config: RetrievalConfig, where: MemoryFilter
+    retriever: Searcher, store: Store, space: Scope, query: str, config: RetrievalConfig | Asked, where: MemoryFilter
 ) -> SearchResult:
     """A search whose hits all match ``where``: lists as deep as a 2000-token context's, then filtered, so that a
     selective filter still finds matches beyond the plain search's top lists."""
     searcher = FilteredSearcher(retriever, store, where)
-    searcher.depth = max(config.context_depth, 100)
+    searcher.depth = max(asked(config).depth, 100)
     return searcher.search(space, query, config)
 
 
-def filtered_context(
+def filtered_recall(
     retriever: Searcher,
     store: Store,
     space: Scope,
     query: str,
     max_tokens: int | None,
-    config: RetrievalConfig,
+    config: Asked,
     where: MemoryFilter,
     counter: TokenCounter,
-) -> Context:
-    """The budgeted context of the hits ``where`` keeps. The search is deepened (x4 per round, up to
-    MAX_CONTEXT_DEPTH) until the packed context is ``FULL`` or a deeper search finds nothing more."""
+) -> tuple[SearchResult, Context]:
+    """The budgeted context of the hits ``where`` keeps, and the filtered search it was packed from. The search is
+    deepened (x4 per round, up to MAX_CONTEXT_DEPTH) until the packed context is ``FULL`` or a deeper search finds
+    nothing more."""
     searcher = FilteredSearcher(retriever, store, where)
-    depth = 0 if max_tokens is None else max(1, max_tokens // 20)
+    depth = context_depth(max_tokens)
     previous = -1
     while True:
         searcher.depth = depth
-        ctx = recall_context(searcher, space, query, max_tokens, config, counter=counter)
+        result, ctx = recall(searcher, space, query, max_tokens, config, counter=counter)
         full = max_tokens is None or ctx.tokens >= FULL * max_tokens
         if full or searcher.found == previous or depth >= MAX_CONTEXT_DEPTH:
-            return ctx
+            return result, ctx
         previous = searcher.found
         depth = min(depth * 4, MAX_CONTEXT_DEPTH)

@@ -32,7 +32,11 @@ def _budgets(raw: str) -> list[int]:
     help="Cue probes: queries.json's format (space -> [{key, query, gold_turn_ids, ...}]) or a list of probes.",
 )
 @click.option("--budgets", default="500,1000", show_default=True, help="Context budgets (tokens of TMEM_TOKENIZER).")
-@click.option("--layout", default=None, help="tmem's context layout: date, rank or leadN (default: the shipped one).")
+@click.option(
+    "--layout",
+    default=None,
+    help="Where tmem's context parts land: date, rank or leadN (default: the recipe's, docs/context.md).",
+)
 @click.option("--preset", default=None, help="Retrieval preset (default: TMEM_SEARCH_PRESET, else auto).")
 @click.option("--judge", "with_judge", is_flag=True, help="Also judge both replies of every probe.")
 @click.option("--answer-model", default=None, help="Model writing the replies (default TMEM_ANSWER_MODEL / LLM model).")
@@ -48,18 +52,18 @@ def _budgets(raw: str) -> list[int]:
 @pass_app
 def replies_cmd(app: AppContext, /, space: str, probes: Path, budgets: str, layout: str | None, **kw: Any) -> None:
     """Replies from SPACE's memory and from flat dense retrieval at the same tokens, for each cue probe in FILE."""
-    from tmem.answer.blocks import Layout, layout_named
     from tmem.eval.baselines import SpaceBaselines
     from tmem.eval.replies import load_probes, report, run_replies
     from tmem.index.space import cached_vectorizer
     from tmem.llm.batch import export_pending
     from tmem.llm.service import make_llm
     from tmem.retrieve.config import RetrievalConfig
+    from tmem.retrieve.layout import ContextLayout, placement
     from tmem.scope import Scope
 
     sizes = _budgets(budgets)
     try:
-        chosen = Layout() if layout is None else layout_named(layout)
+        chosen = ContextLayout() if layout is None else ContextLayout(**placement(layout))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--layout") from None
     mem = app.memory()
@@ -120,6 +124,6 @@ def replies_cmd(app: AppContext, /, space: str, probes: Path, budgets: str, layo
     if kw["out"] is not None:
         kw["out"].write_text(table, encoding="utf-8")
     if kw["as_json"]:
-        echo_json({"layout": chosen.name, "records": [r.model_dump(mode="json") for r in records], "table": table})
+        echo_json({"layout": layout or "auto", "records": [r.model_dump(mode="json") for r in records], "table": table})
     else:
-        click.echo(f"Layout `{chosen.name}`; {len(cue_probes)} cue probes of {space}.\n\n{table}")
+        click.echo(f"Layout `{layout or 'auto'}`; {len(cue_probes)} cue probes of {space}.\n\n{table}")

@@ -43,6 +43,7 @@ from tmem.memory import SpaceExport, Where
 from tmem.models import Item, ItemKind, SpaceSummary
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.filters import MemoryFilter
+from tmem.retrieve.layout import Layout, as_layout
 from tmem.retrieve.types import SearchResult
 
 Messages = Sequence[MessageInput | dict[str, object]]
@@ -98,12 +99,19 @@ def _seg(value: str) -> str:
 
 
 def _config(config: RetrievalConfig | str | None) -> str | dict[str, Any] | None:
-    """A preset name as is; a RetrievalConfig as the fields set explicitly (by their paper names): a field set to
-    the paper's value is sent too, so that the server's ``auto`` keeps it as the library's does."""
+    """A preset name as is; a RetrievalConfig as JSON (by the paper's names), its ``explicit`` fields included, so
+    that the server's ``auto`` keeps what the caller set as the library's does."""
     if isinstance(config, RetrievalConfig):
         # The reranker is the server operator's setting (a request naming one is refused): it is not sent.
-        return config.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"reranker"})
+        sent = config.model_dump(mode="json", by_alias=True, exclude={"reranker"})
+        sent["explicit"] = [name for name in sent["explicit"] if name != "reranker"]
+        return sent
     return config
+
+
+def _layout(layout: Layout) -> dict[str, Any] | None:
+    """A context layout as JSON (validated here: a bad field is refused before any request)."""
+    return None if layout is None else as_layout(layout).model_dump(mode="json")
 
 
 def _message(m: MessageInput | dict[str, object]) -> dict[str, Any]:
@@ -162,7 +170,12 @@ def search(space: str, query: str, config: RetrievalConfig | str | None, where: 
 
 
 def context(
-    space: str, query: str, max_tokens: int | None, config: RetrievalConfig | str | None, where: Where = None
+    space: str,
+    query: str,
+    max_tokens: int | None,
+    config: RetrievalConfig | str | None,
+    where: Where = None,
+    layout: Layout = None,
 ) -> Plan[Context]:
     if max_tokens is None:
         raise InputError("Over HTTP a context has a token budget: pass max_tokens (at most 32000).")
@@ -173,6 +186,8 @@ def context(
         params["preset"] = config
     if where is not None:
         params["where"] = json.dumps(_json(where))
+    if layout is not None:
+        params["layout"] = json.dumps(_layout(layout))
     body = yield Request("GET", f"/v1/spaces/{_seg(space)}/context", params=params)
     return Context.model_validate(body)
 
@@ -184,6 +199,7 @@ def ask(
     variant: Variant,
     config: RetrievalConfig | str | None,
     max_tokens: int | None,
+    layout: Layout = None,
 ) -> Plan[Answer]:
     if max_tokens is None:
         raise InputError("Over HTTP an answer's context has a token budget: pass max_tokens (at most 32000).")
@@ -193,6 +209,8 @@ def ask(
         when = when.at
     at = None if when is None else when.isoformat()
     payload = {"question": question, "at": at, "variant": variant, "config": _config(config), "max_tokens": max_tokens}
+    if layout is not None:
+        payload["layout"] = _layout(layout)
     body = yield Request("POST", f"/v1/spaces/{_seg(space)}/ask", json=payload)
     return Answer.model_validate(body)
 

@@ -28,6 +28,22 @@ from tmem.store.base import Store
 BUILD_LEASE = "build"
 
 
+class Staleness(BaseModel):
+    """How far the built memory of a space lags behind its conversation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    space: str
+    built: bool = Field(description="A memory was built for the space.")
+    stale_turns: int = Field(
+        ge=0, description="Turns added since the last build started: searched as raw turns, in no scene or item yet."
+    )
+
+    @property
+    def stale(self) -> bool:
+        return self.stale_turns > 0
+
+
 class BuildPolicy(BaseModel):
     model_config = ConfigDict(frozen=True)
 

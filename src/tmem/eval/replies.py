@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tmem.answer.answerer import STAGE_REPLY, QuestionTime, reply_messages
-from tmem.answer.blocks import Layout
 from tmem.answer.budget import Searcher, recall
 from tmem.answer.context import AnswerContext, format_turn
 from tmem.answer.prompting import load_template
@@ -44,6 +43,7 @@ from tmem.eval.position import context_position, summary
 from tmem.llm.base import LLM, Message
 from tmem.models import Turn
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
 from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.text import text_hash
@@ -202,7 +202,7 @@ def _prepare(
     probe: ReplyProbe,
     budgets: Sequence[int],
     config: RetrievalConfig | None,
-    layout: Layout | None,
+    layout: ContextLayout | None,
 ) -> list[_Prepared]:
     scope = baselines.space
     turns = {t.id: t for t in baselines.turns}
@@ -264,7 +264,7 @@ async def run_replies(
     judge_llm: LLM | None = None,
     *,
     config: RetrievalConfig | None = None,
-    layout: Layout | None = None,
+    layout: ContextLayout | None = None,
 ) -> list[ReplyRecord]:
     """Both replies of every (probe, budget), judged when ``judge_llm`` is given (see the module docstring)."""
     scope = baselines.space

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from tmem.answer.blocks import Layout
 from tmem.answer.budget import Context, Searcher, recall
 from tmem.answer.context import assemble_context
 from tmem.errors import ConfigError
@@ -27,6 +26,7 @@ from tmem.eval.records import BudgetCell, CoverageRecord, ResultsFile, SystemCov
 from tmem.index.space import cached_vectorizer
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
 from tmem.retrieve.routes import RouteName
 from tmem.retrieve.types import Route
 from tmem.scope import Scope
@@ -98,11 +98,11 @@ def budget_cells(
     config: RetrievalConfig | None,
     *,
     any_hit: bool,
-    layout: Layout | None = None,
+    layout: ContextLayout | None = None,
 ) -> list[BudgetCell]:
-    """tmem's budgeted context (Memory.context, laid out as ``layout`` says) beside the flat baselines and the
-    control walked to each budget, all counted by the baselines' tokenizer, with where the evidence first appears in
-    each (:mod:`tmem.eval.position`)."""
+    """tmem's budgeted context (Memory.context, laid out as ``layout`` says) beside the flat baselines and the control
+    walked to each budget, all counted by the baselines' tokenizer, with where the evidence first appears in each
+    (:mod:`tmem.eval.position`)."""
     cells = []
     flat = baselines.packed_many(query.text, query.key, budgets)
     for budget in budgets:
@@ -112,9 +112,9 @@ def budget_cells(
             query.text,
             budget,
             config,
+            layout=layout,
             include_persona=False,
             counter=baselines.counter,
-            layout=layout,
         )
         tmem = system_coverage(set(ctx.turn_ids), gold, ctx.tokens, any_hit=any_hit)
         position = context_position(ctx, result, gold, baselines.counter)

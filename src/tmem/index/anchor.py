@@ -9,7 +9,7 @@ The anchor of a query is the largest share of the query's IDF mass (over the spa
 BM25 turns contains: ``sum idf(t) for t in query & turn / sum idf(t) for t in query``, in [0, 1]. Query words no turn
 holds get the largest IDF (they cannot be matched, so they weigh as unexplained). It uses only the space's own
 turns and the query, so it carries to any conversation and any embedder. docs/retrieval.md says how the context uses
-it (``RetrievalConfig.lexical_floor``).
+it (``ContextLayout.lexical_floor``).
 
 A calendar date in the query ("on 5 November, 2022", "in May 2023") is left out of both sides of the share: it says
 *when*, not *what*. A turn's date is metadata, not words of its text, so BM25 can never match it, and counted as

@@ -31,7 +31,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from tmem.errors import BatchPending, ConfigError, LLMError, LLMOutputError
-from tmem.llm.base import ChatBackend, ChatRequest, ClosableBackend, LLMResult, Message, T, Usage
+from tmem.llm.base import LLM, ChatBackend, ChatRequest, ClosableBackend, LLMResult, Message, T, Usage
 from tmem.llm.repair import repair_json
 from tmem.llm.request import JsonMode, build_request, canonical_json, chat_body, request_hash
 from tmem.models import LLMCall, PendingRequest
@@ -304,3 +304,24 @@ def make_llm(
     from tmem.llm.openai_backend import OpenAIBackend
 
     return StructuredLLM(OpenAIBackend(settings), store, model=name, settings=settings, batch=batch)
+
+
+def make_answer_llm(settings: Settings, store: Store, construction: LLM | None) -> tuple[LLM, bool]:
+    """The answer model: ``Settings.answer_model`` (default the construction model), and True when it was created here
+    (the caller closes it). The construction LLM ``construction`` answers when it is that model, or when the settings
+    name no LLM (extractive mode) and one was passed in."""
+    if settings.llm == "none" and construction is not None:
+        return construction, False
+    if settings.llm == "none" or not settings.llm_model:
+        raise ConfigError(
+            "Answering needs an LLM to write the answer: set TMEM_LLM=openai, TMEM_LLM_MODEL (e.g. "
+            "gpt-4.1-mini) and OPENAI_BASE_URL (plus OPENAI_API_KEY if the server needs one). Without an LLM, "
+            "`tmem search SPACE QUERY --explain` (Memory.search) shows what memory recalls."
+        )
+    model = settings.answer_model or settings.llm_model
+    if construction is not None and construction.model == model:
+        return construction, False
+    created = make_llm(settings, store, model=model)
+    if created is None:  # unreachable: settings.llm != "none" was checked above
+        raise ConfigError("Answering needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL.")
+    return created, True

@@ -3,6 +3,7 @@
 from tmem.retrieve.cascade import Retriever, run_cascade
 from tmem.retrieve.config import PRESETS, SWITCHES, RetrievalConfig
 from tmem.retrieve.fusion import Fused, Ranked, fuse, gate, nanmax, rrf
+from tmem.retrieve.layout import ContextLayout
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
 from tmem.retrieve.routes import ROUTES, RouteName, RouteSpec
 from tmem.retrieve.types import ItemHit, Route, SceneHit, SearchResult
@@ -11,6 +12,7 @@ __all__ = [
     "PRESETS",
     "ROUTES",
     "SWITCHES",
+    "ContextLayout",
     "CrossEncoderReranker",
     "Fused",
     "ItemHit",

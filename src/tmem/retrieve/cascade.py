@@ -31,6 +31,7 @@ from tmem.index.topk import Mask, top_k
 from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.fusion import Fused, Ranked, fuse
 from tmem.retrieve.lists import RawTurns, StageLists
+from tmem.retrieve.recipe import Asked, Recipe, resolve
 from tmem.retrieve.rerank import CrossEncoderReranker, Reranker
 from tmem.retrieve.routes import RERANK_PREFIX, Stage, stage_routes
 from tmem.retrieve.speakers import without_speakers
@@ -64,14 +65,14 @@ def run_cascade(
     index: SpaceIndex,
     query: str,
     qvec: Vector,
-    config: RetrievalConfig,
+    recipe: Recipe,
     reranker: Reranker | None = None,
     tail: TurnTail | None = None,
 ) -> SearchResult:
-    """One search over a built index with an already embedded query (and the turns added since the index was loaded,
-    ``tail``, searched beside its own: :mod:`tmem.index.tail`). Each stage fuses the lists of its active routes
-    (:data:`tmem.retrieve.routes.ROUTES`)."""
-    cfg = config.for_space(index.descriptive_only).deepened()
+    """One search of a resolved recipe over a built index with an already embedded query (and the turns added since
+    the index was loaded, ``tail``, searched beside its own: :mod:`tmem.index.tail`). Each stage fuses the lists of
+    its active routes (:data:`tmem.retrieve.routes.ROUTES`)."""
+    cfg = recipe.config
     turns = RawTurns(index, tail, query)
     lists = StageLists(index, query, qvec, cfg, turns)
 
@@ -118,8 +119,10 @@ def run_cascade(
         kept_turns = fuse(turn_lists, cfg.k0) if turn_lists else []
 
     result = _result(index, query, cfg, surviving, surviving_ids, kept_scenes, kept_items, lists.misses)
-    result = result.model_copy(update={"unbuilt_turns": int(turns.unbuilt.sum()), "never_built": turns.raw_only})
-    if cfg.lexical_floor is not None and turns.list:
+    result = result.model_copy(
+        update={"unbuilt_turns": int(turns.unbuilt.sum()), "never_built": turns.raw_only, "layout": recipe.layout}
+    )
+    if recipe.layout.lexical_floor is not None and turns.list:
         best = top_k(turns.scores, ANCHOR_CANDIDATES, positive_only=True)
         texts = [turn_search_text(turns.list[int(r)]) for r in best]
         result = result.model_copy(update={"lexical_anchor": index.turn_lexicon.anchor(query, texts)})
@@ -355,18 +358,25 @@ class Retriever:
             self._rerankers[cfg.reranker] = CrossEncoderReranker(cfg.reranker)
         return self._rerankers[cfg.reranker]
 
-    def search(self, space: Scope, query: str, config: RetrievalConfig | None = None) -> SearchResult:
-        """Run the cascade for ``query`` in ``space``; the query is embedded exactly once."""
-        cfg = config or self.config
+    def search(self, space: Scope, query: str, config: RetrievalConfig | Asked | None = None) -> SearchResult:
+        """Run the cascade for ``query`` in ``space``; the query is embedded exactly once. ``config`` (default: the
+        retriever's) is resolved for the space here, once (:func:`tmem.retrieve.recipe.resolve`); an :class:`Asked`
+        also names the context layout and the depth of a budgeted context."""
         index = self.index(space)
         tail = self.tail(space, index)
+        recipe = resolve(
+            config if isinstance(config, Asked) else Asked(config or self.config),
+            descriptive_only=index.descriptive_only,
+            never_built=RawTurns(index, tail, query).raw_only,
+        )
+        cfg = recipe.config
         # the dense lists compare meaning: the query without the speakers it names (tmem.retrieve.speakers)
         meant = query if cfg.keep_speaker_names else without_speakers(query, _speakers(index, tail))
         qvec, reranker = self.embed_query(meant), self._reranker_for(cfg)
         if not persistent_vectors(self.store):
-            return run_cascade(index, query, qvec, cfg, reranker, tail)
+            return run_cascade(index, query, qvec, recipe, reranker, tail)
         with self.store.transaction():  # pgvector: the search's lookups on one pooled connection and one snapshot
-            return run_cascade(index, query, qvec, cfg, reranker, tail)
+            return run_cascade(index, query, qvec, recipe, reranker, tail)
 
 
 def _speakers(index: SpaceIndex, tail: TurnTail | None) -> frozenset[str]:

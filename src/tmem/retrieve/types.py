@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tmem.models import Item, Persona, Scene, Turn
+from tmem.retrieve.layout import ContextLayout
 
 
 class Route(BaseModel):
@@ -115,7 +116,12 @@ class SearchResult(BaseModel):
     lexical_anchor: float | None = Field(
         default=None,
         description="Share of the query's IDF mass that its best BM25 turns contain (tmem.index.anchor); None when "
-        "not measured (the turn route is off).",
+        "not measured (the turn route is off, or the layout has no lexical floor).",
+    )
+    layout: ContextLayout = Field(
+        default_factory=ContextLayout,
+        description="The context layout resolved for this search's space (tmem.retrieve.layout): how a budgeted "
+        "context of these hits is packed.",
     )
 
     def turn_ids(self) -> list[str]:

@@ -74,7 +74,7 @@ MAX_REQUEST_COUNT = 1_000  # the largest count (kT, kS, kI, R, depth, k0, ...) a
 OPERATOR_ONLY = frozenset({"reranker"})  # which model a server loads is the operator's setting, never a request's
 
 
-def retrieval_config(value: str | dict[str, Any] | None, settings: Settings) -> RetrievalConfig | str | None:
+def retrieval_config(value: str | dict[str, Any] | None) -> RetrievalConfig | str | None:
     """A preset name passes through; a dict of RetrievalConfig fields is validated here (422 naming the field).
 
     Request-side settings are bounded: no field naming a model or path (the operator's TMEM_RERANKER_MODEL applies),
@@ -105,6 +105,4 @@ def retrieval_config(value: str | dict[str, Any] | None, settings: Settings) -> 
             raise InputError(
                 f"Invalid retrieval config field {shown_name}: {got!r} is not a finite number between -1 and 1."
             )
-    if settings.reranker_model:
-        cfg = cfg.replace(reranker=settings.reranker_model)
-    return cfg
+    return cfg  # the operator's reranker is added by MemoryCore.resolve_config, as for every config

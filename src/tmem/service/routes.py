@@ -21,7 +21,7 @@ from tmem.models import Item, ItemKind
 from tmem.retrieve.types import SearchResult
 from tmem.service.deps import ItemId, SpaceName, State, Tenant, require_space, retrieval_config
 from tmem.service.problems import ServiceProblem
-from tmem.service.schemas import MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn, Text
+from tmem.service.schemas import LAYOUT_DOC, MAX_QUERY, MAX_TOKENS, AskIn, ForgetIn, ItemPatch, SearchIn, Text
 
 
 @contextmanager
@@ -46,6 +46,9 @@ WHERE_DOC = (
 METADATA_DOC = 'Source turns\' metadata as JSON, e.g. {"project": "alpha"} or {"project": ["alpha", "beta"]}.'
 
 
+EXAMPLES = {"metadata": '{"project": "alpha"}', "layout": '{"excerpt_neighbours": true}'}
+
+
 def json_object(value: str | None, name: str) -> dict[str, Any] | None:
     """A query parameter holding a JSON object (None when absent); anything else is a 422 saying what to send."""
     if value is None:
@@ -55,7 +58,7 @@ def json_object(value: str | None, name: str) -> dict[str, Any] | None:
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
-        example = '{"project": "alpha"}' if name == "metadata" else '{"metadata": {"project": "alpha"}}'
+        example = EXAMPLES.get(name, '{"metadata": {"project": "alpha"}}')
         raise InputError(f"Query parameter {name} must be a JSON object, e.g. {name}={example}.")
     return parsed
 
@@ -67,7 +70,7 @@ def register(app: FastAPI) -> None:
         are searched as raw turns). With ``explain``, every hit keeps its routes: which lists reached it, its rank and
         score in each."""
         scope = await require_space(state, tenant, space)
-        cfg = retrieval_config(body.config, state.settings)
+        cfg = retrieval_config(body.config)
         result = await state.memory.search(scope, body.q, cfg, where=body.where)
         data: dict[str, Any] = result.model_dump(mode="json")
         if not body.explain:
@@ -84,19 +87,21 @@ def register(app: FastAPI) -> None:
         max_tokens: Annotated[int, Query(ge=0, le=MAX_TOKENS, description="Token budget of the text.")] = 2000,
         preset: Annotated[str | None, Query(max_length=64, description="Retrieval preset (docs/retrieval.md).")] = None,
         where: Annotated[str | None, Query(max_length=MAX_QUERY, description=WHERE_DOC)] = None,
+        layout: Annotated[str | None, Query(max_length=MAX_QUERY, description=LAYOUT_DOC)] = None,
     ) -> dict[str, Any]:
         """The text to hand a reader for ``q``: hits packed into at most ``max_tokens`` tokens, with their routes, the
-        token count, and how many turns are not built yet; ``where`` filters before packing."""
+        token count, and how many turns are not built yet; ``where`` filters before packing; ``layout`` lays the text
+        out."""
         scope = await require_space(state, tenant, space)
-        chosen = json_object(where, "where")
-        result = await state.memory.context(scope, q, max_tokens=max_tokens, config=preset, where=chosen)
+        chosen, laid = json_object(where, "where"), json_object(layout, "layout")
+        result = await state.memory.context(scope, q, max_tokens=max_tokens, config=preset, where=chosen, layout=laid)
         return result.model_dump(mode="json")
 
     @app.post("/v1/spaces/{space}/ask", response_model=Answer, tags=["recall"])
     async def ask(space: SpaceName, body: AskIn, tenant: Tenant, state: State) -> dict[str, Any]:
         """An answer from memory by the server's answer model (409 when the server runs without an LLM)."""
         scope = await require_space(state, tenant, space)
-        cfg = retrieval_config(body.config, state.settings)  # a bad request is a 422 on every server
+        cfg = retrieval_config(body.config)  # a bad request is a 422 on every server
         if state.settings.llm == "none" and not state.settings.answer_model:
             raise ServiceProblem(
                 409,
@@ -105,7 +110,13 @@ def register(app: FastAPI) -> None:
                 "TMEM_LLM=openai, TMEM_LLM_MODEL and OPENAI_BASE_URL, or use /search instead.",
             )
         answer = await state.memory.ask(
-            scope, body.question, body.at, variant=body.variant, config=cfg, max_tokens=body.max_tokens
+            scope,
+            body.question,
+            body.at,
+            variant=body.variant,
+            config=cfg,
+            max_tokens=body.max_tokens,
+            layout=body.layout,
         )
         return answer.model_dump(mode="json")
 

@@ -75,6 +75,12 @@ class JobRef(BaseModel):
     job: str
 
 
+LAYOUT_DOC = (
+    'The context layout as a JSON object of ContextLayout fields, e.g. {"excerpt_neighbours": true}; fields not '
+    'given take the recipe\'s values (docs/retrieval.md, "Context layout").'
+)
+
+
 class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -99,6 +105,7 @@ class AskIn(BaseModel):
     variant: Literal["short", "cot"] = "short"
     config: str | dict[str, Any] | None = None
     max_tokens: int = Field(default=2000, ge=0, le=MAX_TOKENS, description="Token budget of the answer's context.")
+    layout: dict[str, Any] | None = Field(default=None, description=LAYOUT_DOC)
 
 
 class ItemPatch(BaseModel):

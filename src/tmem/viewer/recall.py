@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context, context_config
+from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS, Context
 from tmem.errors import InputError
 from tmem.memory import Memory
 from tmem.retrieve.config import PRESETS, SWITCHES, RetrievalConfig
+from tmem.retrieve.layout import ContextLayout
 from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope
 
@@ -33,6 +34,7 @@ class SearchForm:
     preset: str = "auto"
     without: tuple[str, ...] = ()
     budget: int = DEFAULT_BUDGET
+    layout: ContextLayout | None = None  # None: every field per recipe
 
     @classmethod
     def parse(cls, query: str, preset: str, without: list[str], budget: str, default_preset: str) -> SearchForm:
@@ -70,10 +72,8 @@ class Recall:
 
 
 def recall(memory: Memory, key: Scope, form: SearchForm) -> Recall:
-    """Run the search of ``form`` in the space stored under ``key``: the cascade (``Memory.search``) as deep as the
-    budgeted context searches (``context_config``: the route tables show what the context was packed from) and the
-    packed context (``Memory.context``), both with the form's configuration."""
-    config = form.config()
-    result = memory.search(key, form.query, context_config(config, form.budget))
-    context = memory.context(key, form.query, max_tokens=form.budget, config=config)
+    """Run the search of ``form`` in the space stored under ``key``: the budgeted context (``Memory.recall``) and the
+    search it was packed from (the route tables show what the context was packed from), with the form's
+    configuration and layout."""
+    result, context = memory.recall(key, form.query, max_tokens=form.budget, config=form.config(), layout=form.layout)
     return Recall(form=form, result=result, context=context)
