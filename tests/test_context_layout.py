@@ -4,18 +4,25 @@ the benches report (tmem.eval.position) reads the text as laid out."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tmem import Memory
 from tmem.answer.blocks import Draft, TurnBlock
 from tmem.answer.budget import pack_context
+from tmem.cli.main import cli
+from tmem.embed.hashing import HashEmbedder
 from tmem.eval.position import context_position, flat_positions, summary
 from tmem.models import Item, ItemKind, Turn
 from tmem.retrieve.layout import ContextLayout, placement
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
+from tmem.settings import Settings
 from tmem.util.tokens import TOKENIZERS, token_counter
 
 DAY = datetime(2023, 5, 1, 9, 0)
@@ -195,3 +202,29 @@ def test_a_flat_context_has_a_rank_order_and_a_time_order_position() -> None:
     assert flat_positions(["a", "b"], ["c"], tokens, seq) == (None, None)
     assert summary([0.1, None, 0.5, 0.2]) == (0.2, 2 / 3, 3)
     assert summary([None]) == (None, None, 0)
+
+
+def test_the_command_line_takes_a_layout(tmp_path: Path) -> None:
+    """`tmem search --max-tokens N --layout NAME` (and `ask`, `eval replies`): a placement name or layout fields."""
+    home = tmp_path / "home"
+    mem = Memory.open(home, Settings(llm="none", embed_backend="hash"), embedder=HashEmbedder())
+    days = ["2023-05-01", "2023-05-09", "2023-05-20"]
+    texts = ["We went to the lake with the kids.", "The lake was frozen this time.", "I sold my kayak at the lake."]
+    mem.add_messages(
+        "s", [{"speaker": "Ann", "text": t, "time": f"{d}T10:00:00"} for d, t in zip(days, texts, strict=True)]
+    )
+    mem.build("s")
+    mem.close()
+    env = {"TMEM_EMBED_BACKEND": "hash"}
+    base = ["--dir", str(home), "search", "s", "lake kayak", "--max-tokens", "200", "--json"]
+    runner = CliRunner()
+    texts_by = {}
+    for value in ("rank", "date", '{"order": "rank", "context_k0": 5}'):
+        out = runner.invoke(cli, [*base, "--layout", value], env=env)
+        assert out.exit_code == 0, out.output
+        texts_by[value] = json.loads(out.output)["text"]
+    assert sorted(texts_by["rank"].split("\n\n")) == sorted(texts_by["date"].split("\n\n"))  # the same parts
+    bad = runner.invoke(cli, [*base, "--layout", "sideways"], env=env)
+    assert "unknown context layout 'sideways'" in str(bad.exception)
+    unbudgeted = runner.invoke(cli, ["--dir", str(home), "search", "s", "lake", "--layout", "rank"], env=env)
+    assert unbudgeted.exit_code == 2 and "add --max-tokens" in unbudgeted.output

@@ -208,6 +208,6 @@ def test_cli_runs_through_the_batch_protocol(memory: Memory, tmp_path: Path) -> 
     other = runner.invoke(cli, [*done, "--layout", "rank"], env=env)
     assert isinstance(other.exception, BatchPending) and other.exception.count == 1
     bad = runner.invoke(cli, [*base, "--layout", "sideways"], env=env)
-    assert bad.exit_code == 2 and "unknown context layout" in bad.output
+    assert "unknown context layout 'sideways'" in str(bad.exception)
     none = runner.invoke(cli, [*base], env={**env, "TMEM_LLM": "none"})
     assert "needs a model to write the replies" in str(none.exception)

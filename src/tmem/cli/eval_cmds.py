@@ -60,6 +60,13 @@ async def _close(*llms: Any) -> None:
     help="Context budget handed to the model (tokens of TMEM_TOKENIZER; default 2000, env TMEM_CONTEXT_TOKENS).",
     envvar="TMEM_CONTEXT_TOKENS",
 )
+@click.option(
+    "--layout",
+    "layout",
+    default=None,
+    help="Context layout: date, rank or leadN (where the parts land), or a JSON object of layout fields "
+    "(default: the recipe's; docs/context.md).",
+)
 @click.option("--explain", is_flag=True, help="Show the context handed to the model and the routes of every hit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full Answer as JSON.")
 @pass_app
@@ -71,11 +78,13 @@ def ask_cmd(
     asked: str | None,
     preset: str | None,
     max_tokens: int | None,
+    layout: str | None,
     explain: bool,
     as_json: bool,
 ) -> None:
     """Answer QUESTION from the memory of SPACE (needs an LLM; `tmem search` works without one)."""
     from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS
+    from tmem.retrieve.layout import layout_option
 
     when: datetime | None = None
     if asked is not None:
@@ -86,7 +95,10 @@ def ask_cmd(
     mem = app.memory()
     # Memory.ask dates the question (after the latest session start unless --date) and resolves the preset
     budget = DEFAULT_CONTEXT_TOKENS if max_tokens is None else max_tokens
-    answer = mem.ask(space, question, when, variant="cot" if cot else "short", config=preset, max_tokens=budget)
+    laid = layout_option(layout)
+    answer = mem.ask(
+        space, question, when, variant="cot" if cot else "short", config=preset, max_tokens=budget, layout=laid
+    )
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return

@@ -58,14 +58,11 @@ def replies_cmd(app: AppContext, /, space: str, probes: Path, budgets: str, layo
     from tmem.llm.batch import export_pending
     from tmem.llm.service import make_llm
     from tmem.retrieve.config import RetrievalConfig
-    from tmem.retrieve.layout import ContextLayout, placement
+    from tmem.retrieve.layout import layout_option
     from tmem.scope import Scope
 
     sizes = _budgets(budgets)
-    try:
-        chosen = ContextLayout() if layout is None else ContextLayout(**placement(layout))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--layout") from None
+    chosen = layout_option(layout)
     mem = app.memory()
     settings = mem.settings
     if settings.llm == "none" or not settings.llm_model:

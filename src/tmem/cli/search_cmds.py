@@ -115,6 +115,13 @@ def _print_context(ctx: Context, explain: bool) -> None:
     help="Print the context a reader would get, packed within N tokens (TMEM_TOKENIZER, default cl100k), instead of "
     "the raw hits.",
 )
+@click.option(
+    "--layout",
+    "layout",
+    default=None,
+    help="Context layout: date, rank or leadN (where the parts land), or a JSON object of layout fields "
+    "(default: the recipe's; docs/context.md).",
+)
 @click.option("--explain", is_flag=True, help="Show each hit's routes, topics and dated turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full SearchResult as JSON.")
 @pass_app
@@ -131,6 +138,7 @@ def search_cmd(
     switches: tuple[str, ...],
     reranker: str | None,
     max_tokens: int | None,
+    layout: str | None,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -146,8 +154,13 @@ def search_cmd(
         config = config.replace(**changes)
     if switches:
         config = config.without(*switches)
+    from tmem.retrieve.layout import layout_option
+
+    laid = layout_option(layout)
+    if laid is not None and max_tokens is None:
+        raise click.UsageError("--layout lays out a budgeted context: add --max-tokens N.")
     if max_tokens is not None:
-        ctx = mem.context(space, query, max_tokens, config)
+        ctx = mem.context(space, query, max_tokens, config, layout=laid)
         if as_json:
             echo_json(ctx.model_dump(mode="json"))
         else:

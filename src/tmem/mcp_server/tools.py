@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -34,6 +34,7 @@ from tmem.scope import Scope
 from tmem.util.aio import blocking
 
 SpaceArg = str | None
+LayoutArg = dict[str, Any] | None  # ContextLayout fields (tmem.retrieve.layout.as_layout checks them)
 SPACE_DOC = "The space (default: the server's --space)."
 MAX_RECALL_TOKENS = 32_000
 BuildWhen = Literal["auto", "now", "no"]
@@ -183,17 +184,24 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
         description="Recall what memory holds for a query: a context within a token budget, one record per hit."
     )
     async def recall(
-        query: str, ctx: Context, space: SpaceArg = None, max_tokens: int = 2000, where: MemoryFilter | None = None
+        query: str,
+        ctx: Context,
+        space: SpaceArg = None,
+        max_tokens: int = 2000,
+        where: MemoryFilter | None = None,
+        layout: LayoutArg = None,
     ) -> Recalled:
         """where: only memory from matching turns - {"metadata": {"key": value or [values]}, "speaker": name or
-        [names], "since": date, "until": date}; applied before packing, so the context still fills its budget."""
+        [names], "since": date, "until": date}; applied before packing, so the context still fills its budget.
+        layout: how the text is laid out, ContextLayout fields - e.g. {"order": "rank"} (best-ranked first) or
+        {"order": "date"} (newest first); fields not given take the recipe's (docs/context.md)."""
         if not query.strip():
             raise ToolError("Give a query.")
         if not 0 <= max_tokens <= MAX_RECALL_TOKENS:
             raise ToolError(f"max_tokens must be between 0 and {MAX_RECALL_TOKENS}.")
         with reported(ctx):
             key, shown = resolve(ctx, space)
-            found = await memory.context(key, query, max_tokens=max_tokens, where=where)
+            found = await memory.context(key, query, max_tokens=max_tokens, where=where, layout=layout)
             records = await blocking(hit_records, memory.core.store, key, found)
         return Recalled(
             space=shown,
@@ -205,10 +213,13 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
         )
 
     @server.tool(description="Answer a question from memory with the server's LLM (fails in the extractive mode).")
-    async def ask(question: str, ctx: Context, space: SpaceArg = None, at: datetime | None = None) -> Answered:
+    async def ask(
+        question: str, ctx: Context, space: SpaceArg = None, at: datetime | None = None, layout: LayoutArg = None
+    ) -> Answered:
+        """layout: how the context handed to the model is laid out (ContextLayout fields, as recall's)."""
         with reported(ctx):
             key, _ = resolve(ctx, space)
-            answer = await memory.ask(key, question, at)
+            answer = await memory.ask(key, question, at, layout=layout)
         return Answered(answer=answer.answer, reasoning=answer.reasoning, turn_ids=answer.context.turn_ids)
 
     @server.tool(

@@ -13,6 +13,7 @@ that differs from the default), its default and its description (which the HTTP 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
@@ -183,3 +184,20 @@ def placement(name: str) -> dict[str, Any]:
     if name.startswith("lead") and name[4:].isdigit() and int(name[4:]) > 0:
         return {"order": "date", "lead": int(name[4:])}
     raise ValueError(f"unknown context layout {name!r}: use date, rank or leadN (N >= 1)")
+
+
+def layout_option(value: str | None) -> ContextLayout | None:
+    """A command line's ``--layout``: a placement name (date, rank, leadN) or a JSON object of ContextLayout fields;
+    None when not given (every field per recipe). InputError saying what to write for anything else."""
+    if value is None:
+        return None
+    if value.lstrip().startswith("{"):
+        try:
+            fields = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--layout {value!r}: not a JSON object ({exc.msg}).") from None
+        return as_layout(fields)
+    try:
+        return ContextLayout(**placement(value))
+    except ValueError as exc:
+        raise InputError(f'--layout: {exc}, or a JSON object of layout fields such as {{"order": "rank"}}.') from None
