@@ -5,7 +5,7 @@ the benches report (tmem.eval.position) reads the text as laid out."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -25,19 +25,7 @@ from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.settings import Settings
 from tmem.util.tokens import TOKENIZERS, token_counter
 
-DAY = datetime(2023, 5, 1, 9, 0)
-SESSIONS = [
-    Turn(
-        id=f"D{n // 2 + 1}:{n % 2 + 1}",
-        session_id=f"session_{n // 2 + 1}",
-        seq=n,
-        speaker="Caroline" if n % 2 else "Melanie",
-        text=" ".join(["word"] * (1 + n % 3)) + f" {n}.",
-        time=DAY + timedelta(days=7 * (n // 2)),
-    )
-    for n in range(8)
-]
-FACTS = [(f"- fact {n} ({d})", (d, n)) for n, d in enumerate(["2023-05-03", "2023-05-20", "2023-05-15", ""])]
+from .test_context_blocks import FACTS, SESSIONS
 
 
 def _parts(draft: Draft) -> list[str]:
@@ -52,7 +40,7 @@ def _parts(draft: Draft) -> list[str]:
 @settings(deadline=None)  # the first call loads the tokenizer
 @given(
     st.sampled_from(["rank", "lead1", "lead2"]),
-    st.lists(st.tuples(st.booleans(), st.integers(0, 7), st.booleans()), min_size=1, max_size=25),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 8), st.booleans()), min_size=1, max_size=25),
     st.sampled_from(TOKENIZERS),
 )
 def test_a_ranked_layout_keeps_its_count_exact_and_puts_parts_in_the_order_they_entered(

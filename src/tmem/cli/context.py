@@ -48,6 +48,17 @@ class AppContext:
 pass_app = click.make_pass_decorator(AppContext)
 
 
+def layout_option(owner: str = "the context") -> Callable[[F], F]:
+    """``--layout`` on a command that lays out a budgeted context (read with :func:`tmem.retrieve.layout.read_layout`)."""
+    return click.option(
+        "--layout",
+        "layout",
+        default=None,
+        help=f"How {owner} is laid out: date, rank or leadN (where its parts land), or a JSON object of layout fields "
+        "(default: the recipe's; docs/context.md).",
+    )
+
+
 def dir_option(purpose: str) -> Callable[[F], F]:
     """``--dir DIR`` on a subcommand (as ``tmem ui --dir DIR``), overriding the global ``--dir``; see :func:`use_home`."""
     return click.option(

@@ -16,7 +16,7 @@ from typing import Any
 import click
 import platformdirs
 
-from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.cli.context import AppContext, echo_json, layout_option, pass_app
 from tmem.errors import BatchPending, InputError
 from tmem.settings import Settings
 from tmem.util.extras import require_extra
@@ -60,13 +60,7 @@ async def _close(*llms: Any) -> None:
     help="Context budget handed to the model (tokens of TMEM_TOKENIZER; default 2000, env TMEM_CONTEXT_TOKENS).",
     envvar="TMEM_CONTEXT_TOKENS",
 )
-@click.option(
-    "--layout",
-    "layout",
-    default=None,
-    help="Context layout: date, rank or leadN (where the parts land), or a JSON object of layout fields "
-    "(default: the recipe's; docs/context.md).",
-)
+@layout_option("the context handed to the model")
 @click.option("--explain", is_flag=True, help="Show the context handed to the model and the routes of every hit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full Answer as JSON.")
 @pass_app
@@ -84,7 +78,7 @@ def ask_cmd(
 ) -> None:
     """Answer QUESTION from the memory of SPACE (needs an LLM; `tmem search` works without one)."""
     from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS
-    from tmem.retrieve.layout import layout_option
+    from tmem.retrieve.layout import read_layout
 
     when: datetime | None = None
     if asked is not None:
@@ -95,7 +89,7 @@ def ask_cmd(
     mem = app.memory()
     # Memory.ask dates the question (after the latest session start unless --date) and resolves the preset
     budget = DEFAULT_CONTEXT_TOKENS if max_tokens is None else max_tokens
-    laid = layout_option(layout)
+    laid = read_layout(layout)
     answer = mem.ask(
         space, question, when, variant="cot" if cot else "short", config=preset, max_tokens=budget, layout=laid
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.cli.context import AppContext, echo_json, layout_option, pass_app
 from tmem.errors import BatchPending, ConfigError
 
 
@@ -32,11 +32,7 @@ def _budgets(raw: str) -> list[int]:
     help="Cue probes: queries.json's format (space -> [{key, query, gold_turn_ids, ...}]) or a list of probes.",
 )
 @click.option("--budgets", default="500,1000", show_default=True, help="Context budgets (tokens of TMEM_TOKENIZER).")
-@click.option(
-    "--layout",
-    default=None,
-    help="Where tmem's context parts land: date, rank or leadN (default: the recipe's, docs/context.md).",
-)
+@layout_option("tmem's context")
 @click.option("--preset", default=None, help="Retrieval preset (default: TMEM_SEARCH_PRESET, else auto).")
 @click.option("--judge", "with_judge", is_flag=True, help="Also judge both replies of every probe.")
 @click.option("--answer-model", default=None, help="Model writing the replies (default TMEM_ANSWER_MODEL / LLM model).")
@@ -58,11 +54,11 @@ def replies_cmd(app: AppContext, /, space: str, probes: Path, budgets: str, layo
     from tmem.llm.batch import export_pending
     from tmem.llm.service import make_llm
     from tmem.retrieve.config import RetrievalConfig
-    from tmem.retrieve.layout import layout_option
+    from tmem.retrieve.layout import read_layout
     from tmem.scope import Scope
 
     sizes = _budgets(budgets)
-    chosen = layout_option(layout)
+    chosen = read_layout(layout)
     mem = app.memory()
     settings = mem.settings
     if settings.llm == "none" or not settings.llm_model:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tmem.answer.budget import Context
-from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.cli.context import AppContext, echo_json, layout_option, pass_app
 from tmem.retrieve.config import SWITCHES
 from tmem.retrieve.types import Route, SearchResult
 
@@ -115,13 +115,7 @@ def _print_context(ctx: Context, explain: bool) -> None:
     help="Print the context a reader would get, packed within N tokens (TMEM_TOKENIZER, default cl100k), instead of "
     "the raw hits.",
 )
-@click.option(
-    "--layout",
-    "layout",
-    default=None,
-    help="Context layout: date, rank or leadN (where the parts land), or a JSON object of layout fields "
-    "(default: the recipe's; docs/context.md).",
-)
+@layout_option("the context")
 @click.option("--explain", is_flag=True, help="Show each hit's routes, topics and dated turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full SearchResult as JSON.")
 @pass_app
@@ -154,9 +148,9 @@ def search_cmd(
         config = config.replace(**changes)
     if switches:
         config = config.without(*switches)
-    from tmem.retrieve.layout import layout_option
+    from tmem.retrieve.layout import read_layout
 
-    laid = layout_option(layout)
+    laid = read_layout(layout)
     if laid is not None and max_tokens is None:
         raise click.UsageError("--layout lays out a budgeted context: add --max-tokens N.")
     if max_tokens is not None:

@@ -186,7 +186,7 @@ def placement(name: str) -> dict[str, Any]:
     raise ValueError(f"unknown context layout {name!r}: use date, rank or leadN (N >= 1)")
 
 
-def layout_option(value: str | None) -> ContextLayout | None:
+def read_layout(value: str | None) -> ContextLayout | None:
     """A command line's ``--layout``: a placement name (date, rank, leadN) or a JSON object of ContextLayout fields;
     None when not given (every field per recipe). InputError saying what to write for anything else."""
     if value is None:
