@@ -20,7 +20,9 @@ from tmem.cli.main import cli
 from tmem.embed.hashing import HashEmbedder
 from tmem.eval.position import context_position, flat_positions, summary
 from tmem.models import Item, ItemKind, Turn
+from tmem.retrieve.config import RetrievalConfig
 from tmem.retrieve.layout import ContextLayout, placement
+from tmem.retrieve.recipe import asked, resolve
 from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.settings import Settings
 from tmem.util.tokens import TOKENIZERS, token_counter
@@ -216,3 +218,17 @@ def test_the_command_line_takes_a_layout(tmp_path: Path) -> None:
     assert "unknown context layout 'sideways'" in str(bad.exception)
     unbudgeted = runner.invoke(cli, ["--dir", str(home), "search", "s", "lake", "--layout", "rank"], env=env)
     assert unbudgeted.exit_code == 2 and "add --max-tokens" in unbudgeted.output
+
+
+def test_the_order_is_resolved_per_space_kind_and_kept_when_set() -> None:
+    """`auto` reads an LLM-built space's context in rank order, an extractive or never-built one newest first (raw
+    turns and quoted turns carry no slot label: the date order keeps a changed fact's newest statement first); an
+    order the caller set is kept everywhere."""
+    auto = RetrievalConfig.preset("auto")
+    for descriptive_only, never_built, order in ((False, False, "rank"), (True, False, "date"), (False, True, "date")):
+        got = resolve(asked(auto), descriptive_only=descriptive_only, never_built=never_built).layout
+        assert (got.order, got.lead) == (order, 0)
+        for name in ("date", "rank", "lead2"):
+            laid = asked(auto, ContextLayout(**placement(name)))
+            kept = resolve(laid, descriptive_only=descriptive_only, never_built=never_built).layout
+            assert kept.name == name
