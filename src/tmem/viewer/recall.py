@@ -24,6 +24,7 @@ SWITCH_LABELS = {
 DEFAULT_BUDGET = DEFAULT_CONTEXT_TOKENS
 MAX_QUERY = 2000
 MAX_BUDGET = 1_000_000
+ORDERS = ("rank", "date")  # ContextLayout.order
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,11 @@ class SearchForm:
     layout: ContextLayout | None = None  # None: every field per recipe
 
     @classmethod
-    def parse(cls, query: str, preset: str, without: list[str], budget: str, default_preset: str) -> SearchForm:
-        """Validate the raw form fields; InputError saying which field to fix."""
+    def parse(
+        cls, query: str, preset: str, without: list[str], budget: str, default_preset: str, *, order: str = ""
+    ) -> SearchForm:
+        """Validate the raw form fields; InputError saying which field to fix. ``order`` is the context layout's
+        (``rank``, ``date``; empty: the recipe's, docs/context.md)."""
         query = query.strip()
         if len(query) > MAX_QUERY:
             raise InputError(f"The query is {len(query)} characters long; shorten it to {MAX_QUERY} or fewer.")
@@ -55,7 +59,15 @@ class SearchForm:
         if not 0 <= tokens <= MAX_BUDGET:
             raise InputError(f"The token budget must be between 0 and {MAX_BUDGET:,}, got {tokens:,}.")
         ordered = tuple(s for s in SWITCHES if s in without)
-        return cls(query=query, preset=preset, without=ordered, budget=tokens)
+        if order and order not in ORDERS:
+            raise InputError(f"Unknown context order {order!r}; choose {' or '.join(ORDERS)} (or leave it empty).")
+        layout = ContextLayout(order=order) if order else None
+        return cls(query=query, preset=preset, without=ordered, budget=tokens, layout=layout)
+
+    @property
+    def order(self) -> str:
+        """The order the form asked for ('' when the recipe's)."""
+        return self.layout.order if self.layout is not None and "order" in self.layout.explicit else ""
 
     def config(self) -> RetrievalConfig:
         cfg = RetrievalConfig.preset(self.preset)
