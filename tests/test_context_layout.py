@@ -220,14 +220,13 @@ def test_the_command_line_takes_a_layout(tmp_path: Path) -> None:
     assert unbudgeted.exit_code == 2 and "add --max-tokens" in unbudgeted.output
 
 
-def test_the_order_is_resolved_per_space_kind_and_kept_when_set() -> None:
-    """`auto` reads an LLM-built space's context in rank order, an extractive or never-built one newest first (raw
-    turns and quoted turns carry no slot label: the date order keeps a changed fact's newest statement first); an
-    order the caller set is kept everywhere."""
+def test_the_order_is_the_date_order_unless_set_and_kept_when_set() -> None:
+    """No recipe changes the order (rank order raised stale-first on the update probes, docs/context.md); an order
+    the caller set is kept on every kind of space."""
     auto = RetrievalConfig.preset("auto")
-    for descriptive_only, never_built, order in ((False, False, "rank"), (True, False, "date"), (False, True, "date")):
+    for descriptive_only, never_built in ((False, False), (True, False), (False, True)):
         got = resolve(asked(auto), descriptive_only=descriptive_only, never_built=never_built).layout
-        assert (got.order, got.lead) == (order, 0)
+        assert (got.order, got.lead) == ("date", 0)
         for name in ("date", "rank", "lead2"):
             laid = asked(auto, ContextLayout(**placement(name)))
             kept = resolve(laid, descriptive_only=descriptive_only, never_built=never_built).layout

@@ -115,7 +115,7 @@ class ContextLayout(Overridable):
         description="Routes that still count for an anchorless query (given as names, or prefixes ending in '.').",
     )
 
-    order: Annotated[Literal["date", "rank"], Auto(associative="rank")] = Field(
+    order: Literal["date", "rank"] = Field(
         default="date",
         description="Where the parts of a budgeted context (a fact line; a block of turns, ranked by the first hit "
         "that opened it) land: 'date' reads newest first (on an LLM-built space the facts under 'Facts:', then the "

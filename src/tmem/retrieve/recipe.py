@@ -74,16 +74,13 @@ def kind_of(config: RetrievalConfig, descriptive_only: bool) -> str:
 def resolve(request: Asked, *, descriptive_only: bool, never_built: bool = False) -> Recipe:
     """The effective recipe of ``request`` on a space of the given kind (see the module). On a space never built
     (every hit a raw turn ranked over whole lists) the context fuses those ranks with the search's ``k0``, as flat
-    hybrid retrieval does, unless the caller set ``context_k0`` (docs/retrieval.md), and reads newest first
-    (``order`` date) unless the caller set ``order`` (docs/context.md)."""
+    hybrid retrieval does, unless the caller set ``context_k0`` (docs/retrieval.md)."""
     config, kind = request.config, kind_of(request.config, descriptive_only)
     if config.name == AUTO:
         config = config.defaults_from(PRESET_OVERRIDES[kind], name=f"{AUTO}:{kind}")
     layout = request.layout.defaults_from(ContextLayout.auto_values(kind))
     if never_built and "context_k0" not in layout.explicit:
         layout = layout.defaults_from({}, context_k0=config.k0)
-    if never_built:  # raw turns only, none labelled: the date order keeps a changed fact's newest statement first
-        layout = layout.defaults_from({"order": "date"})
     return Recipe(_deepened(config, layout, request.depth), layout, request.depth)
 
 
