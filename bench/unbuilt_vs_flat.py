@@ -150,7 +150,8 @@ def main() -> None:
         lines += [f"| {metric} ({n} queries) | " + " | ".join(str(b) for b in budgets) + " |",
                   "|---|" + "---:|" * len(budgets)]  # fmt: skip
         for name in SYSTEMS:
-            label = "tmem (`Memory.context`, never built)" if name == "tmem" else f"flat {name} over turns"
+            kind = "built offline" if args.build else "never built"
+            label = f"tmem (`Memory.context`, {kind})" if name == "tmem" else f"flat {name} over turns"
             cells = [100 * statistics.fmean(sums[(bench, b, name)]) if n else float("nan") for b in budgets]
             lines.append(f"| {label} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
         lines.append("")
