@@ -26,12 +26,15 @@ from typing import Any
 from tmem.embed import make_embedder
 from tmem.eval.baselines import CONTROL, SpaceBaselines
 from tmem.eval.harness import MemoEmbedder
+from tmem.eval.position import summary
 from tmem.eval.records import BudgetCell
 from tmem.eval.retrieval_only import Query, budget_cells
 from tmem.index.space import cached_vectorizer
 from tmem.retrieve.cascade import Retriever
 from tmem.retrieve.config import RetrievalConfig
-from tmem.retrieve.layout import LAYOUT_FIELDS, ContextLayout
+from tmem.retrieve.layout import LAYOUT_FIELDS, ContextLayout, placement
+from tmem.retrieve.recipe import Asked
+from tmem.retrieve.types import SearchResult
 from tmem.scope import Scope
 from tmem.settings import Settings
 from tmem.store import open_store, sqlite_url
@@ -52,15 +55,52 @@ def _parse_set(pairs: list[str]) -> dict[str, Any]:
 Rows = dict[str, list[tuple[str, list[BudgetCell]]]]
 
 
+PLACEMENT = ("order", "lead")
+
+
+class MemoSearcher:
+    """A retriever whose results are kept per (space, query, request but for where the parts land): layouts that
+    differ only in ``order`` and ``lead`` pack one search (the result then carries the asked placement)."""
+
+    def __init__(self, retriever: Retriever) -> None:
+        self._retriever = retriever
+        self._seen: dict[tuple[str, str, str], SearchResult] = {}
+
+    def search(self, space: Scope, query: str, config: RetrievalConfig | Asked | None = None) -> SearchResult:
+        if not isinstance(config, Asked):
+            return self._retriever.search(space, query, config)
+        base = config.layout.replace(order="date", lead=0)
+        key = (space.key, query, f"{config.config.model_dump_json()}|{base.model_dump_json()}|{config.depth}")
+        if key not in self._seen:
+            self._seen[key] = self._retriever.search(space, query, Asked(config.config, base, config.depth))
+        found = self._seen[key]
+        asked = {f: getattr(config.layout, f) for f in PLACEMENT if f in config.layout.explicit}
+        return found.model_copy(update={"layout": found.layout.replace(**asked)}) if asked else found
+
+
+def layout_named(base: ContextLayout, name: str) -> ContextLayout:
+    """``base`` with the placement ``name`` (date, rank, leadN); SystemExit naming the choices for another."""
+    try:
+        return base.replace(**placement(name))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+
+
 def evaluate(
-    data: Path, work: Path, budgets: list[int], config: RetrievalConfig, layout: ContextLayout | None = None
-) -> tuple[Rows, float]:
-    """Per kind ('cue', 'locomo'): (space, budget cells) per probe."""
+    data: Path,
+    work: Path,
+    budgets: list[int],
+    config: RetrievalConfig,
+    layouts: list[str] | None = None,
+    base: ContextLayout | None = None,
+) -> tuple[dict[str, Rows], float]:
+    """Per layout, per kind ('cue', 'locomo'): (space, budget cells) per probe."""
+    names = layouts or ["date"]
     queries = json.loads((data / "queries.json").read_text(encoding="utf-8"))
     settings = Settings()
     memo = MemoEmbedder(make_embedder(settings))
     counter = token_counter(settings.tokenizer)
-    out: Rows = {"cue": [], "locomo": []}
+    out: dict[str, Rows] = {name: {"cue": [], "locomo": []} for name in names}
     started = time.perf_counter()
     for space, probes in queries.items():
         folder = work / space
@@ -70,15 +110,24 @@ def evaluate(
         store = open_store(sqlite_url(folder / "tmem.db"))
         try:
             memo.prime([p["query"] for p in probes])
-            retriever = Retriever(store, memo)
+            retriever = MemoSearcher(Retriever(store, memo))
             baselines = SpaceBaselines(
                 store, Scope.local(space), cached_vectorizer(store, Scope.local(space), memo), counter
             )
             for p in probes:
                 q = Query(p["key"], space, p["kind"], p["query"], None, list(p["gold_turn_ids"]), None)
-                gold, cue = list(p["gold_turn_ids"]), p["kind"] == "cue"
-                cells = budget_cells(retriever, baselines, q, gold, budgets, config, any_hit=cue, layout=layout)
-                out[p["kind"]].append((space, cells))
+                for name in names:
+                    cells = budget_cells(
+                        retriever,
+                        baselines,
+                        q,
+                        list(p["gold_turn_ids"]),
+                        budgets,
+                        config,
+                        any_hit=p["kind"] == "cue",
+                        layout=layout_named(base or ContextLayout(), name),
+                    )
+                    out[name][p["kind"]].append((space, cells))
         finally:
             store.close()
     return out, time.perf_counter() - started
@@ -145,6 +194,73 @@ def render(results: Rows, budgets: list[int], config: RetrievalConfig) -> str:
     return "\n".join([*lines, *per_memory(results, budgets)])
 
 
+def _pos(rows: list[list[BudgetCell]], n: int, system: str, attr: str = "position") -> str:
+    med, first, _ = summary(getattr(r[n].systems[system], attr) for r in rows)
+    if med is None or first is None:
+        return "-"
+    return f"{med:.2f} / {100 * first:.0f}"
+
+
+def positions(results: dict[str, Rows], budgets: list[int]) -> list[str]:
+    """Where the evidence first appears, per memory and kind: each layout's tmem context, then flat dense in rank
+    order and in time order (median position / % of hits in the first third)."""
+    names = list(results)
+    lines = [
+        "Where the evidence first appears, over the probes whose context holds it (median relative position / % in "
+        "the first third):",
+        "",
+        "| memory | probes | budget | " + " | ".join(f"tmem {n}" for n in names) + " | flat dense, rank order | "
+        "flat dense, time order |",
+        "|---|---|---:|" + "---:|" * (len(names) + 2),
+    ]
+    first = results[names[0]]
+    for kind, title in (("cue", "cue"), ("locomo", "LoCoMo")):
+        spaces = [*dict.fromkeys(s for s, _ in first[kind]), "all"]
+        for space in spaces:
+            for n, budget in enumerate(budgets):
+                cells = [_pos([c for s, c in results[name][kind] if space in (s, "all")], n, "tmem") for name in names]
+                flat = [c for s, c in first[kind] if space in (s, "all")]
+                cells += [_pos(flat, n, "dense"), _pos(flat, n, "dense", "position_by_time")]
+                lines.append(f"| {space} | {title} | {budget} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _score(rows: Rows, spaces: set[str], budgets: list[int]) -> tuple[float, float, float]:
+    """A layout's figures on ``spaces`` over the budgets up to 1000 tokens: share of cue hits in the first third,
+    cue hit and LoCoMo coverage (means)."""
+    ns = [n for n, b in enumerate(budgets) if b <= 1000] or [0]
+    cue = [c for s, c in rows["cue"] if s in spaces]
+    loc = [c for s, c in rows["locomo"] if s in spaces]
+    thirds = [summary(r[n].systems["tmem"].position for r in cue)[1] or 0.0 for n in ns]
+    hits = [sum(r[n].systems["tmem"].hit for r in cue) / max(len(cue), 1) for n in ns]
+    cover = [sum(r[n].systems["tmem"].coverage or 0.0 for r in loc) / max(len(loc), 1) for n in ns]
+    return sum(thirds) / len(ns), sum(hits) / len(ns), sum(cover) / len(ns)
+
+
+def leave_one_out(results: dict[str, Rows], budgets: list[int]) -> list[str]:
+    """For each memory left out: the layout that, on the other three, puts the most cue hits in the first third among
+    those whose cue hit and LoCoMo coverage are at least the date layout's (the first layout named); then its figures
+    on the memory left out."""
+    names = list(results)
+    spaces = list(dict.fromkeys(s for s, _ in results[names[0]]["cue"]))
+    lines = [
+        f"Chosen with one memory left out (among {', '.join(names)}; the baseline is `{names[0]}`): on the other "
+        "memories, the most cue hits in the first third (mean over budgets <= 1000) with cue hit and LoCoMo coverage "
+        "no lower than the baseline's.",
+        "",
+        "| left out | chosen | its share of cue hits in the first third there | baseline's there |",
+        "|---|---|---:|---:|",
+    ]
+    for out in spaces:
+        rest = set(spaces) - {out}
+        base = _score(results[names[0]], rest, budgets)
+        fit = [n for n in names if (sc := _score(results[n], rest, budgets))[1] >= base[1] and sc[2] >= base[2]]
+        chosen = max(fit, key=lambda n: _score(results[n], rest, budgets)[0])
+        held, held_base = _score(results[chosen], {out}, budgets), _score(results[names[0]], {out}, budgets)
+        lines.append(f"| {out} | {chosen} | {100 * held[0]:.1f} | {100 * held_base[0]:.1f} |")
+    return [*lines, ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA, help="The llm-built folder (its .db files are copied).")
@@ -158,14 +274,27 @@ def main(argv: list[str] | None = None) -> int:
         help="Override a RetrievalConfig or ContextLayout field, e.g. gate=none or context_k0=1.",
     )
     ap.add_argument("--out", type=Path, default=None, help="Also write the tables here (markdown).")
+    ap.add_argument(
+        "--layouts",
+        default="date",
+        help="Context layouts to measure, comma-separated: date, rank, leadN (the first is the baseline).",
+    )
     args = ap.parse_args(argv)
     budgets = [int(b) for b in args.budgets.split(",")]
     config = RetrievalConfig.preset(args.preset)
     fields = _parse_set(args.set)
     config = config.replace(**{k: v for k, v in fields.items() if k not in LAYOUT_FIELDS})
-    layout = ContextLayout(**{k: v for k, v in fields.items() if k in LAYOUT_FIELDS})
-    results, seconds = evaluate(args.data, args.work, budgets, config, layout)
-    text = render(results, budgets, config)
+    base = ContextLayout(**{k: v for k, v in fields.items() if k in LAYOUT_FIELDS})
+    layouts = args.layouts.split(",")
+    for name in layouts:
+        layout_named(base, name)
+    results, seconds = evaluate(args.data, args.work, budgets, config, layouts, base)
+    text = render(results[layouts[0]], budgets, config)
+    for name in layouts[1:]:
+        text += f"\nLayout `{name}`:\n\n" + "\n".join(per_memory(results[name], budgets))
+    text += "\n" + "\n".join(positions(results, budgets))
+    if len(layouts) > 1:
+        text += "\n" + "\n".join(leave_one_out(results, budgets))
     command = "python bench/llm_built.py " + " ".join(sys.argv[1:] if argv is None else argv)
     print(text)
     print(f"{seconds:.1f} s")

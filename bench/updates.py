@@ -65,6 +65,7 @@ from tmem.ingest import import_file
 from tmem.llm.base import ChatRequest
 from tmem.llm.scripted import scripted_llm
 from tmem.retrieve.cascade import Retriever
+from tmem.retrieve.layout import ContextLayout, placement
 from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 from tmem.util.tokens import TokenCounter, token_counter
@@ -166,7 +167,11 @@ def flat_text(baselines: SpaceBaselines, turn_ids: Sequence[str]) -> str:
 
 
 def evaluate(
-    store: SQLiteStore, embedder: SentenceTransformerEmbedder, probes: list[Probe], counter: TokenCounter
+    store: SQLiteStore,
+    embedder: SentenceTransformerEmbedder,
+    probes: list[Probe],
+    counter: TokenCounter,
+    layout: ContextLayout | None = None,
 ) -> dict[str, Any]:
     retriever = Retriever(store, embedder)
     counts: dict[tuple[str, int], list[int]] = {(s, b): [0, 0] for s in SYSTEMS for b in BUDGETS}
@@ -181,7 +186,13 @@ def evaluate(
             flat = baselines.packed_many(probe.question, probe.question, BUDGETS)
             for budget in BUDGETS:
                 ctx = recall_context(
-                    retriever, Scope.local(space), probe.question, budget, include_persona=False, counter=counter
+                    retriever,
+                    Scope.local(space),
+                    probe.question,
+                    budget,
+                    include_persona=False,
+                    counter=counter,
+                    layout=layout,
                 )
                 texts = {
                     "tmem": ctx.text,
@@ -258,6 +269,7 @@ def main() -> None:
     parser.add_argument("--modes", default="extractive,llm", help="builds to run: extractive, llm (comma-separated)")
     parser.add_argument("--match", default="normalised,no-synonyms,none", help="slot rules for the llm build")
     parser.add_argument("--misses", action="store_true", help="list tmem's misses under each table")
+    parser.add_argument("--layout", default=None, help="tmem's context layout: date, rank or leadN (default: auto)")
     args = parser.parse_args()
     raw = json.loads(PROBES.read_text(encoding="utf-8"))
     probes = [Probe(**p) for p in raw["probes"]]
@@ -266,7 +278,7 @@ def main() -> None:
     counter = token_counter("cl100k")
     out = [
         f"Update probes: {len(probes)} (bench/data/updates_probes.json), budgets {list(BUDGETS)} tokens "
-        f"({counter.name}, tmem.util.tokens: the same counter for every system).",
+        f"({counter.name}, tmem.util.tokens: the same counter for every system); tmem's layout `{args.layout or 'auto'}`.",
         "",
     ]
     with tempfile.TemporaryDirectory() as tmp:
@@ -276,7 +288,9 @@ def main() -> None:
                 superseded = sum(
                     1 for s in store.list_spaces() for it in store.items(Scope.local(s.name)) if it.superseded_by
                 )
-                result = evaluate(store, embedder, probes, counter)
+                result = evaluate(
+                    store, embedder, probes, counter, ContextLayout(**placement(args.layout)) if args.layout else None
+                )
                 title = "extractive build (offline)" if mode == "extractive" else f"scripted LLM build, slots {match}"
                 out += [*table(f"{title}, {superseded} items superseded", len(probes), result), ""]
                 if args.misses:

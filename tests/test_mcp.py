@@ -58,6 +58,11 @@ async def test_stdio_tools_remember_and_ask(tmp_path: Path) -> None:
         assert single["text"] != found["text"] and 0 < single["tokens"] <= 120  # scenes enter as one turn each
         refused = await client.call_tool("recall", {**laid, "layout": {"context_k0": -1}})
         assert refused.is_error
+        for order in ("rank", "date"):  # the context layout's fields (docs/context.md)
+            laid = {"query": "LGBTQ support group", "max_tokens": 120, "layout": {"order": order}}
+            assert 0 < _structured(await client.call_tool("recall", laid))["tokens"] <= 120
+        sideways = await client.call_tool("recall", {"query": "support", "layout": {"order": "sideways"}})
+        assert sideways.is_error and "order" in json.dumps([c.model_dump() for c in sideways.content])
         fresh = {
             "speaker": "Caroline",
             "text": "I adopted a grey cat called Pixel",

@@ -48,6 +48,8 @@ LAYOUT_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "scene_titles": st.booleans(),
     "lexical_floor": unit,
     "anchorless_routes": st.frozensets(st.sampled_from(list(RouteName))),
+    "order": st.sampled_from(["date", "rank"]),
+    "lead": counts,
 }
 
 

@@ -162,6 +162,12 @@ def test_search_page_shows_cascade_gate_and_context(client: TestClient) -> None:
     assert bad.status_code == 400 and "Unknown preset" in bad.text
     bad_budget = client.get(f"/ui/s/{SPACE}/search", params={"q": "x", "max_tokens": "lots"})
     assert bad_budget.status_code == 400 and "whole number" in bad_budget.text
+    for order in ("rank", "date"):  # the context layout's order (docs/context.md), kept in the form
+        laid = client.get(f"/ui/s/{SPACE}/search", params={**params, "order": order})
+        assert laid.status_code == 200 and f'<option value="{order}" selected>' in laid.text
+    assert '<option value="" selected>' in page.text  # none asked: the recipe's
+    bad_order = client.get(f"/ui/s/{SPACE}/search", params={"q": "x", "order": "sideways"})
+    assert bad_order.status_code == 400 and "Unknown context order" in bad_order.text
 
 
 def test_search_page_lays_the_context_out_as_asked(client: TestClient, llm_memory: Memory) -> None:

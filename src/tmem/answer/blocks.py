@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tmem.answer.context import format_date, format_turn
 from tmem.models import Scene, Turn
@@ -38,6 +39,7 @@ from tmem.util.tokens import TokenCounter, default_counter
 GAP = "…"  # one word-count token ("..." is three) and one cl100k token
 PERSONA_HEADER = "\n\nPersona notes (standing traits of the speakers):\n"
 FactDate = tuple[str, int]  # an item's ISO date ("" when none) and its seq: fact lines are rendered latest first
+Order = Literal["date", "rank"]  # ContextLayout.order
 
 
 def line_ends(counter: TokenCounter, tail: str) -> tuple[int, int]:
@@ -172,16 +174,28 @@ class Draft:
     persona: str = ""
     titled: bool = True  # scene headers carry the scene title (False: an extractive space's keyphrase titles)
     timeline: bool = False  # fact lines among the blocks by date, no "Facts:" part (an extractive space: timeline)
+    order: Order = "date"  # ContextLayout.order and .lead: where the parts land (docs/context.md)
+    lead: int = 0
+    fact_ranks: list[int] = field(default_factory=list)  # beside facts: the order in which each part entered
+    block_ranks: dict[str, int] = field(default_factory=dict)
+    entered: int = 0  # parts opened so far (a part's rank)
 
     def _line(self, text: str) -> int:
         return self.counter.count(text + "\n")
+
+    @property
+    def by_rank(self) -> bool:
+        """Whether some part is placed by rank: ``order="rank"`` lays every part (a fact line, or a block, ranked by
+        the first unit that opened it) out in the order they entered; ``lead=N`` the first N, then the rest as one
+        timeline newest first. Otherwise the date layout (the facts, then the blocks; or one timeline)."""
+        return self.order == "rank" or self.lead > 0
 
     @property
     def tokens(self) -> int:
         """The count of :meth:`evidence`."""
         if not self.facts and not self.blocks:
             return 0
-        if self.timeline:
+        if self.timeline or self.by_rank:
             return self._timeline_tokens()
         blank = self.block_blank + (self.fact_ends[0] if self.facts else 0)
         last = self.last.ends if self.last is not None else self.fact_ends
@@ -192,7 +206,18 @@ class Draft:
         block by its first turn)."""
         entries: list[tuple[FactDate, str | TurnBlock]] = list(zip(self.fact_dates, self.facts, strict=True))
         entries += [((b.turns[0].time.date().isoformat(), b.first_seq), b) for b in self.blocks.values()]
-        return sorted(entries, key=lambda entry: (entry[0], isinstance(entry[1], str)), reverse=True)
+        if not self.by_rank:
+            return sorted(entries, key=lambda entry: (entry[0], isinstance(entry[1], str)), reverse=True)
+        ranks = [*self.fact_ranks, *self.block_ranks.values()]
+        lead = len(ranks) if self.order == "rank" else self.lead
+        first = set(sorted(ranks)[:lead])
+        by_rank = sorted((r, n) for n, r in enumerate(ranks) if r in first)
+        rest = sorted(
+            (n for n, r in enumerate(ranks) if r not in first),
+            key=lambda n: (entries[n][0], isinstance(entries[n][1], str)),
+            reverse=True,
+        )
+        return [entries[n] for _, n in by_rank] + [entries[n] for n in rest]
 
     def _timeline_tokens(self) -> int:
         """Every line with its newline, plus what each part's last line gains from the blank line after it (none
@@ -223,7 +248,7 @@ class Draft:
         return "\n".join(lines)
 
     def evidence(self) -> str:
-        if self.timeline:
+        if self.timeline or self.by_rank:
             return self._render_timeline()
         parts = []
         if self.facts:
@@ -242,13 +267,15 @@ class Draft:
         self.fact_tokens += self._line(line) + (0 if self.facts else self._line("Facts:"))
         self.facts.insert(at, line)
         self.fact_dates.insert(at, when)
+        self.fact_ranks.insert(at, self.entered)
+        self.entered += 1
         self.fact_ends = line_ends(self.counter, self.facts[-1])
         self.added = at
 
     def pop_fact(self) -> None:
         """Take back the fact line added last."""
         line = self.facts.pop(self.added)
-        del self.fact_dates[self.added]
+        del self.fact_dates[self.added], self.fact_ranks[self.added]
         self.fact_tokens -= self._line(line) + (0 if self.facts else self._line("Facts:"))
         self.fact_ends = line_ends(self.counter, self.facts[-1]) if self.facts else (0, 0)
 
@@ -261,6 +288,8 @@ class Draft:
         block = self.blocks.get(key)
         if block is None:
             block = self.blocks[key] = TurnBlock(self.titled, scene if self.titled else None, self.counter)
+            self.block_ranks[key] = self.entered
+            self.entered += 1
         self.block_tokens -= block.tokens
         self.block_blank -= block.ends[0]
         block.add(turn, scene)
@@ -279,7 +308,7 @@ class Draft:
             self.block_tokens += block.tokens
             self.block_blank += block.ends[0]
         else:
-            del self.blocks[key]
+            del self.blocks[key], self.block_ranks[key]
         if block is self.last or self.last is None:
             self._find_last()
 

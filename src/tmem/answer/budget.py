@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tmem.answer.blocks import PERSONA_HEADER, Draft, FactDate
+from tmem.answer.blocks import PERSONA_HEADER, Draft, FactDate, Order
 from tmem.answer.context import AnswerContext, format_persona
 from tmem.answer.updates import current_first
 from tmem.index.anchor import is_question
@@ -227,11 +227,15 @@ def pack_context(
     counter: TokenCounter | None = None,
     neighbours: bool = True,
     titles: bool = True,
+    order: Order = "date",
+    lead: int = 0,
 ) -> Context:
     """The context of ``result`` within ``max_tokens`` tokens of ``counter`` (default: cl100k; None budget: every
     hit, no limit); ``counts`` limits the routes that order it (:func:`route_filter`). A scene's excerpt holds the
     turns beside its best-matched turn unless ``neighbours`` is False; blocks are scenes under their titles unless
-    ``titles`` is False (or the space is extractive): then the turns of one session under its date.
+    ``titles`` is False (or the space is extractive): then the turns of one session under its date. ``order`` and
+    ``lead`` say where the parts land (:class:`tmem.answer.blocks.Draft`, ``ContextLayout.order``); what enters does
+    not depend on them beyond the few tokens their separators cost.
 
     The whole text is counted before it is returned; were it ever over the budget (the line-by-line count is exact
     for both tokenizers, so this is a guard, not a path taken), it is packed again within a budget smaller by the
@@ -241,7 +245,9 @@ def pack_context(
     counter = counter or default_counter()
     limit = max_tokens if max_tokens is not None else 1 << 62
     while True:
-        ctx = _pack(result, limit, max_tokens, include_persona, _Packing(k0, counts, counter, neighbours, titles))
+        ctx = _pack(
+            result, limit, max_tokens, include_persona, _Packing(k0, counts, counter, neighbours, titles, order, lead)
+        )
         if max_tokens is None or ctx.tokens <= max_tokens:
             return ctx
         limit -= ctx.tokens - max_tokens
@@ -254,6 +260,8 @@ class _Packing:
     counter: TokenCounter
     neighbours: bool
     titles: bool
+    order: Order
+    lead: int
 
 
 def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_persona: bool, how: _Packing) -> Context:
@@ -264,7 +272,7 @@ def _pack(result: SearchResult, limit: int, max_tokens: int | None, include_pers
     order = unit_order(units, how.k0, counts)  # LLM-built: a changed fact's newest statement first (retrieval.md)
     order = order if result.descriptive_only else current_first(order)
     titled = how.titles and not result.descriptive_only  # an extractive space: its fact lines are quoted turns
-    draft = Draft(counter, titled=titled, timeline=result.descriptive_only)
+    draft = Draft(counter, titled=titled, timeline=result.descriptive_only, order=how.order, lead=how.lead)
     used = 0
     in_context: set[str] = set()  # turn ids whose raw text is in
     quoted: set[str] = set()  # turn ids whose whole text a fact line in the context quotes (an extractive item)
@@ -388,6 +396,8 @@ def pack_for(
         counter=counter,
         neighbours=layout.excerpt_neighbours,
         titles=layout.scene_titles,
+        order=layout.order,
+        lead=layout.lead,
     )
 
 

@@ -12,9 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
-from tmem.errors import ConfigError, InputError, TmemError
+from tmem.errors import ConfigError, TmemError
 from tmem.memory import Memory
-from tmem.retrieve.layout import ContextLayout, as_layout
 from tmem.settings import Settings
 from tmem.store.base import Store
 
@@ -46,6 +45,18 @@ class AppContext:
 
 
 pass_app = click.make_pass_decorator(AppContext)
+
+
+def layout_option(owner: str = "the context") -> Callable[[F], F]:
+    """``--layout`` on a command that lays out a budgeted context (read with :func:`tmem.retrieve.layout.read_layout`)."""
+    return click.option(
+        "--layout",
+        "layout",
+        multiple=True,
+        help=f"How {owner} is laid out (repeatable, merged in order): date, rank or leadN (where its parts land), a "
+        "JSON object of layout fields, or FIELD=VALUE, e.g. --layout rank --layout excerpt_neighbours=true "
+        "(anchorless_routes takes names separated by commas; default: the recipe's; docs/context.md).",
+    )
 
 
 def dir_option(purpose: str) -> Callable[[F], F]:
@@ -89,32 +100,3 @@ def use_home(app: AppContext, home: Path | None) -> None:
 def echo_json(payload: Any) -> None:
     """Stable JSON output: sorted keys, ISO dates, two-space indent."""
     click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str, ensure_ascii=False))
-
-
-def layout_option(fn: F) -> F:
-    """``--layout FIELD=VALUE`` (repeatable): a field of the context layout (docs/retrieval.md, "Context layout")."""
-    return click.option(
-        "--layout",
-        "layout_pairs",
-        multiple=True,
-        metavar="FIELD=VALUE",
-        help="A context layout field (repeatable), e.g. --layout excerpt_neighbours=true --layout context_k0=3; "
-        "anchorless_routes takes names separated by commas. Fields not given: the space's recipe.",
-    )(fn)
-
-
-def parse_layout(pairs: tuple[str, ...]) -> ContextLayout | None:
-    """The layout of ``--layout`` pairs (None when none were given); InputError naming a malformed one."""
-    if not pairs:
-        return None
-    fields: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, raw = pair.partition("=")
-        if not sep or not name.strip():
-            raise InputError(f"--layout {pair!r}: write FIELD=VALUE, e.g. --layout excerpt_neighbours=true.")
-        try:
-            value: Any = None if raw == "none" else json.loads(raw)
-        except ValueError:
-            value = raw.split(",") if "," in raw else raw
-        fields[name.strip()] = value
-    return as_layout(fields)

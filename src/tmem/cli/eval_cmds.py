@@ -16,7 +16,7 @@ from typing import Any
 import click
 import platformdirs
 
-from tmem.cli.context import AppContext, echo_json, layout_option, parse_layout, pass_app
+from tmem.cli.context import AppContext, echo_json, layout_option, pass_app
 from tmem.errors import BatchPending, InputError
 from tmem.settings import Settings
 from tmem.util.extras import require_extra
@@ -60,7 +60,7 @@ async def _close(*llms: Any) -> None:
     help="Context budget handed to the model (tokens of TMEM_TOKENIZER; default 2000, env TMEM_CONTEXT_TOKENS).",
     envvar="TMEM_CONTEXT_TOKENS",
 )
-@layout_option
+@layout_option("the context handed to the model")
 @click.option("--explain", is_flag=True, help="Show the context handed to the model and the routes of every hit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full Answer as JSON.")
 @pass_app
@@ -72,12 +72,13 @@ def ask_cmd(
     asked: str | None,
     preset: str | None,
     max_tokens: int | None,
-    layout_pairs: tuple[str, ...],
+    layout: tuple[str, ...],
     explain: bool,
     as_json: bool,
 ) -> None:
     """Answer QUESTION from the memory of SPACE (needs an LLM; `tmem search` works without one)."""
     from tmem.answer.budget import DEFAULT_CONTEXT_TOKENS
+    from tmem.retrieve.layout import read_layout
 
     when: datetime | None = None
     if asked is not None:
@@ -88,9 +89,9 @@ def ask_cmd(
     mem = app.memory()
     # Memory.ask dates the question (after the latest session start unless --date) and resolves the preset
     budget = DEFAULT_CONTEXT_TOKENS if max_tokens is None else max_tokens
-    layout = parse_layout(layout_pairs)
+    laid = read_layout(layout)
     answer = mem.ask(
-        space, question, when, variant="cot" if cot else "short", config=preset, max_tokens=budget, layout=layout
+        space, question, when, variant="cot" if cot else "short", config=preset, max_tokens=budget, layout=laid
     )
     if as_json:
         echo_json(answer.model_dump(mode="json"))
@@ -403,4 +404,7 @@ def register(cli: click.Group) -> None:
     """Attach this module's commands to the top-level group."""
     cli.add_command(ask_cmd)
     cli.add_command(demo_cmd)
+    from tmem.cli.replies_cmd import replies_cmd
+
+    eval_group.add_command(replies_cmd)
     cli.add_command(eval_group)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from tmem.answer.budget import Context
-from tmem.cli.context import AppContext, echo_json, layout_option, parse_layout, pass_app
-from tmem.errors import InputError
+from tmem.cli.context import AppContext, echo_json, layout_option, pass_app
 from tmem.retrieve.config import SWITCHES
 from tmem.retrieve.types import Route, SearchResult
 
@@ -116,7 +115,7 @@ def _print_context(ctx: Context, explain: bool) -> None:
     help="Print the context a reader would get, packed within N tokens (TMEM_TOKENIZER, default cl100k), instead of "
     "the raw hits.",
 )
-@layout_option
+@layout_option("the context")
 @click.option("--explain", is_flag=True, help="Show each hit's routes, topics and dated turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full SearchResult as JSON.")
 @pass_app
@@ -133,7 +132,7 @@ def search_cmd(
     switches: tuple[str, ...],
     reranker: str | None,
     max_tokens: int | None,
-    layout_pairs: tuple[str, ...],
+    layout: tuple[str, ...],
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -150,11 +149,13 @@ def search_cmd(
         config = config.replace(**changes)
     if switches:
         config = config.without(*switches)
-    layout = parse_layout(layout_pairs)
-    if layout is not None and max_tokens is None:
-        raise InputError("--layout lays out a budgeted context: give --max-tokens too.")
+    from tmem.retrieve.layout import read_layout
+
+    laid = read_layout(layout)
+    if laid is not None and max_tokens is None:
+        raise click.UsageError("--layout lays out a budgeted context: add --max-tokens N.")
     if max_tokens is not None:
-        ctx = mem.context(space, query, max_tokens, config, layout=layout)
+        ctx = mem.context(space, query, max_tokens, config, layout=laid)
         if as_json:
             echo_json(ctx.model_dump(mode="json"))
         else:

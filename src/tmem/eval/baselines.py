@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from tmem.answer.context import format_scene, format_turn
 from tmem.embed.texts import turn_embedding_text
+from tmem.eval.position import flat_positions
 from tmem.index.bm25 import BM25Index
 from tmem.index.dense import DenseTable
 from tmem.index.space import turn_search_text
@@ -70,6 +71,7 @@ class SpaceBaselines:
         self.turns: list[Turn] = store.turns(space)
         by_id = {t.id: t for t in self.turns}
         ids = [t.id for t in self.turns]
+        self._seq = {t.id: t.seq for t in self.turns}
         self._turn_tokens = {t.id: count(format_turn(t, dated=True) + "\n") for t in self.turns}
         self._bm25 = BM25Index.build(ids, [turn_search_text(t) for t in self.turns])
         self._vectorize = vectorize
@@ -78,6 +80,10 @@ class SpaceBaselines:
         for scene in store.scenes(space):
             turns = [by_id[tid] for tid in scene.turn_ids if tid in by_id]
             self._scenes.append((list(scene.turn_ids), count(format_scene(scene.title, turns) + "\n\n")))
+
+    def positions(self, packed: Packed, gold: Sequence[str]) -> tuple[float | None, float | None]:
+        """Where ``gold`` first appears in ``packed``: in rank order and in time order (tmem.eval.position)."""
+        return flat_positions(packed.turn_ids, gold, self._turn_tokens, self._seq.__getitem__)
 
     def rankings(self, query: str) -> dict[str, list[str]]:
         """Turn ids best first for each baseline (every turn ranked; BM25 zeros keep build order)."""

@@ -67,6 +67,14 @@ class SystemCoverage(BaseModel):
     tokens: int
     coverage: float | None = Field(description="Share of gold evidence turns in the context (LoCoMo).")
     hit: bool = Field(description="LoCoMo: every gold turn present; LoCoMo-Plus: any cue turn present.")
+    position: float | None = Field(
+        default=None,
+        description="Where gold evidence first appears, as a share of the text's tokens (tmem.eval.position); a flat "
+        "baseline's in rank order. None when no gold turn is inside.",
+    )
+    position_by_time: float | None = Field(
+        default=None, description="A flat baseline's position with its turns in conversation order (None for tmem)."
+    )
 
 
 class BudgetCell(BaseModel):

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from tmem.answer.budget import Context, Searcher, recall_context
+from tmem.answer.budget import Context, Searcher, recall
 from tmem.answer.context import assemble_context
 from tmem.errors import ConfigError
 from tmem.eval.baselines import SpaceBaselines
 from tmem.eval.harness import MemoEmbedder, Variant
 from tmem.eval.locomo_data import EvidenceIssue, LocomoQuestion, normalise_evidence
 from tmem.eval.plus_data import StitchedProbe
+from tmem.eval.position import context_position
 from tmem.eval.records import BudgetCell, CoverageRecord, ResultsFile, SystemCoverage, retrieved_refs
 from tmem.index.space import cached_vectorizer
 from tmem.retrieve.cascade import Retriever
@@ -100,11 +101,12 @@ def budget_cells(
     layout: ContextLayout | None = None,
 ) -> list[BudgetCell]:
     """tmem's budgeted context (Memory.context, laid out as ``layout`` says) beside the flat baselines and the control
-    walked to each budget, all counted by the baselines' tokenizer."""
+    walked to each budget, all counted by the baselines' tokenizer, with where the evidence first appears in each
+    (:mod:`tmem.eval.position`)."""
     cells = []
     flat = baselines.packed_many(query.text, query.key, budgets)
     for budget in budgets:
-        ctx = recall_context(
+        result, ctx = recall(
             searcher,
             Scope.local(query.space),
             query.text,
@@ -114,9 +116,14 @@ def budget_cells(
             include_persona=False,
             counter=baselines.counter,
         )
-        systems = {"tmem": system_coverage(set(ctx.turn_ids), gold, ctx.tokens, any_hit=any_hit)}
+        tmem = system_coverage(set(ctx.turn_ids), gold, ctx.tokens, any_hit=any_hit)
+        position = context_position(ctx, result, gold, baselines.counter)
+        systems = {"tmem": tmem.model_copy(update={"position": position})}
         for name, packed in flat[budget].items():
-            systems[name] = system_coverage(set(packed.turn_ids), gold, packed.tokens, any_hit=any_hit)
+            by_rank, by_time = baselines.positions(packed, gold)
+            systems[name] = system_coverage(set(packed.turn_ids), gold, packed.tokens, any_hit=any_hit).model_copy(
+                update={"position": by_rank, "position_by_time": by_time}
+            )
         cells.append(BudgetCell(budget=budget, systems=systems, routes=route_attribution(ctx, gold)))
     return cells
 

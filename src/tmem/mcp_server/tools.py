@@ -202,7 +202,8 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
     ) -> Recalled:
         """where: only memory from matching turns - {"metadata": {"key": value or [values]}, "speaker": name or
         [names], "since": date, "until": date}; applied before packing, so the context still fills its budget.
-        layout: how the context is laid out, e.g. {"excerpt_neighbours": true} (fields not given: the space's recipe)."""
+        layout: how the text is laid out, ContextLayout fields - e.g. {"order": "rank"} (best-ranked first) or
+        {"order": "date"} (newest first); fields not given take the recipe's (docs/context.md)."""
         if not query.strip():
             raise ToolError("Give a query.")
         if not 0 <= max_tokens <= MAX_RECALL_TOKENS:
@@ -227,7 +228,7 @@ def register(server: MCPServer, memory: AsyncMemory, resolve: Resolve, error: Er
         at: datetime | None = None,
         layout: ContextLayout | None = None,
     ) -> Answered:
-        """layout: how the answer's context is laid out (as recall's)."""
+        """layout: how the context handed to the model is laid out (ContextLayout fields, as recall's)."""
         key, _ = resolve(ctx, space)
         answer = await memory.ask(key, question, at, layout=layout)
         return Answered(answer=answer.answer, reasoning=answer.reasoning, turn_ids=answer.context.turn_ids)

@@ -13,6 +13,7 @@ that differs from the default), its default and its description (which the HTTP 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
@@ -114,6 +115,27 @@ class ContextLayout(Overridable):
         description="Routes that still count for an anchorless query (given as names, or prefixes ending in '.').",
     )
 
+    order: Literal["date", "rank"] = Field(
+        default="date",
+        description="Where the parts of a budgeted context (a fact line; a block of turns, ranked by the first hit "
+        "that opened it) land: 'date' reads newest first (on an LLM-built space the facts under 'Facts:', then the "
+        "blocks; on an extractive one a single timeline); 'rank' reads them in the order the context's priority ranked "
+        "them, best first. Dates stay on every line and a changed fact's current value before its older ones "
+        "(docs/context.md).",
+    )
+    lead: int = Field(
+        default=0,
+        ge=0,
+        le=1_000,
+        description="With order 'date': the number of best-ranked parts read first, in rank order, before the rest "
+        "as one timeline newest first (0: none; docs/context.md).",
+    )
+
+    @property
+    def name(self) -> str:
+        """The layout's placement as one word: 'date', 'rank' or 'leadN' (:func:`placement`)."""
+        return f"lead{self.lead}" if self.order == "date" and self.lead else self.order
+
     @classmethod
     def of_recipe(cls, kind: str) -> ContextLayout:
         """The layout a context gets under the recipe ``kind`` (``extractive``, ``associative``; any other: the
@@ -150,3 +172,57 @@ def as_layout(layout: Layout) -> ContextLayout:
 
 # The fields that moved from RetrievalConfig to the layout (an old request naming one is told where it went).
 LAYOUT_FIELDS = frozenset(ContextLayout.model_fields) - {"explicit"}
+
+
+def placement(name: str) -> dict[str, Any]:
+    """The layout fields a placement name sets: 'date', 'rank' or 'leadN' (N >= 1: the N best-ranked parts first,
+    then the date order); ValueError naming the choices for any other."""
+    if name == "date":
+        return {"order": "date", "lead": 0}
+    if name == "rank":
+        return {"order": "rank", "lead": 0}
+    if name.startswith("lead") and name[4:].isdigit() and int(name[4:]) > 0:
+        return {"order": "date", "lead": int(name[4:])}
+    raise ValueError(f"unknown context layout {name!r}: use date, rank or leadN (N >= 1)")
+
+
+def read_layout(values: str | Iterable[str] | None) -> ContextLayout | None:
+    """A command line's ``--layout`` values (repeatable), merged left to right: a placement name (date, rank, leadN),
+    a JSON object of ContextLayout fields, or one ``FIELD=VALUE`` (VALUE read as JSON when it parses, ``none`` as None,
+    a comma list as a list, else as text). None when none is given (every field per recipe). InputError saying what
+    to write for anything else."""
+    if values is None:
+        return None
+    given = [values] if isinstance(values, str) else list(values)
+    if not given:
+        return None
+    fields: dict[str, Any] = {}
+    for value in given:
+        fields.update(_layout_fields(value))
+    return as_layout(fields)
+
+
+def _layout_fields(value: str) -> dict[str, Any]:
+    if value.lstrip().startswith("{"):
+        try:
+            fields = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--layout {value!r}: not a JSON object ({exc.msg}).") from None
+        if not isinstance(fields, dict):
+            raise InputError(f"--layout {value!r}: not a JSON object of layout fields.")
+        return fields
+    name, sep, raw = value.partition("=")
+    if sep:
+        if not name.strip():
+            raise InputError(f"--layout {value!r}: write FIELD=VALUE, e.g. --layout excerpt_neighbours=true.")
+        try:
+            parsed: Any = None if raw == "none" else json.loads(raw)
+        except ValueError:
+            parsed = raw.split(",") if "," in raw else raw
+        return {name.strip(): parsed}
+    try:
+        return placement(value)
+    except ValueError as exc:
+        raise InputError(
+            f'--layout: {exc}, a JSON object of layout fields such as {{"order": "rank"}}, or FIELD=VALUE.'
+        ) from None

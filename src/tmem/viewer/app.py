@@ -398,10 +398,12 @@ def create_router(resolve: ScopeResolver, *, key_login: bool = False, secret: by
         without: Annotated[list[str] | None, Query()] = None,
         max_tokens: str = "",
         layout: str = "",
+        order: str = "",
     ) -> Response:
         key = scope.key(space)
         default = scope.memory.settings.search_preset
-        form = SearchForm.parse(q, preset, without or [], max_tokens, default if default in PRESETS else "auto", layout)
+        chosen = default if default in PRESETS else "auto"
+        form = SearchForm.parse(q, preset, without or [], max_tokens, chosen, layout, order=order)
         state = scope.summary(space).build_state
         built, searchable = state not in ("empty", "not built"), state != "empty"  # turns are searchable unbuilt
         found = recall(scope.memory, key, form) if form.query and searchable else None

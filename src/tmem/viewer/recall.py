@@ -25,6 +25,7 @@ SWITCH_LABELS = {
 DEFAULT_BUDGET = DEFAULT_CONTEXT_TOKENS
 MAX_QUERY = 2000
 MAX_BUDGET = 1_000_000
+ORDERS = ("rank", "date")  # ContextLayout.order
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,19 @@ class SearchForm:
 
     @classmethod
     def parse(
-        cls, query: str, preset: str, without: list[str], max_tokens: str, default_preset: str, layout: str = ""
+        cls,
+        query: str,
+        preset: str,
+        without: list[str],
+        max_tokens: str,
+        default_preset: str,
+        layout: str = "",
+        *,
+        order: str = "",
     ) -> SearchForm:
-        """Validate the raw form fields; InputError saying which field to fix."""
+        """Validate the raw form fields; InputError saying which field to fix. ``layout`` is a JSON object of
+        ContextLayout fields, ``order`` the layout's order (``rank``, ``date``; empty: the layout's or the recipe's,
+        docs/context.md)."""
         query = query.strip()
         if len(query) > MAX_QUERY:
             raise InputError(f"The query is {len(query)} characters long; shorten it to {MAX_QUERY} or fewer.")
@@ -59,10 +70,20 @@ class SearchForm:
         if not 0 <= tokens <= MAX_BUDGET:
             raise InputError(f"The token budget (max_tokens) must be between 0 and {MAX_BUDGET:,}, got {tokens:,}.")
         ordered = tuple(s for s in SWITCHES if s in without)
+        if order and order not in ORDERS:
+            raise InputError(f"Unknown context order {order!r}; choose {' or '.join(ORDERS)} (or leave it empty).")
         laid = _layout(layout.strip())
+        if order:
+            fields = {name: getattr(laid, name) for name in laid.explicit} if laid is not None else {}
+            laid = as_layout({**fields, "order": order})
         return cls(
             query=query, preset=preset, without=ordered, max_tokens=tokens, layout_text=layout.strip(), layout=laid
         )
+
+    @property
+    def order(self) -> str:
+        """The order the form asked for ('' when the recipe's)."""
+        return self.layout.order if self.layout is not None and "order" in self.layout.explicit else ""
 
     def config(self) -> RetrievalConfig:
         cfg = RetrievalConfig.preset(self.preset)
