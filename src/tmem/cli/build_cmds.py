@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -25,6 +25,7 @@ from tmem.store.base import Store
 
 EXIT_BATCH_PENDING = 3
 _Pass = tuple[list[BuildReport], list[BatchPending]]
+T = TypeVar("T")
 
 # (option name, BuildOptions field, help)
 _SIZE_OPTIONS: tuple[tuple[str, str, str], ...] = (
@@ -160,7 +161,14 @@ def build_cmd(
         return done, waiting
 
     if batch_api:
-        reports, pending = _through_batch_api(mem.store, settings, work, poll_max, build_all)
+
+        def until_built() -> _Pass:
+            reports, pending = build_all()
+            if pending:
+                raise pending[0]
+            return reports, pending
+
+        reports, pending = through_batch_api(mem.store, settings, work, poll_max, until_built)
     else:
         reports, pending = build_all()
     if as_json:
@@ -189,17 +197,10 @@ def build_cmd(
         raise SystemExit(EXIT_INCOMPLETE)
 
 
-def _through_batch_api(
-    store: Store, settings: Settings, work: Path, poll_max: float, build_all: Callable[[], _Pass]
-) -> _Pass:
-    """Run ``build_all`` with batch rounds through the OpenAI Batch API between passes, until nothing is pending."""
+def through_batch_api(store: Store, settings: Settings, work: Path, poll_max: float, run: Callable[[], T]) -> T:
+    """Call ``run`` (a build or an evaluation in batch mode) with batch rounds through the OpenAI Batch API between
+    calls until it stops raising BatchPending, printing progress and the tokens of the rounds to stderr."""
     from tmem.llm.batch_api import BatchAPIOptions, BatchAPIRunner, batch_client, until_done
-
-    def run() -> _Pass:
-        reports, pending = build_all()
-        if pending:
-            raise pending[0]
-        return reports, pending
 
     options = BatchAPIOptions(poll_max=poll_max, poll_initial=min(10.0, poll_max), work_dir=work)
     runner = BatchAPIRunner(store, batch_client(settings), options, echo=lambda line: click.echo(line, err=True))
