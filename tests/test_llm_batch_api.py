@@ -252,3 +252,24 @@ def test_tmem_build_batch_api_builds_what_a_live_build_builds(tmp_path: Path) ->
     cost = CliRunner().invoke(cli, ["llm", "cost", SPACE, "--json"], env=env)
     total = json.loads(cost.stdout)["total"]
     assert total["batch_calls"] == sum(stub.executed.values()) and total["errors"] == 0
+
+
+@pytest.mark.slow
+def test_tmem_eval_batch_api_runs_builds_answers_and_judges_in_rounds(tmp_path: Path) -> None:
+    from tests.test_eval_stub import _slice
+    from tests.test_eval_stub import stub_reply as eval_reply
+
+    data = _slice(tmp_path)
+    home, out = tmp_path / "mem", tmp_path / "out"
+    with BatchStub(reply=eval_reply) as stub:
+        env = {**_env(home, stub.base_url), "TMEM_HOME": ""}
+        args = ["--dir", str(home), "eval", "locomo", "--data", str(data), "--out", str(out), "--limit", "2"]
+        result = CliRunner().invoke(cli, [*args, "--runs", "2", "--batch-api", "--poll-max", "0"], env=env)
+        assert result.exit_code == 0, result.output
+        assert set(stub.executed.values()) == {1} and len(stub.created) >= 3  # build rounds, answers, judges
+    recs = [json.loads(r) for r in (out / "locomo" / "records.jsonl").read_text().splitlines()]
+    assert len(recs) == 2 and all(len(r["judgements"]) == 2 for r in recs)
+    store = SQLiteStore.open(home / "tmem.db")
+    stages = {c.stage for c in store.llm_calls() if c.outcome == "batch"}
+    assert {"segment", "answer", "judge"} <= stages and not store.pending()
+    store.close()

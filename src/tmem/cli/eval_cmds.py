@@ -213,7 +213,12 @@ def _eval_options(f: Any) -> Any:
         click.option("--ablate", default=None, help="Ablation rows, e.g. SL,IC,ET+BT,PS,TF,ST,HT,ST+HT."),
         click.option("--sweep", multiple=True, help="Sweep, e.g. kT=5,10,15,20 (repeatable; kT, kS, kI, R)."),
         click.option("--preset", envvar="TMEM_SEARCH_PRESET", default=None, help="Retrieval preset."),
-        click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N questions per conversation."),
+        click.option(
+            "--limit",
+            type=click.IntRange(min=1),
+            default=None,
+            help="At most N questions per conversation (LongMemEval: N instances).",
+        ),
         click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True),
         click.option(
             "--batch-out",
@@ -258,6 +263,7 @@ def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
     require_extra("eval", "tmem eval")
     from tmem.construct.options import BuildOptions
     from tmem.embed import make_embedder
+    from tmem.eval.longmemeval.run import eval_longmemeval
     from tmem.eval.runs import EvalOptions, Models, eval_locomo, eval_plus
     from tmem.llm.batch import export_pending
     from tmem.store import open_store, sqlite_url
@@ -287,12 +293,14 @@ def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
         preset=kw["preset"] or settings.search_preset,
         stitch=kw.get("stitch", "shared"),
         limit=kw["limit"],
+        types=[t.strip() for t in (kw.get("types") or "").split(",") if t.strip()],
+        judge=kw.get("judge", True),
         concurrency=kw["concurrency"],
         progress=sys.stderr.isatty(),
         command="tmem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         build_options=BuildOptions(batch_out=batch_out) if batch else None,
     )
-    runner = eval_locomo if benchmark == "locomo" else eval_plus
+    runner = {"locomo": eval_locomo, "locomo-plus": eval_plus, "longmemeval": eval_longmemeval}[benchmark]
 
     def once() -> Any:
         """One pass (the models are made and closed inside the pass's event loop)."""
@@ -302,7 +310,8 @@ def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
             answer_name = kw["answer_model"] or settings.answer_model or settings.llm_model
             answer_llm = _llm(settings, store, answer_name, batch=batch)
             judge_name = kw["judge_model"] or settings.judge_model or answer_name
-            judge_llm = answer_llm if judge_name == answer_name else _llm(settings, store, judge_name, batch=batch)
+            if kw.get("judge", True):
+                judge_llm = answer_llm if judge_name == answer_name else _llm(settings, store, judge_name, batch=batch)
         models = Models(build=build_llm, answer=answer_llm, judge=judge_llm)
 
         async def go() -> Any:
@@ -335,13 +344,17 @@ def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
         store.close()
     folder = out / benchmark
     click.echo((folder / "report.md").read_text(encoding="utf-8"))
-    click.echo(f"Results: {folder} (records.jsonl, report.md, report.json, manifest.json); memories: {home}")
+    made = "report.json"
+    if benchmark == "longmemeval":
+        made = "summary.json" if kw["retrieval_only"] else "summary.json, hypotheses.jsonl"
+    click.echo(f"Results: {folder} (records.jsonl, report.md, {made}, manifest.json); memories: {home}")
     del report
 
 
 @click.group("eval")
 def eval_group() -> None:
-    """Reproduce the paper's tables on LoCoMo and LoCoMo-Plus (see docs/evaluation.md)."""
+    """Reproduce the paper's tables on LoCoMo and LoCoMo-Plus (docs/evaluation.md); run LongMemEval
+    (docs/longmemeval.md)."""
 
 
 @eval_group.command("locomo")
@@ -378,6 +391,35 @@ def eval_locomo_cmd(ctx: click.Context, /, **kw: Any) -> None:
 def eval_plus_cmd(ctx: click.Context, /, **kw: Any) -> None:
     """LoCoMo-Plus: memory-aware replies judged for awareness of the cue (Table 3), or --retrieval-only cue hit."""
     _run_eval(ctx, "locomo-plus", kw)
+
+
+@eval_group.command("longmemeval")
+@_eval_options
+@click.option(
+    "--types",
+    default=None,
+    help="Comma-separated question types to run (single-session-user, ..., multi-session, abstention); default all.",
+)
+@click.option(
+    "--variant",
+    type=click.Choice(["short", "cot"]),
+    default="short",
+    show_default=True,
+    help="Answer prompt (QA): a short answer or chain of thought.",
+)
+@click.option(
+    "--judge/--no-judge",
+    default=True,
+    show_default=True,
+    help="QA: judge the answers (accuracy per type); --no-judge only answers and writes the hypothesis file.",
+)
+@click.pass_context
+def eval_longmemeval_cmd(ctx: click.Context, /, **kw: Any) -> None:
+    """LongMemEval S, M or oracle file (detected): official session/turn recall and NDCG against flat baselines with
+    --retrieval-only, or QA with the official hypothesis file and per-type judged accuracy (docs/longmemeval.md)."""
+    if kw["ablate"] or kw["sweep"] or kw["conversations"]:
+        raise click.UsageError("--ablate, --sweep and --conversations apply to LoCoMo; use --types and --limit here.")
+    _run_eval(ctx, "longmemeval", kw)
 
 
 def register(cli: click.Group) -> None:

@@ -57,12 +57,14 @@ def _import_payload(report: ImportReport) -> dict[str, Any]:
     type=click.Choice(FORMATS),
     default="auto",
     show_default=True,
-    help="LoCoMo JSON, native JSON/JSONL (docs/ingest.md), or recognise it from the content.",
+    help="LoCoMo JSON, LongMemEval JSON (docs/longmemeval.md), native JSON/JSONL (docs/ingest.md), or recognise it "
+    "from the content.",
 )
 @click.option(
     "--space",
     default=None,
-    help="Import only this space (a LoCoMo sample_id); names the space of native records that name none.",
+    help="Import only this space (a LoCoMo sample_id, a LongMemEval question_id); names the space of native records "
+    "that name none.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON.")
 @pass_app

@@ -21,7 +21,13 @@ from tqdm import tqdm
 from tmem.answer.answerer import Answer, Answerer, QuestionTime, Variant
 from tmem.errors import BatchPending
 from tmem.eval.harness import Variant as RunVariant
-from tmem.eval.judge import Judgement, judge, locomo_judge_messages, plus_judge_messages
+from tmem.eval.judge import (
+    Judgement,
+    judge,
+    locomo_judge_messages,
+    longmemeval_judge_messages,
+    plus_judge_messages,
+)
 from tmem.eval.locomo_data import EvidenceIssue
 from tmem.eval.metrics import token_f1
 from tmem.eval.records import AnswerRecord, ResultsFile, retrieved_refs
@@ -33,7 +39,7 @@ from tmem.scope import Scope
 class QATask:
     key: str
     space: str
-    benchmark: str  # "locomo" or "locomo-plus"
+    benchmark: str  # "locomo", "locomo-plus" or "longmemeval"
     question: str
     when: QuestionTime
     gold: str | None = None  # LoCoMo gold answer
@@ -41,7 +47,8 @@ class QATask:
     gold_turn_ids: list[str] = field(default_factory=list)  # LoCoMo evidence or LoCoMo-Plus cue turns
     evidence_issues: list[EvidenceIssue] = field(default_factory=list)
     cue: str = ""  # LoCoMo-Plus cue dialogue as the speakers said it
-    relation: str = ""
+    relation: str = ""  # LoCoMo-Plus relation type; LongMemEval question type
+    abstention: bool = False  # LongMemEval: a question that cannot be answered (judged for saying so)
     speaker: str = ""
     listener: str = ""
 
@@ -77,6 +84,16 @@ async def _judge_all(judge_llm: LLM, task: QATask, prediction: str, runs: int) -
     async def one(run: int) -> Judgement:
         if task.benchmark == "locomo-plus":
             messages = plus_judge_messages(task.cue, task.question, prediction, task.relation, run=run, runs=runs)
+        elif task.benchmark == "longmemeval":
+            messages = longmemeval_judge_messages(
+                task.relation,
+                task.question,
+                task.gold or "",
+                prediction,
+                abstention=task.abstention,
+                run=run,
+                runs=runs,
+            )
         else:
             messages = locomo_judge_messages(task.question, task.gold or "", prediction, run=run, runs=runs)
         return await judge(judge_llm, messages, space=Scope.local(task.space), run=run)
@@ -126,7 +143,7 @@ def _record(task: QATask, variant: RunVariant, answer: Answer, judgements: list[
 
 async def run_qa(
     answerer: Answerer,
-    judge_llm: LLM,
+    judge_llm: LLM | None,
     tasks: Sequence[QATask],
     variants: Sequence[RunVariant],
     results: ResultsFile[AnswerRecord],
@@ -136,7 +153,8 @@ async def run_qa(
     concurrency: int = 8,
     progress: bool = False,
 ) -> int:
-    """Answer and judge every (variant, task) missing from ``results``; returns how many records were added."""
+    """Answer and judge every (variant, task) missing from ``results``; returns how many records were added. Without
+    ``judge_llm`` answers are recorded unjudged (no judgements)."""
     todo = [(v, t) for v in variants for t in tasks if f"{v.name}|{t.key}" not in results]
     semaphore = asyncio.Semaphore(concurrency)
     answers_pending, judge_pending = _Pending(), _Pending()
@@ -157,7 +175,7 @@ async def run_qa(
                     answers_pending.add(exc)
                     return
                 try:
-                    judgements = await _judge_all(judge_llm, task, answer.answer, runs)
+                    judgements = [] if judge_llm is None else await _judge_all(judge_llm, task, answer.answer, runs)
                 except BatchPending as exc:
                     judge_pending.add(exc)
                     return

@@ -65,7 +65,9 @@ class EvalOptions(BaseModel):
     sweep: list[str] = []
     preset: str = "paper"
     stitch: StitchMode = "shared"
-    limit: int | None = None  # at most this many questions per conversation (smoke runs)
+    limit: int | None = None  # at most this many questions per conversation (LongMemEval: instances)
+    types: list[str] = []  # LongMemEval: only these question types (or "abstention")
+    judge: bool = True  # LongMemEval: judge the answers (else answers and the hypothesis file only)
     concurrency: int = 8
     progress: bool = False
     command: str = ""
@@ -105,16 +107,28 @@ def _limit(questions: Sequence[LocomoQuestion], limit: int | None) -> list[Locom
     return out
 
 
+_QA_NEEDS = (
+    "QA evaluation needs an answer LLM and a judge LLM: set TMEM_LLM=openai, TMEM_LLM_MODEL (and optionally "
+    "TMEM_ANSWER_MODEL / TMEM_JUDGE_MODEL) and OPENAI_BASE_URL; or pass --retrieval-only, which needs none."
+)
+
+
 def _require_qa(models: Models) -> tuple[LLM, LLM]:
     if models.answer is None or models.judge is None:
-        raise ConfigError(
-            "QA evaluation needs an answer LLM and a judge LLM: set TMEM_LLM=openai, TMEM_LLM_MODEL (and optionally "
-            "TMEM_ANSWER_MODEL / TMEM_JUDGE_MODEL) and OPENAI_BASE_URL; or pass --retrieval-only, which needs none."
-        )
+        raise ConfigError(_QA_NEEDS)
     return models.answer, models.judge
 
 
-def _manifest(
+def require_answer(models: Models, *, judge: bool) -> LLM:
+    """The answer LLM of a QA run (and a check that the judge LLM is there when ``judge``)."""
+    if judge:
+        return _require_qa(models)[0]
+    if models.answer is None:
+        raise ConfigError(_QA_NEEDS)
+    return models.answer
+
+
+def write_run_manifest(
     opts: EvalOptions, benchmark: str, settings: Settings, models: Models, embedder: Embedder, vs: list[Variant]
 ) -> None:
     files = [opts.data] + ([opts.locomo] if opts.locomo else [])
@@ -126,14 +140,14 @@ def _manifest(
         models={
             "build": models.build.model if models.build else None,
             "answer": None if opts.retrieval_only or not models.answer else models.answer.model,
-            "judge": None if opts.retrieval_only or not models.judge else models.judge.model,
+            "judge": None if opts.retrieval_only or not models.judge or not opts.judge else models.judge.model,
         },
         embedder=embedder,
         preset=opts.preset,
         variants=vs,
         data_files=files,
         runs=None if opts.retrieval_only else opts.runs,
-        prompt=None if opts.retrieval_only else (opts.prompt if benchmark == "locomo" else "reply"),
+        prompt=None if opts.retrieval_only else ("reply" if benchmark == "locomo-plus" else opts.prompt),
         stitch=opts.stitch if benchmark == "locomo-plus" else None,
     )
     write_manifest(opts.out / benchmark, manifest)
@@ -146,12 +160,12 @@ async def eval_locomo(
     variants = parse_variants(RetrievalConfig.preset(opts.preset), opts.ablate, opts.sweep)
     if not opts.retrieval_only:
         _require_qa(models)
-    _manifest(opts, "locomo", settings, models, embedder, variants)
+    write_run_manifest(opts, "locomo", settings, models, embedder, variants)
     spaces = _conversations(opts.data, opts.conversations)
     await prepare_spaces(
         store, spaces, llm=models.build, embedder=embedder, options=opts.build_options, progress=opts.progress
     )
-    _write_cost(store, folder, [s.name for s in spaces], models)
+    write_cost(store, folder, [s.name for s in spaces], models)
     questions = load_questions(opts.data, conversations=[s.name for s in spaces])
     questions = _limit(questions, opts.limit)
     memo = MemoEmbedder(embedder)
@@ -228,18 +242,7 @@ async def _qa_run(
     locomo_overall: float | None = None,
 ) -> QAReport:
     """Answer and judge what ``folder/records.jsonl`` lacks, then write the report of every record."""
-    qa: ResultsFile[AnswerRecord] = ResultsFile(folder / "records.jsonl", AnswerRecord)
-    await run_qa(
-        Answerer(retriever, answer_llm),
-        judge_llm,
-        tasks,
-        variants,
-        qa,
-        prompt=opts.prompt,
-        runs=opts.runs,
-        concurrency=opts.concurrency,
-        progress=opts.progress,
-    )
+    qa = await answer_and_judge(retriever, answer_llm, judge_llm, tasks, variants, folder, opts)
     report = qa_report(
         list(qa),
         benchmark=benchmark,
@@ -254,7 +257,32 @@ async def _qa_run(
     return report
 
 
-def _write_cost(store: Store, folder: Path, spaces: Sequence[str], models: Models) -> None:
+async def answer_and_judge(
+    retriever: Retriever,
+    answer_llm: LLM,
+    judge_llm: LLM | None,
+    tasks: Sequence[QATask],
+    variants: Sequence[Variant],
+    folder: Path,
+    opts: EvalOptions,
+) -> ResultsFile[AnswerRecord]:
+    """Answer (and judge, unless ``judge_llm`` is None) every task ``folder/records.jsonl`` lacks; every record."""
+    qa: ResultsFile[AnswerRecord] = ResultsFile(folder / "records.jsonl", AnswerRecord)
+    await run_qa(
+        Answerer(retriever, answer_llm),
+        judge_llm,
+        tasks,
+        variants,
+        qa,
+        prompt=opts.prompt,
+        runs=opts.runs,
+        concurrency=opts.concurrency,
+        progress=opts.progress,
+    )
+    return qa
+
+
+def write_cost(store: Store, folder: Path, spaces: Sequence[str], models: Models) -> None:
     if models.build is None:
         return  # extractive memories make no LLM calls
     cost = construction_cost(store, spaces)
@@ -290,7 +318,7 @@ async def eval_plus(
     variants = parse_variants(RetrievalConfig.preset(opts.preset), opts.ablate, opts.sweep)
     if not opts.retrieval_only:
         _require_qa(models)
-    _manifest(opts, "locomo-plus", settings, models, embedder, variants)
+    write_run_manifest(opts, "locomo-plus", settings, models, embedder, variants)
     conversations = _conversations(opts.locomo, [])
     probes = load_probes(opts.data)
     if opts.limit is not None:
@@ -309,7 +337,7 @@ async def eval_plus(
         progress=opts.progress,
         seed_from={s.name: s.conversation for s in stitched},
     )
-    _write_cost(store, folder, [s.name for s in spaces], models)
+    write_cost(store, folder, [s.name for s in spaces], models)
     all_probes = [p for s in stitched for p in s.probes]
     memo = MemoEmbedder(embedder)
     retriever = Retriever(store, memo)

@@ -212,5 +212,8 @@ def _import_space(store: Store, space: SpaceInput, scope: Scope, source: str) ->
         store.add_sessions(scope, new_sessions)
     if speakers != list(stored_space.speakers):
         store.set_speakers(scope, speakers)
+    for key, value in space.state.items():
+        if store.get_state(scope, key) != value:
+            store.set_state(scope, key, value)
     report.speakers = speakers
     return report

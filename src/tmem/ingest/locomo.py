@@ -23,6 +23,7 @@ from tmem.ingest.source import (
     expect_object,
     expect_text,
     expect_timestamp,
+    read_spaces,
     required,
 )
 from tmem.ingest.types import SpaceInput
@@ -40,23 +41,14 @@ def looks_like_locomo(data: Any) -> bool:
 
 def read_locomo(data: Any, file: str) -> list[SpaceInput]:
     """Validate a parsed LoCoMo document; raises InputError naming the JSON path of the first problem."""
-    root = Loc(file)
-    samples = [data] if isinstance(data, dict) else expect_list(data, root, "LoCoMo samples")
-    if not samples:
-        raise root.error("contains no samples; a LoCoMo file is a list of objects with a 'conversation'.")
-    spaces: list[SpaceInput] = []
-    seen: dict[str, Loc] = {}
-    for i, raw in enumerate(samples):
-        loc = root if isinstance(data, dict) else root.index(i)
-        space = _read_sample(raw, loc)
-        if space.name in seen:
-            raise loc.key("sample_id").error(
-                f"sample_id {space.name!r} already used at {seen[space.name].path}; sample ids name spaces and "
-                "must be unique."
-            )
-        seen[space.name] = loc
-        spaces.append(space)
-    return spaces
+    return read_spaces(
+        data,
+        file,
+        what="LoCoMo samples",
+        empty="contains no samples; a LoCoMo file is a list of objects with a 'conversation'.",
+        id_key="sample_id",
+        read=_read_sample,
+    )
 
 
 def _read_sample(raw: Any, loc: Loc) -> SpaceInput:

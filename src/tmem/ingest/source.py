@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from tmem.ingest.limits import (
     scan,
 )
 from tmem.ingest.timestamps import EXPECTED_FORMATS, try_parse_timestamp
+from tmem.ingest.types import SpaceInput
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -195,3 +197,27 @@ def parse_jsonl(text: str, file: str) -> list[tuple[int, Any]]:
         if line.strip():
             records.append((number, parse_json(line, file, line_offset=number - 1, jsonl=True)))
     return records
+
+
+def read_spaces(
+    data: Any, file: str, *, what: str, empty: str, id_key: str, read: Callable[[Any, Loc], SpaceInput]
+) -> list[SpaceInput]:
+    """A document of one record or a list of records (``what``), each read into a space by ``read``; the space names
+    (the records' ``id_key``) must be unique. ``empty`` is the message for an empty list."""
+    root = Loc(file)
+    records = [data] if isinstance(data, dict) else expect_list(data, root, what)
+    if not records:
+        raise root.error(empty)
+    spaces: list[SpaceInput] = []
+    seen: dict[str, Loc] = {}
+    for i, raw in enumerate(records):
+        loc = root if isinstance(data, dict) else root.index(i)
+        space = read(raw, loc)
+        if space.name in seen:
+            raise loc.key(id_key).error(
+                f"{id_key} {space.name!r} already used at {seen[space.name].path}; {id_key}s name spaces and "
+                "must be unique."
+            )
+        seen[space.name] = loc
+        spaces.append(space)
+    return spaces

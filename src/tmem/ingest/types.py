@@ -19,6 +19,11 @@ class SpaceInput(BaseModel):
     name: str
     speakers: list[str] = Field(default_factory=list)
     sessions: list[SessionInput]
+    state: dict[str, str] = Field(
+        default_factory=dict,
+        description="Space state the import writes (the LongMemEval reader keeps the benchmark's evaluation metadata "
+        "here); retrieval never reads it.",
+    )
 
 
 class SpaceImportReport(BaseModel):
