@@ -183,8 +183,7 @@ class BatchAPIRunner:
         return ids
 
     def _create(self, record: BatchRecord) -> Any:
-        failures = 0
-        while True:
+        def attempt() -> Any:
             try:
                 return self.client.batches.create(
                     input_file_id=record.input_file_id,
@@ -192,17 +191,14 @@ class BatchAPIRunner:
                     completion_window="24h",  # the only window the API offers
                     metadata={"tmem": "build round"},
                 )
-            except _TRANSIENT as exc:
+            except _TRANSIENT:
                 # The server may have created it before the connection broke: look before creating another.
                 adopted = self._created_for(record.input_file_id)
                 if adopted is not None:
                     return adopted
-                failures += 1
-                if failures > _MAX_POLL_ERRORS:
-                    raise LLMTransientError(f"Creating the batch failed {failures} times: {exc}") from exc
-                self._sleep(min(self.options.poll_max, self.options.poll_initial * 2**failures))
-            except openai.APIStatusError as exc:
-                raise LLMError(f"The Batch API refused the batch (HTTP {exc.status_code}): {_message(exc)}") from exc
+                raise
+
+        return self._call("create the batch", attempt)
 
     def _created_for(self, input_file_id: str) -> Any | None:
         page = self._call("list batches", lambda: self.client.batches.list(limit=100))
