@@ -87,7 +87,12 @@ async def build_space(
     if llm is None:
         from tmem.construct.extractive import build_extractive
 
-        return await build_extractive(store, space, embedder=embedder, progress=progress)
+        report = await build_extractive(store, space, embedder=embedder, progress=progress)
+        # As in the LLM mode below: embed what the index will hold now, so that the first search embeds only its
+        # query (the extractive builder embeds turns and keyphrases; items, scenes and trigger views were left to
+        # the first search, minutes on an M-sized history: bench/results/longmemeval_scale.md).
+        refresh_space(store, space, embedder)
+        return report
     options = options or BuildOptions()
     store.get_space(space)  # NotFoundError naming the known spaces
     if not store.turns(space):
