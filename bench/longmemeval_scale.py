@@ -137,6 +137,29 @@ def _fresh_database(server: Any, name: str) -> str:
     return str(server.get_uri(name))
 
 
+def worker_profile_search(url: str, home: Path, space: str, queries: list[str]) -> dict[str, Any]:
+    """The first search of a process, then ``queries`` under cProfile (top functions by own time to stdout's
+    stderr); for an existing store: ``python bench/longmemeval_scale.py --worker profile-search URL HOME SPACE
+    '["question", ...]'``."""
+    from tmem.memory import Memory
+
+    mem = Memory.open(settings=_settings(url, home))
+    t0 = time.perf_counter()
+    mem.search(space, queries[0])
+    first = time.perf_counter() - t0
+    profiler = cProfile.Profile()
+    times = []
+    profiler.enable()
+    for q in queries[1:]:
+        t = time.perf_counter()
+        mem.search(space, q)
+        times.append(time.perf_counter() - t)
+    profiler.disable()
+    mem.close()
+    pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(15)
+    return {"first_ms": first * 1000, "warm_ms": sorted(t * 1000 for t in times)}
+
+
 def _disk(url: str, home: Path) -> float:
     if url.startswith("sqlite"):
         files = [p for p in home.rglob("*") if p.is_file()]
@@ -255,6 +278,8 @@ if __name__ == "__main__":
         what, url, home = sys.argv[2], sys.argv[3], Path(sys.argv[4])
         if what == "build":
             out = worker_build(url, home, Path(sys.argv[5]), sys.argv[6], Path(sys.argv[7]) if sys.argv[7] else None)
+        elif what == "profile-search":
+            out = worker_profile_search(url, home, sys.argv[5], json.loads(sys.argv[6]))
         else:
             out = worker_search(url, home, sys.argv[5], json.loads(sys.argv[6]))
         print(json.dumps(out))
