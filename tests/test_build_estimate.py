@@ -94,3 +94,18 @@ def test_the_estimate_of_a_file_sums_its_spaces_as_they_would_be_imported(tmp_pa
     assert table.exit_code == 0 and f"{whole['total']['requests']:,}" in table.output and "(2 spaces)" in table.output
     refused = CliRunner().invoke(cli, ["llm", "cost", "--file", str(data)], env=env)
     assert refused.exit_code == 2 and "--file goes with --estimate" in refused.output
+
+
+def test_the_estimate_covers_a_longmemeval_file_before_anything_is_spent(tmp_path: Path) -> None:
+    from tmem.eval.longmemeval.synth import generate, write_file
+
+    data = generate("s", instances=3, sessions=6, seed=1)
+    path = write_file(tmp_path / "lme.json", data)
+    env = {"TMEM_HOME": str(tmp_path / "home")}
+    result = CliRunner().invoke(cli, ["llm", "cost", "--estimate", "--file", str(path), "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    whole = json.loads(result.output)
+    assert [s["space"] for s in whole["spaces"]] == [d["question_id"] for d in data]
+    turns = [sum(len(s) for s in d["haystack_sessions"]) for d in data]
+    assert [s["open_turns"] for s in whole["spaces"]] == turns and whole["open_turns"] == sum(turns)
+    assert whole["total"]["requests"] > 0 and not (tmp_path / "home" / "tmem.db").exists()
