@@ -66,3 +66,46 @@ def test_cli_shows_the_estimate_before_a_batch_build(tmp_path: Path) -> None:
     )
     assert batch.exit_code == 3, batch.output
     assert "Estimated cost of building conv-26 (few-rounds plan, 4 batch round(s))" in batch.stderr
+
+
+def test_the_estimate_of_a_file_sums_its_spaces_as_they_would_be_imported(tmp_path: Path) -> None:
+    spaces = [dev_space(SPACE, slice(0, 3)), dev_space(SPACE, slice(3, 5)).model_copy(update={"name": "other"})]
+    data = tmp_path / "two.json"
+    native = [
+        {"space": s.name, **s.model_dump(mode="json", include={"speakers", "sessions"}, exclude_none=True)}
+        for s in spaces
+    ]
+    data.write_text(json.dumps(native), encoding="utf-8")
+    env = {"TMEM_HOME": str(tmp_path / "home")}
+    result = CliRunner().invoke(cli, ["llm", "cost", "--estimate", "--file", str(data), "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    whole = json.loads(result.output)
+    assert not (tmp_path / "home" / "tmem.db").exists()  # nothing was imported or written
+
+    store = SQLiteStore.open(":memory:")
+    import_spaces(store, spaces, source="dev")
+    each = [estimate_build(store, Scope.local(s.name), BuildOptions(few_rounds=True)) for s in spaces]
+    assert [s["space"] for s in whole["spaces"]] == [SPACE, "other"]
+    assert whole["spaces"] == [e.model_dump(mode="json") for e in each]
+    for key in ("requests", "input_tokens", "output_tokens"):
+        assert whole["total"][key] == sum(getattr(e.total, key) for e in each)
+        assert sum(s[key] for s in whole["stages"]) == whole["total"][key]
+    table = CliRunner().invoke(cli, ["llm", "cost", "--estimate", "--file", str(data)], env=env)
+    assert table.exit_code == 0 and f"{whole['total']['requests']:,}" in table.output and "(2 spaces)" in table.output
+    refused = CliRunner().invoke(cli, ["llm", "cost", "--file", str(data)], env=env)
+    assert refused.exit_code == 2 and "--file goes with --estimate" in refused.output
+
+
+def test_the_estimate_covers_a_longmemeval_file_before_anything_is_spent(tmp_path: Path) -> None:
+    from tmem.eval.longmemeval.synth import generate, write_file
+
+    data = generate("s", instances=3, sessions=6, seed=1)
+    path = write_file(tmp_path / "lme.json", data)
+    env = {"TMEM_HOME": str(tmp_path / "home")}
+    result = CliRunner().invoke(cli, ["llm", "cost", "--estimate", "--file", str(path), "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    whole = json.loads(result.output)
+    assert [s["space"] for s in whole["spaces"]] == [d["question_id"] for d in data]
+    turns = [sum(len(s) for s in d["haystack_sessions"]) for d in data]
+    assert [s["open_turns"] for s in whole["spaces"]] == turns and whole["open_turns"] == sum(turns)
+    assert whole["total"]["requests"] > 0 and not (tmp_path / "home" / "tmem.db").exists()

@@ -372,3 +372,14 @@ async def test_a_few_rounds_build_extends_incrementally(tmp_path: Path) -> None:
     await _build(store, options=BuildOptions())
     check = check_space(store, Scope.local(SPACE))
     assert check.ok and check.complete and len(store.sessions(Scope.local(SPACE))) == 6
+
+
+async def test_an_extractive_build_leaves_every_index_text_embedded_so_the_first_search_embeds_only_the_query() -> None:
+    store = _store(slice(0, 2))
+    await build_space(
+        store, Scope.local(SPACE), llm=None, embedder=CachedEmbedder(HashEmbedder(), store, Scope.local(SPACE))
+    )
+    assert store.items(Scope.local(SPACE)) and store.triggers(Scope.local(SPACE))
+    search_embedder = CountingEmbedder()
+    Retriever(store, search_embedder).search(Scope.local(SPACE), "Caroline support group")
+    assert search_embedder.texts == ["support group"]  # item, scene and trigger texts were embedded by the build

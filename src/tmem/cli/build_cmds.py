@@ -9,8 +9,9 @@ finishes everything else, prints the failed units and exits with status 4; rerun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -19,8 +20,12 @@ from tmem.construct.options import BuildOptions
 from tmem.construct.report import EXIT_INCOMPLETE, BuildReport
 from tmem.errors import BatchPending, ConfigError
 from tmem.scope import Scope
+from tmem.settings import Settings
+from tmem.store.base import Store
 
 EXIT_BATCH_PENDING = 3
+_Pass = tuple[list[BuildReport], list[BatchPending]]
+T = TypeVar("T")
 
 # (option name, BuildOptions field, help)
 _SIZE_OPTIONS: tuple[tuple[str, str, str], ...] = (
@@ -62,6 +67,19 @@ def _size_options(fn: Any) -> Any:
     help="Batch protocol: write the first stage's uncached requests to FILE (OpenAI Batch JSONL) and stop.",
 )
 @click.option(
+    "--batch-api",
+    is_flag=True,
+    help="Submit each round to the OpenAI Batch API and wait for it (upload, poll, import, next round) until the "
+    "build is done. A killed build run again waits for its submitted batches instead of paying twice.",
+)
+@click.option(
+    "--poll-max",
+    type=click.FloatRange(min=0.0),
+    default=300.0,
+    show_default=True,
+    help="--batch-api: longest wait between two status checks of a batch, in seconds (starts at 10, doubles).",
+)
+@click.option(
     "--few-rounds/--sequential",
     "few_rounds",
     default=None,
@@ -84,6 +102,8 @@ def build_cmd(
     space: str | None,
     all_spaces: bool,
     batch_out: Path | None,
+    batch_api: bool,
+    poll_max: float,
     few_rounds: bool | None,
     no_fallback: bool,
     rebuild: bool,
@@ -102,16 +122,22 @@ def build_cmd(
         mem.staleness(space or "")  # NotFoundError naming the known spaces
     names = [s.name for s in mem.spaces() if s.turns] if all_spaces else [space or ""]
     settings = app.settings
-    if mem.llm is None and batch_out is not None:
-        raise ConfigError("--batch-out needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL (or --llm-model NAME).")
+    if batch_api and batch_out is not None:
+        raise click.UsageError(
+            "Give --batch-api (the build submits the batches) or --batch-out FILE (you do), not both."
+        )
+    if mem.llm is None and (batch_out is not None or batch_api):
+        flag = "--batch-api" if batch_api else "--batch-out"
+        raise ConfigError(f"{flag} needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL (or --llm-model NAME).")
+    work = settings.home / "batches"
+    if batch_api:
+        batch_out = work / "stage.jsonl"  # the pipeline's per-space export (scratch); rounds export everything
     chosen = {k: v for k, v in sizes.items() if v is not None}
     chosen.setdefault("concurrency", settings.llm_concurrency)
     options = BuildOptions.model_validate(
         {**chosen, "batch_out": batch_out, "few_rounds": few_rounds, "fallback": not no_fallback}
     )
-    reports: list[BuildReport] = []
-    pending: list[BatchPending] = []
-    if batch_out is not None and not as_json:
+    if (batch_out is not None or batch_api) and not as_json:
         # Before a batch build starts (nothing segmented yet): what it will take, per stage, and in how many rounds.
         from tmem.cli.llm_cmds import estimate_table
         from tmem.construct.estimate import estimate_build
@@ -120,11 +146,31 @@ def build_cmd(
             scope = Scope.local(name)
             if mem.store.turns(scope) and not mem.store.scenes(scope):
                 click.echo(estimate_table(estimate_build(mem.store, scope, options)), err=True)
-    for name in names:
-        try:
-            reports.append(mem.build(name, options, rebuild=rebuild, progress=not no_progress))
-        except BatchPending as exc:  # collected: with --all every space queues its requests first
-            pending.append(exc)
+    passes = 0
+
+    def build_all() -> tuple[list[BuildReport], list[BatchPending]]:
+        nonlocal passes
+        done: list[BuildReport] = []
+        waiting: list[BatchPending] = []
+        first, passes = passes == 0, passes + 1
+        for name in names:
+            try:
+                done.append(mem.build(name, options, rebuild=rebuild and first, progress=not no_progress))
+            except BatchPending as exc:  # collected: with --all every space queues its requests first
+                waiting.append(exc)
+        return done, waiting
+
+    if batch_api:
+
+        def until_built() -> _Pass:
+            reports, pending = build_all()
+            if pending:
+                raise pending[0]
+            return reports, pending
+
+        reports, pending = through_batch_api(mem.store, settings, work, poll_max, until_built)
+    else:
+        reports, pending = build_all()
     if as_json:
         echo_json([r.model_dump(mode="json") for r in reports])
     else:
@@ -149,6 +195,28 @@ def build_cmd(
             err=True,
         )
         raise SystemExit(EXIT_INCOMPLETE)
+
+
+def through_batch_api(store: Store, settings: Settings, work: Path, poll_max: float, run: Callable[[], T]) -> T:
+    """Call ``run`` (a build or an evaluation in batch mode) with batch rounds through the OpenAI Batch API between
+    calls until it stops raising BatchPending, printing progress and the tokens of the rounds to stderr."""
+    from tmem.llm.batch_api import BatchAPIOptions, BatchAPIRunner, batch_client, until_done
+
+    options = BatchAPIOptions(poll_max=poll_max, poll_initial=min(10.0, poll_max), work_dir=work)
+    runner = BatchAPIRunner(store, batch_client(settings), options, echo=lambda line: click.echo(line, err=True))
+    try:
+        result = until_done(run, runner)
+    finally:
+        runner.client.close()
+    rounds = runner.rounds
+    if rounds:
+        click.echo(
+            f"{len(rounds)} batch round(s): {sum(r.imported for r in rounds)} result(s), "
+            f"{sum(r.input_tokens for r in rounds):,} input and {sum(r.output_tokens for r in rounds):,} output "
+            "tokens (`tmem llm cost` for the whole log).",
+            err=True,
+        )
+    return result
 
 
 def _describe(report: BuildReport) -> str:

@@ -232,6 +232,19 @@ def _eval_options(f: Any) -> Any:
             default=None,
             help="Batch protocol: write uncached requests of the current stage here and stop.",
         ),
+        click.option(
+            "--batch-api",
+            is_flag=True,
+            help="Submit every round (builds, answers, judges) to the OpenAI Batch API and wait for it; a killed "
+            "run started again waits for its submitted batches instead of paying twice.",
+        ),
+        click.option(
+            "--poll-max",
+            type=click.FloatRange(min=0.0),
+            default=300.0,
+            show_default=True,
+            help="--batch-api: longest wait between two status checks of a batch, in seconds.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -265,16 +278,13 @@ def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
     settings = app.settings
     out: Path = kw["out"]
     home = settings.home if _dir_given(ctx) else out / "memory"
+    if kw["batch_api"] and kw["batch_out"] is not None:
+        raise click.UsageError("Give --batch-api (tmem submits the batches) or --batch-out FILE (you do), not both.")
+    if kw["batch_api"] and settings.llm == "none":
+        raise click.UsageError("--batch-api needs an LLM: set TMEM_LLM=openai and TMEM_LLM_MODEL.")
     store = open_store(settings.database_url or sqlite_url(home / "tmem.db"), create_dirs=settings.database_url is None)
-    batch = kw["batch_out"] is not None
-    build_llm = _llm(settings, store, batch=batch) if settings.llm != "none" else None
-    answer_llm = judge_llm = None
-    if not kw["retrieval_only"] and settings.llm != "none" and settings.llm_model:
-        answer_name = kw["answer_model"] or settings.answer_model or settings.llm_model
-        answer_llm = _llm(settings, store, answer_name, batch=batch)
-        judge_name = kw["judge_model"] or settings.judge_model or answer_name
-        if kw.get("judge", True):
-            judge_llm = answer_llm if judge_name == answer_name else _llm(settings, store, judge_name, batch=batch)
+    batch_out: Path | None = home / "batches" / "stage.jsonl" if kw["batch_api"] else kw["batch_out"]
+    batch = batch_out is not None
     opts = EvalOptions(
         data=kw["data"],
         locomo=kw.get("locomo"),
@@ -294,19 +304,37 @@ def _run_eval(ctx: click.Context, benchmark: str, kw: dict[str, Any]) -> None:
         concurrency=kw["concurrency"],
         progress=sys.stderr.isatty(),
         command="tmem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-        build_options=BuildOptions(batch_out=kw["batch_out"]) if batch else None,
+        build_options=BuildOptions(batch_out=batch_out) if batch else None,
     )
-    models = Models(build=build_llm, answer=answer_llm, judge=judge_llm)
     runner = {"locomo": eval_locomo, "locomo-plus": eval_plus, "longmemeval": eval_longmemeval}[benchmark]
 
-    async def go() -> Any:
-        try:
-            return await runner(store, settings, opts, models, make_embedder(settings))
-        finally:
-            await _close(build_llm, answer_llm, judge_llm)
+    def once() -> Any:
+        """One pass (the models are made and closed inside the pass's event loop)."""
+        build_llm = _llm(settings, store, batch=batch) if settings.llm != "none" else None
+        answer_llm = judge_llm = None
+        if not kw["retrieval_only"] and settings.llm != "none" and settings.llm_model:
+            answer_name = kw["answer_model"] or settings.answer_model or settings.llm_model
+            answer_llm = _llm(settings, store, answer_name, batch=batch)
+            judge_name = kw["judge_model"] or settings.judge_model or answer_name
+            if kw.get("judge", True):
+                judge_llm = answer_llm if judge_name == answer_name else _llm(settings, store, judge_name, batch=batch)
+        models = Models(build=build_llm, answer=answer_llm, judge=judge_llm)
+
+        async def go() -> Any:
+            try:
+                return await runner(store, settings, opts, models, make_embedder(settings))
+            finally:
+                await _close(build_llm, answer_llm, judge_llm)
+
+        return asyncio.run(go())
 
     try:
-        report = asyncio.run(go())
+        if kw["batch_api"]:
+            from tmem.cli.build_cmds import through_batch_api
+
+            report = through_batch_api(store, settings, home / "batches", kw["poll_max"], once)
+        else:
+            report = once()
     except BatchPending as exc:
         if kw["batch_out"] is not None and exc.path is None:
             n = export_pending(store, kw["batch_out"])

@@ -6,11 +6,13 @@ The ``--json`` shapes are documented in docs/llm.md and are a contract: add keys
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import click
 
 from tmem.cli.context import AppContext, echo_json, pass_app
-from tmem.construct.estimate import BuildEstimate
+from tmem.construct.estimate import BuildEstimate, FileEstimate
+from tmem.ingest.reader import FORMATS, Format
 from tmem.llm.batch import BATCH_URL, export_pending, import_results
 from tmem.llm.cost import CostReport, StageCost, cost_report
 from tmem.scope import Scope
@@ -36,10 +38,40 @@ def llm_group() -> None:
     default=True,
     help="Build plan of the estimate (default few rounds, as `tmem build --batch-out` plans).",
 )
+@click.option(
+    "--file",
+    "data",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="With --estimate: the cost of building every space of this importable file, before importing it "
+    "(nothing is written).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help="With --file: the file's format (as `tmem import`).",
+)
 @pass_app
-def cost_cmd(app: AppContext, space: str | None, as_json: bool, estimate: bool, few_rounds: bool) -> None:
+def cost_cmd(
+    app: AppContext, space: str | None, as_json: bool, estimate: bool, few_rounds: bool, data: Path | None, fmt: str
+) -> None:
     """Calls and input/output tokens per stage and in total (of SPACE, or of every space); with --estimate, the
-    expected cost of building SPACE."""
+    expected cost of building SPACE, or with --estimate --file FILE of every space in FILE."""
+    if data is not None:
+        from tmem.construct.estimate import estimate_file
+        from tmem.construct.options import BuildOptions
+
+        if not estimate or space is not None:
+            raise click.UsageError("--file goes with --estimate and no SPACE: `tmem llm cost --estimate --file FILE`.")
+        planned_file = estimate_file(data, cast(Format, fmt), BuildOptions(few_rounds=few_rounds))  # a Choice
+        if as_json:
+            echo_json(planned_file.model_dump(mode="json"))
+        else:
+            click.echo(file_estimate_table(planned_file))
+        return
     store = app.store()
     scope = None if space is None else Scope.local(space)
     if scope is not None:
@@ -106,6 +138,21 @@ def estimate_table(planned: BuildEstimate) -> str:
         "An estimate from rates measured on model-built memories (docs/construction.md), not a bill.",
     ]
     return "\n".join(lines)
+
+
+def file_estimate_table(planned: FileEstimate) -> str:
+    """:func:`tmem.construct.estimate.estimate_file` as a table: the stages summed over the file's spaces."""
+    whole = BuildEstimate(
+        space=f"{planned.file} ({len(planned.spaces)} spaces)",
+        plan=planned.plan,
+        open_turns=planned.open_turns,
+        scenes=sum(s.scenes for s in planned.spaces),
+        items=sum(s.items for s in planned.spaces),
+        rounds=planned.rounds,
+        stages=planned.stages,
+        total=planned.total,
+    )
+    return estimate_table(whole)
 
 
 def _row(stage: StageCost) -> tuple[str, ...]:

@@ -12,8 +12,11 @@ build, not a bill: docs/construction.md records how far it was from the measured
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +25,9 @@ from tmem.scope import Scope
 from tmem.store.base import Store
 from tmem.util.dates import DATE_CONVENTION
 from tmem.util.text import count_tokens
+
+if TYPE_CHECKING:
+    from tmem.ingest.reader import Format
 
 
 class Rates(BaseModel):
@@ -76,12 +82,33 @@ def estimate_build(
     store: Store, space: Scope, options: BuildOptions | None = None, rates: Rates | None = None
 ) -> BuildEstimate:
     """Requests and tokens per stage that building the open turns of ``space`` is expected to take."""
+    covered = {tid for s in store.scenes(space) for tid in s.turn_ids}
+    turns = [OpenTurn(t.session_id, t.speaker, t.text) for t in store.turns(space) if t.id not in covered]
+    declared = len(store.get_space(space).speakers)
+    return estimate_turns(space.space, turns, declared, len(store.topics(space)), options, rates)
+
+
+class OpenTurn(NamedTuple):
+    """What the estimate reads of a turn not yet in a scene."""
+
+    session_id: str
+    speaker: str
+    text: str
+
+
+def estimate_turns(
+    name: str,
+    turns: Sequence[OpenTurn],
+    declared_speakers: int = 0,
+    known_topics: int = 0,
+    options: BuildOptions | None = None,
+    rates: Rates | None = None,
+) -> BuildEstimate:
+    """:func:`estimate_build` of turns that need not be stored (a file not imported yet: :func:`estimate_file`)."""
     options = options or BuildOptions()
     r = rates or Rates()
-    covered = {tid for s in store.scenes(space) for tid in s.turn_ids}
-    turns = [t for t in store.turns(space) if t.id not in covered]
     few = options.plan_few_rounds
-    speakers = max(1, len(store.get_space(space).speakers) or len({t.speaker for t in turns}))
+    speakers = max(1, declared_speakers or len({t.speaker for t in turns}))
     turn_tokens = sum(count_tokens(t.text) + r.turn_overhead for t in turns)
     sessions: dict[str, int] = {}
     for t in turns:
@@ -90,7 +117,7 @@ def estimate_build(
     per_session = [max(1.0, n / r.turns_per_scene) if few else n / r.turns_per_scene for n in sessions.values()]
     scenes = sum(per_session)
     links = scenes * r.links_per_scene
-    topics = min(0.6 * scenes, 4 * math.sqrt(scenes)) + len(store.topics(space))
+    topics = min(0.6 * scenes, 4 * math.sqrt(scenes)) + known_topics
     written = scenes * r.items_per_scene  # what the extractor writes (and is paid for)
     items = written * r.kept_after_dedup  # what is stored, given triggers and read by the persona
     out: list[StageEstimate] = []
@@ -158,7 +185,7 @@ def estimate_build(
     )
     rounds = 4 + (1 if chunks > 1 else 0) if few else windows + topic_requests + 2 + max(chunks, 1)
     return BuildEstimate(
-        space=space.space,
+        space=name,
         plan="few-rounds" if few else "sequential",
         open_turns=len(turns),
         scenes=round(scenes),
@@ -167,3 +194,43 @@ def estimate_build(
         stages=out if turns else [],
         total=total if turns else StageEstimate(stage="total"),
     )
+
+
+class FileEstimate(BaseModel):
+    """:func:`estimate_file`: every space of a file, as if each were built on its own, and their sum."""
+
+    file: str
+    plan: str
+    spaces: list[BuildEstimate] = Field(default_factory=list)
+    open_turns: int = 0
+    rounds: int = Field(default=0, description="Batch rounds: the spaces' rounds run side by side, so the most.")
+    stages: list[StageEstimate] = Field(default_factory=list)
+    total: StageEstimate = Field(default_factory=lambda: StageEstimate(stage="total"))
+
+
+def estimate_file(
+    path: str | Path, fmt: Format = "auto", options: BuildOptions | None = None, rates: Rates | None = None
+) -> FileEstimate:
+    """What building every space of an importable file will take, read without importing it (nothing is written)."""
+    from tmem.ingest.reader import read_file
+
+    options = options or BuildOptions()
+    out = FileEstimate(file=str(path), plan="few-rounds" if options.plan_few_rounds else "sequential")
+    stages: dict[str, StageEstimate] = {}
+    for space in read_file(path, fmt):
+        turns = [OpenTurn(s.id, t.speaker, t.text) for s in space.sessions for t in s.turns]
+        one = estimate_turns(space.name, turns, len(space.speakers), 0, options, rates)
+        out.spaces.append(one)
+        out.open_turns += one.open_turns
+        out.rounds = max(out.rounds, one.rounds)
+        for stage in [*one.stages, one.total]:
+            into = (
+                out.total
+                if stage.stage == "total"
+                else stages.setdefault(stage.stage, StageEstimate(stage=stage.stage))
+            )
+            into.requests += stage.requests
+            into.input_tokens += stage.input_tokens
+            into.output_tokens += stage.output_tokens
+    out.stages = list(stages.values())
+    return out

@@ -88,7 +88,10 @@ async def build_space(
         from tmem.construct.extractive import build_extractive
 
         report = await build_extractive(store, space, embedder=embedder, progress=progress)
-        refresh_space(store, space, embedder, progress=progress)  # the index's texts embedded now, not by a search
+        # As in the LLM mode below: embed what the index will hold now, so that the first search embeds only its
+        # query (the extractive builder embeds turns and keyphrases; items, scenes and trigger views were left to
+        # the first search, minutes on an M-sized history: bench/results/longmemeval_scale.md).
+        refresh_space(store, space, embedder, progress=progress)
         return report
     options = options or BuildOptions()
     store.get_space(space)  # NotFoundError naming the known spaces
