@@ -4,12 +4,17 @@ All through the real service (`tmem serve` as a subprocess on 127.0.0.1, SQLite 
   1. `tmem keys create` for tenants `t1` and `t2`;
   2. N clients (half per tenant) each send one message per request to their tenant's space `chat` - even clients
      with their own message ids, odd ones without ids under an `Idempotency-Key` header (stored as `KEY:0`) - and
-     every fourth request reads `GET .../context`; every 200 answer to a message is an *acknowledged* message;
+     every fourth request reads `GET .../context` (whose text must never hold the other tenant's messages); every
+     200 answer to a message is an *acknowledged* message;
   3. meanwhile, per tenant, a loop asks `POST .../build {"rebuild": true}` and waits for the job to end, again and
      again, until --seconds pass;
   4. then it waits for the last jobs, exports both spaces and counts: server errors (5xx answers and transport
      errors), acknowledged messages missing from the export, messages stored more than once (by id and by text),
-     and another tenant's text in a space (must be 0).
+     and another tenant's text in a space or a context (must be 0).
+
+With `--servers 2` this is also the run of two servers writing one space on one database (issue 33 item 1; it
+replaced load_writers.py, which drove two in-process `Memory` objects the same way: see
+bench/results/load_writers.md).
 
 Run (from the repository root):
     python bench/load_tenants.py --clients 16 --seconds 60 --out bench/results/load.md
@@ -65,6 +70,7 @@ class Tally:
         self.statuses: collections.Counter[str] = collections.Counter()
         self.errors: list[str] = []
         self.jobs: collections.Counter[str] = collections.Counter()
+        self.leaks = 0  # context answers holding another tenant's message
         self.requests = 0
 
 
@@ -88,6 +94,8 @@ async def _writer(base: str, key: str, tenant: str, n: int, stop: asyncio.Event,
                     tally.statuses[f"context {r.status_code}"] += 1
                     if r.status_code >= 500:
                         tally.errors.append(f"context {r.status_code}: {r.text[:300]}")
+                    elif r.status_code == 200 and f" of {_other(tenant)} says" in r.json()["text"]:
+                        tally.leaks += 1
                 r = await http.post(f"/v1/spaces/{SPACE}/messages", json={"messages": [msg]}, headers=headers)
             except httpx.HTTPError as exc:
                 tally.statuses[f"transport {type(exc).__name__}"] += 1
@@ -140,6 +148,10 @@ async def _run(bases: list[str], keys: dict[str, str], clients: int, seconds: fl
     return time.perf_counter() - t0
 
 
+def _other(tenant: str) -> str:
+    return next(t for t in TENANTS if t != tenant)
+
+
 def _check(base: str, keys: dict[str, str], tally: Tally) -> dict[str, int]:
     out = {"acknowledged": 0, "missing": 0, "duplicated": 0, "foreign": 0, "stored": 0}
     for tenant in TENANTS:
@@ -153,8 +165,7 @@ def _check(base: str, keys: dict[str, str], tally: Tally) -> dict[str, int]:
         out["acknowledged"] += len(tally.acked[tenant])
         out["missing"] += len(tally.acked[tenant] - set(ids))
         out["duplicated"] += sum(c - 1 for c in ids.values() if c > 1) + sum(c - 1 for c in texts.values() if c > 1)
-        other = next(t for t in TENANTS if t != tenant)
-        out["foreign"] += sum(1 for t in turns if f" of {other} says" in t["text"])
+        out["foreign"] += sum(1 for t in turns if f" of {_other(tenant)} says" in t["text"])
     return out
 
 
@@ -238,6 +249,7 @@ def main() -> None:
         f"| **missing** acknowledged messages | **{counts['missing']}** |",
         f"| **duplicated** (same id or same text twice) | **{counts['duplicated']}** |",
         f"| another tenant's text in a space | {counts['foreign']} |",
+        f"| another tenant's text in a context answer | {tally.leaks} |",
         f"| rebuild jobs succeeded / failed | {tally.jobs['succeeded']} / {tally.jobs['failed']} |",
         f"| answers by kind | {', '.join(f'{k}: {v}' for k, v in sorted(tally.statuses.items()))} |",
         f"| /healthz after, per server | {healths} |",

@@ -158,21 +158,6 @@ async def test_without_fallback_a_failed_window_leaves_its_turns_for_the_rerun()
     assert firsts == sorted(firsts)
 
 
-def _env(stub: OpenAIStub, home: Path, **extra: str) -> dict[str, str]:
-    return {
-        "TMEM_HOME": str(home),
-        "TMEM_LLM": "openai",
-        "TMEM_LLM_MODEL": "stub-model",
-        "OPENAI_BASE_URL": stub.base_url,
-        "OPENAI_API_KEY": "sk-test",
-        "TMEM_LLM_BACKOFF_BASE": "0.001",
-        "TMEM_LLM_BACKOFF_MAX": "0.01",
-        "TMEM_LLM_TIMEOUT": "10",
-        "TMEM_EMBED_BACKEND": "hash",
-        **extra,
-    }
-
-
 @pytest.mark.slow
 def test_fault_run_with_15_percent_corrupted_replies_ends_complete_after_reruns(tmp_path: Path) -> None:
     """The issue's fault run: per attempt 15 % corrupted replies (truncated or missing a required field) plus 429s
@@ -185,19 +170,19 @@ def test_fault_run_with_15_percent_corrupted_replies_ends_complete_after_reruns(
     runner = CliRunner()
     with OpenAIStub(reply=stub_reply, fault_rate=0.225, fault_kinds=kinds, seed=5) as stub:
         first = runner.invoke(
-            cli, ["build", SPACE, "--json", "--no-progress"], env=_env(stub, tmp_path, TMEM_LLM_OUTPUT_RETRIES="0")
+            cli, ["build", SPACE, "--json", "--no-progress"], env=stub.env(tmp_path, TMEM_LLM_OUTPUT_RETRIES="0")
         )
         assert first.exit_code == EXIT_INCOMPLETE, first.output
         (report,) = json.loads(first.stdout)
         assert report["failed"] and "retry only those" in first.stderr
-        listed = runner.invoke(cli, ["check", SPACE, "--json"], env=_env(stub, tmp_path))
+        listed = runner.invoke(cli, ["check", SPACE, "--json"], env=stub.env(tmp_path))
         assert listed.exit_code == EXIT_INCOMPLETE, listed.output
         payload = json.loads(listed.output)
         assert payload["ok"] and not payload["complete"] and payload["failed_units"] == report["failed"]
-        text = runner.invoke(cli, ["check", SPACE], env=_env(stub, tmp_path))
+        text = runner.invoke(cli, ["check", SPACE], env=stub.env(tmp_path))
         assert "failed unit" in text.output and "tmem build conv-26" in text.output
         for _ in range(4):
-            rerun = runner.invoke(cli, ["build", SPACE, "--no-progress"], env=_env(stub, tmp_path))
+            rerun = runner.invoke(cli, ["build", SPACE, "--no-progress"], env=stub.env(tmp_path))
             if rerun.exit_code == 0:
                 break
             assert rerun.exit_code == EXIT_INCOMPLETE and "FAILED" in rerun.output, rerun.output

@@ -22,20 +22,6 @@ from tmem.store.sqlite import SQLiteStore
 SPACE = "conv-26"
 
 
-def _env(stub: OpenAIStub, home: Path) -> dict[str, str]:
-    return {
-        "TMEM_HOME": str(home),
-        "TMEM_LLM": "openai",
-        "TMEM_LLM_MODEL": "stub-model",
-        "OPENAI_BASE_URL": stub.base_url,
-        "OPENAI_API_KEY": "sk-test",
-        "TMEM_LLM_BACKOFF_BASE": "0.001",
-        "TMEM_LLM_BACKOFF_MAX": "0.01",
-        "TMEM_LLM_TIMEOUT": "10",
-        "TMEM_EMBED_BACKEND": "hash",
-    }
-
-
 def _import(home: Path, sessions: slice | None = None) -> None:
     store = SQLiteStore.open(home / "tmem.db")
     import_spaces(store, [dev_space(SPACE, sessions)], source="dev")
@@ -47,7 +33,7 @@ def test_full_build_through_a_faulty_server_passes_the_checker_and_meets_the_cos
     _import(tmp_path)
     faults = ["429:retry-after=0", "500", "malformed", "ok", "503", "fenced"]
     with OpenAIStub(reply=stub_reply, faults=faults, fault_rate=0.05, seed=11) as stub:
-        result = CliRunner().invoke(cli, ["build", SPACE, "--json", "--no-progress"], env=_env(stub, tmp_path))
+        result = CliRunner().invoke(cli, ["build", SPACE, "--json", "--no-progress"], env=stub.env(tmp_path))
         assert result.exit_code == 0, result.output
         chat = stub.chat_requests
     (report,) = json.loads(result.output)
@@ -73,7 +59,7 @@ def test_cli_rebuild_json_and_usage(tmp_path: Path) -> None:
     empty.ensure_space(Scope.local("empty"))  # --all skips a space without turns
     empty.close()
     with OpenAIStub(reply=stub_reply) as stub:
-        env = _env(stub, tmp_path)
+        env = stub.env(tmp_path)
         runner = CliRunner()
         first = runner.invoke(cli, ["build", SPACE, "--no-progress", "--trigger-items", "4"], env=env)
         assert first.exit_code == 0, first.output
@@ -100,7 +86,7 @@ def test_cli_batch_out_exits_3_and_writes_requests(tmp_path: Path) -> None:
     out = tmp_path / "batch.jsonl"
     with OpenAIStub(reply=stub_reply) as stub:
         result = CliRunner().invoke(
-            cli, ["build", SPACE, "--batch-out", str(out), "--no-progress"], env=_env(stub, tmp_path)
+            cli, ["build", SPACE, "--batch-out", str(out), "--no-progress"], env=stub.env(tmp_path)
         )
         assert stub.chat_requests == []
     assert result.exit_code == 3, result.output

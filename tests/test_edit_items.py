@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.data import locomo_slice
 from tmem import Memory, NotFoundError, Settings
 from tmem.construct.check import check_space
 from tmem.edit.forget import canary_free
@@ -16,20 +17,7 @@ from tmem.embed import HashEmbedder
 from tmem.models import Item, LLMCall
 from tmem.scope import Scope
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"
 CANARY = "Zorblaxian-7Q quartz canary"
-
-
-def _slice(tmp_path: Path, sessions: int = 2) -> Path:
-    sample = json.loads(DATA.read_text())[0]
-    conv = sample["conversation"]
-    keep = {"speaker_a": conv["speaker_a"], "speaker_b": conv["speaker_b"]}
-    for n in range(1, sessions + 1):
-        keep[f"session_{n}"] = conv[f"session_{n}"]
-        keep[f"session_{n}_date_time"] = conv[f"session_{n}_date_time"]
-    path = tmp_path / "slice.json"
-    path.write_text(json.dumps([{"sample_id": sample["sample_id"], "conversation": keep, "qa": []}]))
-    return path
 
 
 def _open(home: Path) -> Memory:
@@ -63,7 +51,7 @@ def _with_canary(mem: Memory, space: str) -> str:
 def test_item_get_update_history_delete(tmp_path: Path) -> None:
     home = tmp_path / "mem"
     with _open(home) as mem:
-        mem.import_file(_slice(tmp_path))
+        mem.import_file(locomo_slice(tmp_path / "slice.json"))
         (space,) = [s.name for s in mem.spaces()]
         mem.build(space)
         item = next(i for i in mem.store.items(Scope.local(space)) if "support group" in i.text)
@@ -92,7 +80,7 @@ def test_item_get_update_history_delete(tmp_path: Path) -> None:
 def test_forget_turn_leaves_no_copy_on_disk(tmp_path: Path) -> None:
     home = tmp_path / "mem"
     with _open(home) as mem:
-        mem.import_file(_slice(tmp_path))
+        mem.import_file(locomo_slice(tmp_path / "slice.json"))
         (space,) = [s.name for s in mem.spaces()]
         mem.build(space)
         turn_id = _with_canary(mem, space)
@@ -124,7 +112,7 @@ def test_forget_turn_leaves_no_copy_on_disk(tmp_path: Path) -> None:
 def test_delete_space_leaves_no_copy_on_disk(tmp_path: Path) -> None:
     home = tmp_path / "mem"
     with _open(home) as mem:
-        mem.import_file(_slice(tmp_path, sessions=1))
+        mem.import_file(locomo_slice(tmp_path / "slice.json", sessions=1))
         (space,) = [s.name for s in mem.spaces()]
         mem.build(space)
         _with_canary(mem, space)
@@ -138,7 +126,7 @@ def test_delete_space_leaves_no_copy_on_disk(tmp_path: Path) -> None:
 
 
 def test_forgotten_turn_stays_out_of_reimports(tmp_path: Path) -> None:
-    data = _slice(tmp_path)
+    data = locomo_slice(tmp_path / "slice.json")
     with _open(tmp_path / "mem") as mem:
         mem.import_file(data)
         (space,) = [s.name for s in mem.spaces()]

@@ -18,7 +18,7 @@ from langgraph.store.base import Item, SearchItem
 from tests.support.agent_memory import CUE, CUE_BUDGET, SPACE, Backends, backends, cue_context, llm_built
 from tmem.errors import ConfigError, InputError
 from tmem.integrations.core import CONTEXT_HEADER, context_block
-from tmem.integrations.langgraph import TmemStore, memory_hooks
+from tmem.integrations.langgraph import TmemStore, _matches, memory_hooks
 
 __all__ = ["backends"]  # the fixture, imported for pytest
 
@@ -162,3 +162,25 @@ def test_a_later_turn_is_handed_an_associated_memory_of_the_llm_built_space(tmp_
         facts = [h for h in found if h.value.get("kind") == "fact"]
         assert all(h.key.startswith("item:") and h.value["turn_ids"] for h in facts)
         assert TmemStore(memory).get((SPACE,), facts[0].key) is None  # a fact is no value of the store
+
+
+@pytest.mark.parametrize(
+    ("value", "wanted", "kept"),
+    [
+        (5, {"$gt": 3}, True),
+        (5, {"$gte": 5, "$lt": 6.5}, True),
+        ("2024-05", {"$lt": "2024-06"}, True),
+        ("7", {"$gt": 3}, False),  # a string against a number: another kind, not a match
+        (None, {"$lte": 3}, False),  # the field is missing
+        (True, {"$gt": 0}, False),  # a boolean is not a number
+        ({"n": 2}, {"n": {"$ne": 3}}, True),
+    ],
+)
+def test_filter_ranges_compare_like_with_like(value: object, wanted: object, kept: bool) -> None:
+    assert _matches(value, wanted) is kept
+
+
+@pytest.mark.parametrize("operand", [None, [1], {"a": 1}, True, float("nan")])
+def test_a_range_operand_that_does_not_order_is_refused(operand: object) -> None:
+    with pytest.raises(InputError, match=r"\$gt .*compare with a number or a string"):
+        _matches(5, {"$gt": operand})

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 import tmem
+from tests.support.data import locomo_slice
 from tmem import InputError, Memory, NotFoundError, Settings
 from tmem.embed import HashEmbedder
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.dev.json"  # shared/ lies beside the repo
 
 PUBLIC = {
     "Answer",
@@ -64,22 +62,10 @@ def test_public_api_is_pinned() -> None:
     assert all(issubclass(getattr(tmem, n), tmem.TmemError) for n in PUBLIC if n.endswith("Error"))
 
 
-def _one_conversation(tmp_path: Path, sessions: int) -> Path:
-    sample = json.loads(DATA.read_text())[0]
-    conv = sample["conversation"]
-    keep = {"speaker_a": conv["speaker_a"], "speaker_b": conv["speaker_b"]}
-    for n in range(1, sessions + 1):
-        keep[f"session_{n}"] = conv[f"session_{n}"]
-        keep[f"session_{n}_date_time"] = conv[f"session_{n}_date_time"]
-    path = tmp_path / "slice.json"
-    path.write_text(json.dumps([{"sample_id": sample["sample_id"], "conversation": keep, "qa": []}]))
-    return path
-
-
 def test_memory_end_to_end_extractive(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path / "mem", llm="none")
     with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
-        report = mem.import_file(_one_conversation(tmp_path, 3))
+        report = mem.import_file(locomo_slice(tmp_path / "slice.json", sessions=3))
         (space,) = [s.name for s in mem.spaces()]
         assert mem.spaces()[0].build_state == "not built"
         built = mem.build(space)

@@ -13,8 +13,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PATH = re.compile(r"(?<![\w./-])((?:src/tmem|tmem|tests|bench|docs)/[\w./-]*[\w/])")
 PLACEHOLDER = re.compile(r"[A-Z]{3,}")  # bench/NAME.py, tests/test_FILE.py, rNNNN_what.py: a pattern, not a path
 OUTPUT = re.compile(r"(--out|--record|--dump|>)\s*$")  # a command's output file: written when the command runs
-# Named where another branch owns the text (src/tmem/store/, issue 32 items 1-2): fix it there, then drop it here.
-KNOWN_ELSEWHERE = {"tmem/store/alembic"}
 
 
 def _texts() -> Iterator[tuple[Path, str]]:
@@ -57,8 +55,7 @@ def test_every_path_a_doc_or_docstring_names_exists() -> None:
     named = named_paths()
     assert len(named) > 100  # the docs name many paths: the scan reads them
     missing = {name: sorted(where) for name, where in named.items() if not _exists(name)}
-    assert set(missing) <= KNOWN_ELSEWHERE, missing
-    assert set(named) >= KNOWN_ELSEWHERE, "a path fixed elsewhere: drop it from KNOWN_ELSEWHERE"
+    assert not missing, missing
 
 
 def test_the_scan_catches_a_missing_path() -> None:

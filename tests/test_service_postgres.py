@@ -29,10 +29,10 @@ def _tmem(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TMEM, *args], env=env, capture_output=True, text=True)
 
 
-@pytest.fixture
-def cli_env(pg_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment of `tmem` commands run on the PostgreSQL database."""
-    env = {
+def pg_env(pg_url: str, home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a `tmem` command (this tree's src/) on the PostgreSQL database ``pg_url``: hash
+    embeddings, no LLM, no automatic builds; ``extra`` adds or replaces variables."""
+    return {
         **os.environ,
         "PYTHONPATH": str(SRC),
         "TMEM_DATABASE_URL": pg_url,
@@ -40,8 +40,15 @@ def cli_env(pg_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
         "TMEM_LLM": "none",
         "TMEM_BUILD_AFTER_TURNS": str(NO_AUTO_BUILD["build_after_turns"]),
         "TMEM_BUILD_IDLE_SECONDS": str(NO_AUTO_BUILD["build_idle_seconds"]),
-        "TMEM_HOME": str(tmp_path / "unused"),
+        "TMEM_HOME": str(home),
+        **extra,
     }
+
+
+@pytest.fixture
+def cli_env(pg_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of `tmem` commands run on the PostgreSQL database."""
+    env = pg_env(pg_url, tmp_path / "unused")
     yield env
     assert not (tmp_path / "unused").exists()  # with a database URL nothing is written to the home directory
 

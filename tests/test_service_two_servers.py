@@ -28,28 +28,16 @@ import httpx
 import pytest
 
 from tests.support.live_server import wait_healthy
-from tests.test_service import NO_AUTO_BUILD, auth, dev_messages, wait_job
-from tests.test_service_postgres import TMEM
+from tests.test_service import auth, dev_messages, wait_job
+from tests.test_service_postgres import TMEM, pg_env
 from tmem.edit.forget import canary_free
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 CANARY = "QWOPCANARY9921"
 pytestmark = pytest.mark.postgres
 
 
 def _env(pg_url: str, home: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": str(SRC),
-        "TMEM_DATABASE_URL": pg_url,
-        "TMEM_EMBED_BACKEND": "hash",
-        "TMEM_LLM": "none",
-        "TMEM_BUILD_AFTER_TURNS": str(NO_AUTO_BUILD["build_after_turns"]),
-        "TMEM_BUILD_IDLE_SECONDS": str(NO_AUTO_BUILD["build_idle_seconds"]),
-        "TMEM_HOME": str(home),
-        "TMEM_LEXICAL_DIR": str(home / "lexical"),
-        "TMEM_UPKEEP_SECONDS": "0.5",
-    }
+    return pg_env(pg_url, home, TMEM_LEXICAL_DIR=str(home / "lexical"), TMEM_UPKEEP_SECONDS="0.5")
 
 
 @contextmanager

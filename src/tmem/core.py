@@ -350,8 +350,12 @@ class MemoryCore:
             result = filtered_search(self.retriever, self.store, space, query, request, chosen)
         else:
             result = self.retriever.search(space, query, request)
+        return self._marked_stale(space, result)[0]
+
+    def _marked_stale(self, space: Scope, result: SearchResult) -> tuple[SearchResult, Staleness]:
+        """``result`` saying whether the space has turns its last build did not see (and the staleness itself)."""
         stale = self.staleness(space)
-        return result.model_copy(update={"stale": stale.stale, "stale_turns": stale.stale_turns})
+        return result.model_copy(update={"stale": stale.stale, "stale_turns": stale.stale_turns}), stale
 
     def context(
         self,
@@ -389,8 +393,7 @@ class MemoryCore:
             )
         else:
             result, ctx = recall(self.retriever, space, query, max_tokens, request, counter=self.counter)
-        stale = self.staleness(space)
-        result = result.model_copy(update={"stale": stale.stale, "stale_turns": stale.stale_turns})
+        result, stale = self._marked_stale(space, result)
         return result, ctx.model_copy(update={"unbuilt_turns": max(ctx.unbuilt_turns, stale.stale_turns)})
 
     def ask(

@@ -50,6 +50,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -167,6 +168,22 @@ class OpenAIStub:
     def base_url(self) -> str:
         """The URL to give the SDK as ``base_url`` (ends with /v1)."""
         return f"http://127.0.0.1:{self.port}/v1"
+
+    def env(self, home: str | Path, **extra: str) -> dict[str, str]:
+        """The environment of a ``tmem`` command whose memory lives in ``home`` and whose LLM is this server (hash
+        embeddings, fast backoff, a 10 s timeout); ``extra`` adds or replaces variables."""
+        return {
+            "TMEM_HOME": str(home),
+            "TMEM_LLM": "openai",
+            "TMEM_LLM_MODEL": "stub-model",
+            "OPENAI_BASE_URL": self.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            "TMEM_LLM_BACKOFF_BASE": "0.001",
+            "TMEM_LLM_BACKOFF_MAX": "0.01",
+            "TMEM_LLM_TIMEOUT": "10",
+            "TMEM_EMBED_BACKEND": "hash",
+            **extra,
+        }
 
     # ------------------------------------------------------------------------------------------------ inspection
 

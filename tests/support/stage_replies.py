@@ -610,16 +610,7 @@ def measure(names: list[str], *, faults: float = 0.0, plan: str = "--sequential"
 
     rows = ["| conversation | stage | calls | prompt tokens | output tokens |", "| --- | --- | ---: | ---: | ---: |"]
     with tempfile.TemporaryDirectory() as home, OpenAIStub(reply=stub_reply, fault_rate=faults, seed=3) as stub:
-        env = {
-            "TMEM_HOME": home,
-            "TMEM_LLM": "openai",
-            "TMEM_LLM_MODEL": "stub-model",
-            "OPENAI_BASE_URL": stub.base_url,
-            "OPENAI_API_KEY": "sk-test",
-            "TMEM_LLM_BACKOFF_BASE": "0.001",
-            "TMEM_LLM_BACKOFF_MAX": "0.01",
-            "TMEM_EMBED_BACKEND": "hash",
-        }
+        env = stub.env(home)
         for name in names:
             store = SQLiteStore.open(Path(home) / "tmem.db")
             import_spaces(store, [dev_space(name)], source="dev")

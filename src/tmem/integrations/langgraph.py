@@ -100,24 +100,35 @@ def _item(namespace: tuple[str, ...], turn: Turn, score: float | None = None) ->
     )
 
 
+ORDERED = ("$gt", "$gte", "$lt", "$lte")
+
+
+def _comparable(value: Any, operand: Any) -> bool:
+    """Whether ``value < operand`` has a meaning: two numbers (booleans are not numbers) or two strings. A stored
+    value of another kind (missing, a string against a number) does not match a range; an operand of no kind that
+    orders is refused (:func:`_matches`)."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (value, operand))
+    return numbers or (isinstance(value, str) and isinstance(operand, str))
+
+
 def _matches(value: Any, wanted: Any) -> bool:
     """LangGraph's filter semantics on one field: equality, or a dict of ``$eq/$ne/$gt/$gte/$lt/$lte``."""
     if isinstance(wanted, dict) and wanted and all(str(k).startswith("$") for k in wanted):
         tests: dict[str, Callable[[Any, Any], bool]] = {
             "$eq": lambda a, b: bool(a == b),
             "$ne": lambda a, b: bool(a != b),
-            "$gt": lambda a, b: a is not None and bool(a > b),
-            "$gte": lambda a, b: a is not None and bool(a >= b),
-            "$lt": lambda a, b: a is not None and bool(a < b),
-            "$lte": lambda a, b: a is not None and bool(a <= b),
+            "$gt": lambda a, b: _comparable(a, b) and bool(a > b),
+            "$gte": lambda a, b: _comparable(a, b) and bool(a >= b),
+            "$lt": lambda a, b: _comparable(a, b) and bool(a < b),
+            "$lte": lambda a, b: _comparable(a, b) and bool(a <= b),
         }
         unknown = set(wanted) - set(tests)
         if unknown:
             raise InputError(f"Unknown filter operator(s) {sorted(unknown)}; use {sorted(tests)}.")
-        try:
-            return all(tests[op](value, operand) for op, operand in wanted.items())
-        except TypeError:
-            return False
+        for op, operand in wanted.items():
+            if op in ORDERED and not (_comparable(operand, operand) and operand == operand):  # NaN never compares
+                raise InputError(f"Filter {op} {operand!r}: compare with a number or a string.")
+        return all(tests[op](value, operand) for op, operand in wanted.items())
     if isinstance(wanted, dict):
         return isinstance(value, dict) and all(_matches(value.get(k), v) for k, v in wanted.items())
     return bool(value == wanted)

@@ -12,7 +12,7 @@ Dialect differences are type variants only: a vector is a BLOB of little-endian 
 
 The service's control tables (``service_keys``, ``service_jobs``) and pgvector's ``vector_index`` live in the same
 database but are not described here (their owners create them); :func:`include_object` leaves them out of Alembic's comparison.
-The schema is created and upgraded by the Alembic revisions in ``tmem/store/alembic`` (:mod:`tmem.store.upgrade`).
+The schema is created and upgraded by the Alembic revisions in ``tmem/store/revisions`` (:mod:`tmem.store.upgrade`).
 """
 
 from __future__ import annotations
