@@ -10,8 +10,7 @@ store object serves a multi-threaded API worker.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import psycopg
@@ -22,8 +21,7 @@ from sqlalchemy import exc as sa_exc
 
 from tmem.errors import InputError, IntegrityError, StoreError
 from tmem.store.pg_vector import configure_session, ensure_registered
-from tmem.store.rules import not_utf8
-from tmem.store.sql import driver, verb
+from tmem.store.sql import driver
 from tmem.store.upgrade import upgrade_postgres
 
 
@@ -112,6 +110,7 @@ def _first_line(exc: Exception, secret: str) -> str:
 class PgBase:
     """The engine and the PostgreSQL side of the statement helpers."""
 
+    _driver_error: ClassVar[type[Exception]] = psycopg.Error
     _snapshot_options: ClassVar[Mapping[str, Any]] = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
 
     def __init__(self, engine: Engine, url: str) -> None:
@@ -163,30 +162,15 @@ class PgBase:
     def close(self) -> None:
         self._writer.dispose()
 
-    @contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        """Driver errors as the project's (``doing``'s ``{}``: the head of the failing statement)."""
-        try:
-            yield
-        except sa_exc.StatementError as exc:
-            cause = exc.orig
-            if isinstance(cause, UnicodeEncodeError):
-                raise not_utf8(cause) from exc
-            if isinstance(cause, psycopg.Error):
-                raise pg_store_error(cause, self._where, doing.format(verb(exc.statement))) from exc
-            raise StoreError(
-                f"PostgreSQL at {self._where} failed while {doing.format(verb(exc.statement))}: {cause}. This is a "
-                "bug in tmem; please report it."
-            ) from exc
-        except sa_exc.TimeoutError as exc:
-            raise StoreError(
-                f"No free connection to PostgreSQL at {self._where} within the pool timeout: every connection is "
-                "busy. Raise the pool size or the server's max_connections, or run fewer workers."
-            ) from exc
-        except psycopg.Error as exc:  # the driver connection used directly (binary reads, VACUUM)
-            raise pg_store_error(exc, self._where, doing.format("")) from exc
-        except UnicodeEncodeError as exc:
-            raise not_utf8(exc) from exc
+    def _store_error(self, exc: Exception, doing: str) -> StoreError | InputError:
+        assert isinstance(exc, psycopg.Error)
+        return pg_store_error(exc, self._where, doing)
+
+    def _busy(self, doing: str) -> str:
+        return (
+            f"No free connection to PostgreSQL at {self._where} within the pool timeout (while {doing}): every "
+            "connection is busy. Raise the pool size or the server's max_connections, or run fewer workers."
+        )
 
     def _fetch_binary(
         self, conn: Connection, stmt: Executable, values: Mapping[str, Any] | None

@@ -13,19 +13,21 @@ gets its next value, and how a vector is sent and read.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from sqlalchemy import ColumnElement, Connection, Engine, Executable, Table, and_
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.engine.interfaces import Dialect as SADialect
 
-from tmem.errors import StoreError
+from tmem.errors import InputError, StoreError
 from tmem.scope import Scope
 from tmem.store.base import Vector, iter_batches
+from tmem.store.rules import not_utf8
 from tmem.store.txn import binding, bound
 
 if TYPE_CHECKING:
@@ -52,10 +54,17 @@ class SQLOps:
     _write_options: ClassVar[Mapping[str, Any]] = {}  # execution options of a write transaction's connection
     _snapshot_options: ClassVar[Mapping[str, Any]] = {}  # ... and of a snapshot's
 
+    _driver_error: ClassVar[type[Exception]]  # the driver's base exception
+    _where: str  # the database, as messages name it (no password)
+
     if TYPE_CHECKING:  # supplied by the backend class (listed first among its bases)
 
-        def _errors(self, doing: str) -> AbstractContextManager[None]:
-            """Driver errors inside the block as the project's (``doing``'s ``{}``: the failing statement's head)."""
+        def _store_error(self, exc: Exception, doing: str) -> StoreError | InputError:
+            """The project's error for a driver error raised while ``doing``."""
+            ...
+
+        def _busy(self, doing: str) -> str:
+            """What to do when no connection of the engine became free in time."""
             ...
 
         def _identity(self, table: Table, column: str) -> dict[str, Any]:
@@ -158,6 +167,31 @@ class SQLOps:
         if current is None:
             raise StoreError("No store transaction is open in this context: this is a bug in tmem; please report it.")
         return current.conn
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Driver errors inside the block as the project's: the backend's ``StoreError`` naming the database and what
+        was being done (``doing``, its ``{}`` filled with the head of the failing statement), or the input error for
+        text that is not valid UTF-8."""
+        try:
+            yield
+        except sa_exc.StatementError as exc:
+            cause, at = exc.orig, doing.format(verb(exc.statement))
+            if isinstance(cause, UnicodeEncodeError):
+                raise not_utf8(cause) from exc
+            if isinstance(cause, self._driver_error):
+                raise self._store_error(cause, at) from exc
+            raise StoreError(
+                f"The memory store {self._where} failed while {at}: {cause}. This is a bug in tmem; please report it."
+            ) from exc
+        except sa_exc.TimeoutError as exc:
+            raise StoreError(self._busy(doing)) from exc
+        except UnicodeEncodeError as exc:
+            raise not_utf8(exc) from exc
+        except Exception as exc:  # the driver's own, from a driver connection used directly; others pass as they are
+            if isinstance(exc, self._driver_error):
+                raise self._store_error(exc, doing.format("")) from exc
+            raise
 
     # ------------------------------------------------------------------ statements
     def _fetch(

@@ -11,18 +11,14 @@ reader, in parallel with the writer and with other readers, and sees the last co
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from sqlalchemy import Engine, Table, func, select
-from sqlalchemy import exc as sa_exc
 
 from tmem.errors import IntegrityError, StoreError
 from tmem.store import sqlite_readers as connections
-from tmem.store.rules import not_utf8
-from tmem.store.sql import verb
 from tmem.store.upgrade import upgrade_sqlite
 
 
@@ -55,13 +51,14 @@ def store_error(exc: sqlite3.Error, path: str, doing: str) -> StoreError:
 class SQLiteBase:
     """The writer's engine, the readers' engine, and the SQLite side of the statement helpers."""
 
+    _driver_error: ClassVar[type[Exception]] = sqlite3.Error
     _write_options: ClassVar[Mapping[str, Any]] = {connections.BEGIN_OPTION: "BEGIN IMMEDIATE"}
     _snapshot_options: ClassVar[Mapping[str, Any]] = {connections.BEGIN_OPTION: "BEGIN"}  # deferred: the first read
     # fixes the snapshot (WAL) until it ends
 
     def __init__(self, writer: Engine, path: str, readers: Engine | None = None) -> None:
         self._writer = writer
-        self._path = path
+        self._path = self._where = path
         self._reader = readers or writer  # ":memory:": one connection, every read waits for it
 
     # ------------------------------------------------------------------ lifecycle
@@ -114,32 +111,15 @@ class SQLiteBase:
             self._reader.dispose()
         self._writer.dispose()
 
-    @contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        """Driver errors as the project's: a ``StoreError`` naming the database and what was being done (``doing``,
-        its ``{}`` filled with the head of the failing statement), or the input error for text that is not valid
-        UTF-8."""
-        try:
-            yield
-        except sa_exc.StatementError as exc:
-            cause = exc.orig
-            if isinstance(cause, UnicodeEncodeError):
-                raise not_utf8(cause) from exc
-            if isinstance(cause, sqlite3.Error):
-                raise store_error(cause, self._path, doing.format(verb(exc.statement))) from exc
-            raise StoreError(
-                f"The memory store {self._path} failed while {doing.format(verb(exc.statement))}: {cause}. This is a "
-                "bug in tmem; please report it."
-            ) from exc
-        except sa_exc.TimeoutError as exc:
-            raise StoreError(
-                f"Every reader connection of the memory store {self._path} stayed busy (while {doing}): {exc}. Rerun; "
-                "if it persists, run fewer concurrent searches."
-            ) from exc
-        except sqlite3.Error as exc:  # a driver connection used directly (scrub) or a connection being opened
-            raise store_error(exc, self._path, doing.format("")) from exc
-        except UnicodeEncodeError as exc:
-            raise not_utf8(exc) from exc
+    def _store_error(self, exc: Exception, doing: str) -> StoreError:
+        assert isinstance(exc, sqlite3.Error)
+        return store_error(exc, self._path, doing)
+
+    def _busy(self, doing: str) -> str:
+        return (
+            f"Every reader connection of the memory store {self._path} stayed busy (while {doing}). Rerun; if it "
+            "persists, run fewer concurrent searches."
+        )
 
     @staticmethod
     def _identity(table: Table, column: str) -> dict[str, Any]:
