@@ -165,10 +165,9 @@ def populate(lite_path: str, pg_url: str, n_turns: int) -> dict[str, dict[str, f
     PgVectorIndex(pg, Scope.local(SPACE), embedder.model_id, DIM).sync(entries, vectors)
     pg_figures["pgvector_sync_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    with pg._pool.connection() as conn:  # steady state before measuring: no autovacuum running during the loads
-        conn.autocommit = True
-        conn.execute("VACUUM (ANALYZE)")
-        conn.autocommit = False
+    # steady state before measuring: no autovacuum running during the loads (VACUUM runs outside a transaction)
+    with pg._writer.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM (ANALYZE)")
     pg_figures["vacuum_s"] = time.perf_counter() - t0
     pg.close()
     return {"SQLite": lite_figures, "PostgreSQL": pg_figures}

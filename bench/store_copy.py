@@ -55,7 +55,7 @@ def copy_space(sqlite_path: str, store: PostgresStore, space: str) -> dict[str, 
     tenant = tenant_of(space)
     counts: dict[str, int] = {}
     try:
-        with store.transaction(), store._conn() as conn, conn.cursor() as cur:
+        with store._transaction_driver() as conn, conn.cursor() as cur:
             for table in TABLES:
                 cols = _columns(lite, table)
                 scope = "name" if table == "spaces" else "space"

@@ -59,9 +59,10 @@ def _occurrences(home: Path, canary: str = CANARY) -> dict[str, int]:
 def _populate(home: Path, *, secure_delete_off: bool) -> SQLiteStore:
     store = SQLiteStore.open(home / "tmem.db")
     if secure_delete_off:  # as on a platform whose SQLite defaults to it: every write below happens with it off
-        store._db.execute("PRAGMA secure_delete = OFF")  # the simulation needs the raw connection
-        store._db.execute("PRAGMA user_version = 0")  # nor has such a file the mark of one tmem always wrote
-        assert store._db.execute("PRAGMA secure_delete").fetchone()[0] == 0
+        with store._driver() as db:  # the simulation needs the writer's raw connection
+            db.execute("PRAGMA secure_delete = OFF")
+            db.execute("PRAGMA user_version = 0")  # nor has such a file the mark of one tmem always wrote
+            assert db.execute("PRAGMA secure_delete").fetchone()[0] == 0
     for name, canary in (("secret", CANARY), ("keep", "nothing-to-see")):
         src = home.parent / f"{name}.json"
         src.write_text(json.dumps(_space(name, canary)), encoding="utf-8")
@@ -89,7 +90,8 @@ async def test_delete_erases_every_byte_even_when_secure_delete_was_off(tmp_path
 def test_checkpoint_is_needed_and_suffices_when_secure_delete_is_on(tmp_path: Path) -> None:
     home = tmp_path / "home"
     store = _populate(home, secure_delete_off=False)
-    assert store._db.execute("PRAGMA secure_delete").fetchone()[0] == 1
+    with store._driver() as db:
+        assert db.execute("PRAGMA secure_delete").fetchone()[0] == 1
     store.delete_space(Scope.local("secret"))
     # Deleted, but the WAL (and the main file, until a checkpoint) still hold older page images.
     assert sum(_occurrences(home).values()) > 0

@@ -48,6 +48,7 @@ def _args(name: str, folder: Path) -> list[str]:
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_dir_never_drops_the_database_url(name: str, served: list[Settings], tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()  # a SQLite URL in a missing folder is refused (tests/test_cli_startup.py)
     url = f"sqlite:///{tmp_path / 'shared' / 'tmem.db'}"
     result = CliRunner().invoke(cli, _args(name, tmp_path / "d"), env={"TMEM_DATABASE_URL": url})
     assert result.exit_code == 0, result.output

@@ -263,7 +263,8 @@ def test_a_commit_that_fails_rolls_back_and_leaves_the_store_usable() -> None:
     store = SQLiteStore.open(":memory:")
     store.ensure_space(Scope.local("a"))
     # Deferred foreign keys move the check to COMMIT: the one way to make a commit fail on demand.
-    store._db.execute("PRAGMA defer_foreign_keys = ON")
+    with store._driver() as db:
+        db.execute("PRAGMA defer_foreign_keys = ON")
     with pytest.raises(StoreError, match="Nothing of it was written"):
         store.link_topics(Scope.local("a"), [TopicSceneLink(topic_id="no-topic", scene_id="no-scene")])
     assert store.topic_links(Scope.local("a")) == []
@@ -360,7 +361,7 @@ def _space_tables(store: Store) -> list[str]:
     """Every table with a ``space`` column, read from the backend's catalogue."""
     if isinstance(store, SQLiteStore):
         sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%space TEXT%'"
-        return [r[0] for r in store._db.execute(sql)]
+        return [r[0] for r in store._rows(sql)]
     return [
         r[0]
         for r in store._rows(  # type: ignore[attr-defined]
@@ -372,7 +373,7 @@ def _space_tables(store: Store) -> list[str]:
 
 def _count(store: Store, table: str, space: str) -> int:
     if isinstance(store, SQLiteStore):
-        return int(store._db.execute(f"SELECT COUNT(*) FROM {table} WHERE space = ?", (space,)).fetchone()[0])
+        return int(store._rows(f"SELECT COUNT(*) FROM {table} WHERE space = ?", (space,))[0][0])
     return int(store._rows(f"SELECT COUNT(*) FROM {table} WHERE space = %s", (space,))[0][0])  # type: ignore[attr-defined]
 
 

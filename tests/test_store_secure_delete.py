@@ -17,7 +17,8 @@ from tmem.store.upgrade import SECURE_DELETE_MARK
 
 def _traced(store: SQLiteStore) -> list[str]:
     statements: list[str] = []
-    store._db.set_trace_callback(statements.append)  # the store's own connection: what it runs, as it runs it
+    with store._driver() as db:  # the store's own writer connection: what it runs, as it runs it
+        db.set_trace_callback(statements.append)
     return statements
 
 
@@ -60,12 +61,12 @@ def test_a_file_written_without_secure_delete_is_rebuilt_once_then_marked(tmp_pa
 def test_an_upgraded_file_is_not_marked(tmp_path: Path) -> None:
     path = tmp_path / "tmem.db"
     store = SQLiteStore.open(path)
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SECURE_DELETE_MARK
+    assert store._rows("PRAGMA user_version")[0][0] == SECURE_DELETE_MARK
     # As a file of the previous revision (written before the mark existed) stands
-    store._db.execute("PRAGMA user_version = 0")
-    store._db.execute("UPDATE alembic_version SET version_num = '0003'")
+    store._exec("PRAGMA user_version = 0")
+    store._exec("UPDATE alembic_version SET version_num = '0003'")
     store.close()
     again = SQLiteStore.open(path)  # upgraded to 0004 by this tmem: nothing says how its bytes were written
-    assert again._db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0004"
+    assert again._rows("SELECT version_num FROM alembic_version")[0][0] == "0004"
     assert not again.always_secure()
     again.close()

@@ -239,7 +239,7 @@ class PgVectorIndex:
                 )
             if write:
                 with (
-                    store._conn() as conn,
+                    store._transaction_driver() as conn,
                     conn.cursor() as cur,
                     cur.copy(
                         "COPY vector_index (tenant, space, model_id, part, id, host, view, text_hash, dim, ord, vec) "

@@ -1,29 +1,28 @@
-"""Connections, transactions and errors of the PostgreSQL store (the record methods live in the subclasses).
+"""The engine and errors of the PostgreSQL store (the record methods live in the subclasses; the transaction idiom
+in :mod:`tmem.store.sql`).
 
-A store holds a psycopg connection pool. Outside a transaction each call borrows a connection for one statement
-group and commits; :meth:`PgBase.transaction` pins one connection to the calling thread until the outermost block
-ends, and nested calls (and every store call the thread makes inside the block) join it. Threads never share a
-pinned connection, so one store object serves a multi-threaded API worker.
+A store holds a SQLAlchemy Engine on psycopg, whose pool hands out connections with the session's settings and the
+``vector`` type registered (:mod:`tmem.store.pg_vector`). Outside a transaction each statement borrows a connection;
+a transaction, or a snapshot (``REPEATABLE READ, READ ONLY``), binds one to the calling context until the outermost
+block ends, and every store call made inside the block joins it. Contexts never share a bound connection, so one
+store object serves a multi-threaded API worker.
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool, PoolTimeout
-from sqlalchemy import Table
+from sqlalchemy import Connection, Engine, Executable, Table, create_engine, event
+from sqlalchemy import exc as sa_exc
 
 from tmem.errors import InputError, IntegrityError, StoreError
 from tmem.settings import redact
 from tmem.store.pg_vector import configure_session, ensure_registered
-from tmem.store.rules import not_utf8
+from tmem.store.sql import driver
 from tmem.store.upgrade import upgrade_postgres
 
 
@@ -100,45 +99,47 @@ def _first_line(exc: Exception, secret: str) -> str:
 
 
 class PgBase:
-    """Pool, pinned transactions and statement helpers shared by the PostgreSQL store's parts."""
+    """The engine and the PostgreSQL side of the statement helpers."""
 
-    def __init__(self, pool: ConnectionPool[Any], url: str) -> None:
-        self._pool = pool
+    _driver_error: ClassVar[type[Exception]] = psycopg.Error
+    _snapshot_options: ClassVar[Mapping[str, Any]] = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self._writer = self._reader = engine
         self._url = url
         self._where = redact(url)
-        self._local = threading.local()
 
     @classmethod
-    def connect(cls, url: str, *, max_size: int = 8, timeout_s: float = 30.0) -> ConnectionPool[Any]:
-        """Open a pool on ``url`` and migrate the schema (StoreError naming the fix when that fails)."""
+    def connect(cls, url: str, *, max_size: int = 8, timeout_s: float = 30.0) -> Engine:
+        """Migrate the schema and open an engine of at most ``max_size`` connections on ``url`` (StoreError naming
+        the fix when that fails)."""
         conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
         where = redact(url)
         probe(conninfo, min(timeout_s, PROBE_SECONDS))
         try:
-            pool: ConnectionPool[Any] = ConnectionPool(
-                conninfo,
-                min_size=1,
-                max_size=max_size,
-                timeout=timeout_s,
-                open=False,
-                configure=configure_session,
-                name="tmem",  # no check on every borrow (a round trip each): a broken connection is an error once
-            )
-            pool.open(wait=True, timeout=timeout_s)
-        except (PoolTimeout, psycopg.Error) as exc:
-            raise StoreError(
-                f"Cannot connect to PostgreSQL at {where}: {exc}. Check that the server runs and that "
-                "TMEM_DATABASE_URL / --database-url names the right host, port, database, user and password."
-            ) from exc
-        try:
             upgrade_postgres(lambda: psycopg.connect(conninfo))
         except psycopg.Error as exc:
-            pool.close()
             raise pg_store_error(exc, where, "creating or migrating the schema") from exc
-        except StoreError:
-            pool.close()
+        engine = create_engine(
+            "postgresql+psycopg://",
+            creator=lambda: psycopg.connect(conninfo),
+            pool_size=max_size,
+            max_overflow=0,
+            pool_timeout=timeout_s,
+        )
+        event.listen(engine, "connect", _configure)
+        try:
+            with engine.connect():
+                pass  # fails here, once, when the server cannot be used
+        except sa_exc.DBAPIError as exc:
+            engine.dispose()
+            if isinstance(exc.orig, psycopg.Error):
+                raise pg_store_error(exc.orig, where, "connecting") from exc
             raise
-        return pool
+        except StoreError:
+            engine.dispose()
+            raise
+        return engine
 
     @property
     def where(self) -> str:
@@ -150,114 +151,28 @@ class PgBase:
         return self._url
 
     def close(self) -> None:
-        self._pool.close()
+        self._writer.dispose()
 
-    # ------------------------------------------------------------------ connections and transactions
-    def _pinned(self) -> psycopg.Connection[Any] | None:
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        return conn
+    def _store_error(self, exc: Exception, doing: str) -> StoreError | InputError:
+        assert isinstance(exc, psycopg.Error)
+        return pg_store_error(exc, self._where, doing)
 
-    def _writing(self) -> bool:
-        """Whether this thread is inside :meth:`transaction` (a snapshot is read-only: PostgreSQL refuses writes)."""
-        return self._pinned() is not None
+    def _busy(self, doing: str) -> str:
+        return (
+            f"No free connection to PostgreSQL at {self._where} within the pool timeout (while {doing}): every "
+            "connection is busy. Raise the pool size or the server's max_connections, or run fewer workers."
+        )
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """All store calls of this thread inside the block run on one connection and commit together."""
-        if self._pinned() is not None:
-            yield
-            return
-        try:
-            with self._pool.connection() as conn:  # commits at the end, rolls back on an exception
-                self._pin(conn)
-                try:
-                    yield
-                finally:
-                    self._local.conn = None
-        except PoolTimeout as exc:
-            raise StoreError(
-                f"No free connection to PostgreSQL at {self._where} within the pool timeout: every connection is "
-                "busy. Raise the pool size or the server's max_connections, or run fewer workers."
-            ) from exc
-        except psycopg.Error as exc:
-            raise pg_store_error(exc, self._where, "committing") from exc
-
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        if self._pinned() is not None:
-            yield
-            return
-        with self.transaction():
-            conn = self._pinned()
-            assert conn is not None
-            try:
-                conn.commit()  # pinning may have read the type catalogue: the snapshot's transaction starts here
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            except psycopg.Error as exc:
-                raise pg_store_error(exc, self._where, "starting a read") from exc
-            yield
-
-    @contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
-        pinned = self._pinned()
-        if pinned is not None:
-            yield pinned
-            return
-        with self.transaction():
-            conn = self._pinned()
-            assert conn is not None
-            yield conn
-
-    def _pin(self, conn: psycopg.Connection[Any]) -> None:
-        try:
-            ensure_registered(conn)
-        except psycopg.Error as exc:
-            raise pg_store_error(exc, self._where, "loading the vector type") from exc
-        self._local.conn = conn
-
-    def _named(self, sql: str, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
-        """Run one query; rows as {column name: value}."""
-        with self._conn() as conn:
-            try:
-                cursor = conn.execute(sql, params, binary=binary)
-                names = [d.name for d in cursor.description or ()]
-                return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-            except psycopg.Error as exc:
-                raise pg_store_error(exc, self._where, f"reading ({_verb(sql)})") from exc
-            except UnicodeEncodeError as exc:
-                raise not_utf8(exc) from exc
-
-    def _rows(self, sql: str, params: Any = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
-        """Run one query; ``binary`` asks for results in binary form (vectors arrive as raw float4s, not text)."""
-        with self._conn() as conn:
-            try:
-                return list(conn.execute(sql, params, binary=binary).fetchall())
-            except psycopg.Error as exc:
-                raise pg_store_error(exc, self._where, f"reading ({_verb(sql)})") from exc
-            except UnicodeEncodeError as exc:
-                raise not_utf8(exc) from exc
-
-    def _exec(self, sql: str, params: Any = ()) -> int:
-        """Run one statement; returns the number of rows it touched."""
-        with self._conn() as conn:
-            try:
-                return conn.execute(sql, params).rowcount
-            except psycopg.Error as exc:
-                raise pg_store_error(exc, self._where, f"running {_verb(sql)}") from exc
-            except UnicodeEncodeError as exc:
-                raise not_utf8(exc) from exc
-
-    def _many(self, sql: str, rows: Sequence[Any]) -> None:
-        if not rows:
-            return
-        with self._conn() as conn:
-            try:
-                with conn.cursor() as cur:
-                    cur.executemany(sql, rows)
-            except psycopg.Error as exc:
-                raise pg_store_error(exc, self._where, f"running {_verb(sql)}") from exc
-            except UnicodeEncodeError as exc:
-                raise not_utf8(exc) from exc
+    def _fetch_binary(
+        self, conn: Connection, stmt: Executable, values: Mapping[str, Any] | None
+    ) -> list[dict[str, Any]]:
+        """Rows in binary form (vectors arrive as raw float4s, not printed decimals): the statement compiled by the
+        documented ``compile()`` and run on the driver connection, which alone can ask for binary results."""
+        compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})  # type: ignore[attr-defined]
+        params = compiled.construct_params(dict(values) if values else None)
+        cursor = driver(conn).execute(compiled.string, params, binary=True)
+        names = [d.name for d in cursor.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     @staticmethod
     def _identity(table: Table, column: str) -> dict[str, Any]:
@@ -266,8 +181,8 @@ class PgBase:
         return {}
 
 
-def _verb(sql: str) -> str:
-    """What a statement does, in words ("select on items"): an error text never quotes SQL (issue 33)."""
-    words = sql.replace("(", " ").replace(",", " ").split() or ["a statement"]
-    table = next((b for a, b in itertools.pairwise(words) if a.upper() in ("FROM", "INTO", "UPDATE")), "")
-    return f"{words[0].lower()} on {table}" if table else words[0].lower()
+def _configure(dbapi_connection: psycopg.Connection[Any], _record: object) -> None:
+    """Every new pooled connection: the session's settings, and the ``vector`` type (numpy arrays in and out)."""
+    configure_session(dbapi_connection)
+    ensure_registered(dbapi_connection)
+    dbapi_connection.commit()  # reading the type catalogue opened a transaction

@@ -1,7 +1,7 @@
 """PostgreSQL (+ pgvector) implementation of :class:`tmem.store.base.Store`, for many users and many processes.
 
-Open with :meth:`PostgresStore.open` (or ``open_store("postgresql://...")``). Connections come from a psycopg pool;
-transactions pin one connection per thread (:mod:`tmem.store.pg_base`). The operations are the shared ones
+Open with :meth:`PostgresStore.open` (or ``open_store("postgresql://...")``). Connections come from its Engine's pool
+(:mod:`tmem.store.pg_base`). The operations are the shared ones
 (:mod:`tmem.store.ops_ledger` and its bases, over :mod:`tmem.store.schema`); here only what PostgreSQL does its own
 way: vectors as pgvector values (binary I/O, :mod:`tmem.store.pg_vector`), the erasure ledger's commit order (an
 advisory lock) and its transaction ids, and VACUUM (FULL, ANALYZE) as the erasure primitive.
@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import psycopg
 from sqlalchemy import literal_column, text
-from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
 from tmem.errors import StoreError
 from tmem.store.base import Vector
 from tmem.store.ops_ledger import LedgerOps
-from tmem.store.pg_base import PgBase, pg_store_error
+from tmem.store.pg_base import PgBase
+from tmem.store.sql import driver
+from tmem.store.txn import bound
 
 _ERASURE_LOCK = 7_460_135_023  # pg_advisory_xact_lock key serialising erasure-ledger inserts
 LOCK_TIMEOUT = "2s"
@@ -39,7 +39,6 @@ class PostgresStore(PgBase, LedgerOps):
     """The server store. ``max_size`` bounds the pool (connections this process may hold at once)."""
 
     dialect = "postgresql"
-    _sa_dialect = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
 
     @classmethod
     def open(cls, url: str, *, max_size: int = 8, timeout_s: float = 30.0) -> PostgresStore:
@@ -74,10 +73,11 @@ class PostgresStore(PgBase, LedgerOps):
         ``pg_statistic`` (it must own the database, or hold MAINTAIN on it), saying so. The server's WAL, replicas
         and backups keep older data until they rotate: the operator's step (docs/security.md)."""
         del vacuum
-        if self._pinned() is not None:
+        if bound(self) is not None:
             raise StoreError("scrub() cannot run inside a transaction: call it after the deletion has committed.")
         tables = [r[0] for r in self._rows("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
-        with self._pool.connection() as conn:
+        with self._errors("vacuuming deleted rows away"), self._writer.connect() as sa_conn:
+            conn = driver(sa_conn)
             conn.autocommit = True  # VACUUM cannot run inside a transaction block
             try:
                 if not conn.execute(_MAY_COMPACT_STATISTICS).fetchone()[0]:
@@ -105,8 +105,6 @@ class PostgresStore(PgBase, LedgerOps):
                     "WHERE e.d IS NOT NULL AND a.datname = current_database() AND a.pid <> pg_backend_pid() "
                     "AND a.backend_xmin IS NOT NULL AND age(a.backend_xmin) >= age(((e.d % 4294967296)::text)::xid)"
                 ).fetchone()
-            except psycopg.Error as exc:
-                raise pg_store_error(exc, self._where, "rewriting tables without the erased rows") from exc
             finally:
                 if not conn.closed:
                     conn.execute("RESET lock_timeout")

@@ -1,40 +1,42 @@
-"""What every store operation is written against: SQLAlchemy Core statements over :mod:`tmem.store.schema`, compiled
-for the store's dialect and run on the backend's own connection (:mod:`tmem.store.sqlite_base`,
-:mod:`tmem.store.pg_base`), whose transactions (``BEGIN IMMEDIATE`` on SQLite, a pinned pooled connection per thread
-on PostgreSQL) stay exactly as they were. Rows come back as mappings read by column name.
+"""What every store operation is written against: SQLAlchemy Core statements over :mod:`tmem.store.schema`, run
+through ``Connection.execute`` (SQLAlchemy's own compiled cache) on the store's Engine, in the one transaction idiom
+of both dialects (:mod:`tmem.store.txn`): the connection of the transaction or snapshot the calling code is inside is
+carried in a ``ContextVar``; a statement outside one runs on a connection of its own. Rows come back as
+{column name: value}.
 
-A backend supplies the driver primitives (``_named``, ``_exec``, ``_many``, ``transaction``) and the few things the
-databases do differently (:class:`Dialect`): the ``INSERT`` with ``ON CONFLICT`` of its dialect, how an identity
-column gets its next value, and how a vector is sent and read.
+A backend supplies its engines (:mod:`tmem.store.sqlite_base`: a writer whose transactions begin with ``BEGIN
+IMMEDIATE`` and a reader pool; :mod:`tmem.store.pg_base`: one pooled engine), the execution options that begin its
+writes and snapshots, its error translation, and the few things the databases do differently: how an identity column
+gets its next value, and how a vector is sent and read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-from sqlalchemy import ClauseElement, ColumnElement, Table, and_
+from sqlalchemy import ColumnElement, Connection, Engine, Executable, Table, and_
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.engine.interfaces import Dialect as SADialect
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.util import LRUCache
 
-from tmem.errors import StoreError
+from tmem.errors import InputError, StoreError
 from tmem.scope import Scope
 from tmem.store.base import Vector, iter_batches
+from tmem.store.rules import not_utf8
+from tmem.store.txn import binding, bound
 
 if TYPE_CHECKING:
     from tmem.store.postgres import PostgresStore
 
-# Compiled statements by SQLAlchemy cache key, per dialect (an engine's compiled cache, bounded the same way).
-_COMPILED: dict[str, LRUCache[Any, Any]] = {"sqlite": LRUCache(2000), "postgresql": LRUCache(2000)}
 CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
 DialectName = Literal["sqlite", "postgresql"]
 Insert = sqlite.Insert | postgresql.Insert
+_WRITE_IN_SNAPSHOT = "A write inside Store.snapshot() (a read of one committed state): write after the block."
 # The drivers' positional parameter styles (``?``, ``%s``): a bulk insert sends each row as a tuple, no dict per row.
 _POSITIONAL: dict[str, SADialect] = {
     "sqlite": sqlite.dialect(paramstyle="qmark"),
@@ -43,24 +45,27 @@ _POSITIONAL: dict[str, SADialect] = {
 
 
 class SQLOps:
-    """Statement helpers shared by every operation mixin; the backend class fills in the primitives."""
+    """The transaction idiom and statement helpers shared by every operation mixin; the backend class supplies its
+    engines, execution options and error translation."""
 
     dialect: ClassVar[DialectName]
-    _sa_dialect: ClassVar[SADialect]
+    _writer: Engine  # the engine writes run on
+    _reader: Engine  # the engine reads outside a transaction and snapshots run on (the writer's where there is one)
+    _write_options: ClassVar[Mapping[str, Any]] = {}  # execution options of a write transaction's connection
+    _snapshot_options: ClassVar[Mapping[str, Any]] = {}  # ... and of a snapshot's
+
+    _driver_error: ClassVar[type[Exception]]  # the driver's base exception
+    _where: str  # the database, as messages name it (no password)
 
     if TYPE_CHECKING:  # supplied by the backend class (listed first among its bases)
 
-        def transaction(self) -> AbstractContextManager[None]: ...
-
-        def snapshot(self) -> AbstractContextManager[None]: ...
-
-        def _named(self, sql: str, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
-            """Run one query; rows as {column name: value}."""
+        def _store_error(self, exc: Exception, doing: str) -> StoreError | InputError:
+            """The project's error for a driver error raised while ``doing``."""
             ...
 
-        def _exec(self, sql: str, params: Any = ()) -> int: ...
-
-        def _many(self, sql: str, rows: Sequence[Any]) -> None: ...
+        def _busy(self, doing: str) -> str:
+            """What to do when no connection of the engine became free in time."""
+            ...
 
         def _identity(self, table: Table, column: str) -> dict[str, Any]:
             """Values that number an identity column on insert ({} where the database numbers it)."""
@@ -80,52 +85,167 @@ class SQLOps:
         """None: each searching process holds the spaces' vectors (the PostgreSQL store returns itself)."""
         return None
 
+    # ------------------------------------------------------------------ transactions
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All store calls of this context inside the block run on one connection and commit together (nested blocks
+        join the outermost)."""
+        current = bound(self)
+        if current is not None:
+            if not current.writing:
+                raise StoreError(_WRITE_IN_SNAPSHOT)
+            yield
+            return
+        with self._bound(self._writer, self._write_options, writing=True):
+            yield
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read of this context inside the block sees one committed state (joins an enclosing transaction,
+        which sees its own writes); writes inside are refused."""
+        if bound(self) is not None:
+            yield
+            return
+        with self._bound(self._reader, self._snapshot_options, writing=False):
+            yield
+
+    def _writing(self) -> bool:
+        """Whether the caller is inside :meth:`transaction`."""
+        current = bound(self)
+        return current is not None and current.writing
+
+    @contextmanager
+    def _bound(self, engine: Engine, options: Mapping[str, Any], *, writing: bool) -> Iterator[None]:
+        """A connection of ``engine`` in a transaction begun with ``options``, bound to this context for the block;
+        committed at its end when ``writing``, else (and on an exception) rolled back."""
+        doing = "starting a write" if writing else "starting a read"
+        with self._errors(doing):
+            conn = engine.connect()
+        try:
+            with self._errors(doing):
+                conn.execution_options(**options).begin()
+            with binding(self, conn, writing=writing):
+                yield
+            if writing:
+                with self._errors("committing"):
+                    try:
+                        conn.commit()
+                    except BaseException:
+                        # a failed COMMIT may leave the transaction open: roll it back, or later writes would fail
+                        driver(conn).rollback()
+                        raise
+        finally:
+            conn.close()  # a transaction still open is rolled back as the pool takes the connection back
+
+    @contextmanager
+    def _connection(self, *, write: bool) -> Iterator[Connection]:
+        """The connection one statement runs on: the bound one, else a write's own transaction, else a connection
+        of the reader engine for this statement."""
+        current = bound(self)
+        if current is not None:
+            if write and not current.writing:
+                raise StoreError(_WRITE_IN_SNAPSHOT)
+            yield current.conn
+        elif write:
+            with self.transaction():
+                yield self._bound_connection()
+        else:
+            with self._errors("starting a read"):
+                conn = self._reader.connect()
+            with conn:
+                yield conn
+
+    @contextmanager
+    def _transaction_driver(self) -> Iterator[Any]:
+        """The driver connection of this context's transaction (one begun for the block where there is none), for
+        what only the driver offers (PostgreSQL's COPY)."""
+        with self._connection(write=True) as conn:
+            yield driver(conn)
+
+    def _bound_connection(self) -> Connection:
+        current = bound(self)
+        if current is None:
+            raise StoreError("No store transaction is open in this context: this is a bug in tmem; please report it.")
+        return current.conn
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Driver errors inside the block as the project's: the backend's ``StoreError`` naming the database and what
+        was being done (``doing``, its ``{}`` filled with the head of the failing statement), or the input error for
+        text that is not valid UTF-8."""
+        try:
+            yield
+        except sa_exc.StatementError as exc:
+            cause, at = exc.orig, doing.format(verb(exc.statement))
+            if isinstance(cause, UnicodeEncodeError):
+                raise not_utf8(cause) from exc
+            if isinstance(cause, self._driver_error):
+                raise self._store_error(cause, at) from exc
+            raise StoreError(
+                f"The memory store {self._where} failed while {at}: {cause}. This is a bug in tmem; please report it."
+            ) from exc
+        except sa_exc.TimeoutError as exc:
+            raise StoreError(self._busy(doing)) from exc
+        except UnicodeEncodeError as exc:
+            raise not_utf8(exc) from exc
+        except Exception as exc:  # the driver's own, from a driver connection used directly; others pass as they are
+            if isinstance(exc, self._driver_error):
+                raise self._store_error(exc, doing.format("")) from exc
+            raise
+
     # ------------------------------------------------------------------ statements
-    def _compile(
-        self, stmt: ClauseElement, keys: Sequence[str] | None = None, values: Mapping[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        """The SQL text and parameters of ``stmt`` for this dialect (``keys``: the columns an executemany insert
-        binds). Compiled forms are cached by SQLAlchemy's cache key, as an engine's execution does: two calls of one
-        operation differ in their values only, and IN lists are expanded per call. ``values`` fill the statement's
-        ``bindparam`` s of no value: a statement built once at import time and run with each call's values."""
-        compiled, extracted, *_ = stmt._compile_w_cache(
-            self._sa_dialect, compiled_cache=_COMPILED[self.dialect], column_keys=list(keys or ())
-        )
-        sql_compiler = cast(SQLCompiler, compiled)
-        params = sql_compiler.construct_params(
-            params=dict(values) if values else None, extracted_parameters=extracted, _check=False
-        )
-        if keys is not None or not (sql_compiler.post_compile_params or sql_compiler.literal_execute_params):
-            return sql_compiler.string, dict(params)  # nothing rendered per call (no IN list): the cached text
-        state = sql_compiler.construct_expanded_state(params)
-        return state.statement, dict(state.parameters)
-
     def _fetch(
-        self, stmt: ClauseElement, *, binary: bool = False, values: Mapping[str, Any] | None = None
+        self, stmt: Executable, *, binary: bool = False, values: Mapping[str, Any] | None = None
     ) -> list[dict[str, Any]]:
-        sql, params = self._compile(stmt, values=values)
-        return self._named(sql, params, binary=binary)
+        """Rows of ``stmt`` as {column name: value} (``values`` fill its ``bindparam`` s of no value; ``binary``
+        asks for results in binary form where the driver can send them: vectors as raw float4s)."""
+        with self._connection(write=False) as conn, self._errors("reading ({})"):
+            if binary:
+                return self._fetch_binary(conn, stmt, values)
+            result = conn.execute(stmt, dict(values) if values else None)
+            keys = list(result.keys())
+            return [dict(zip(keys, row, strict=True)) for row in result]
 
-    def _scalar(self, stmt: ClauseElement) -> Any:
+    def _fetch_binary(
+        self, conn: Connection, stmt: Executable, values: Mapping[str, Any] | None
+    ) -> list[dict[str, Any]]:
+        """:meth:`_fetch` in binary form (the drivers that have no such form read as usual)."""
+        result = conn.execute(stmt, dict(values) if values else None)
+        keys = list(result.keys())
+        return [dict(zip(keys, row, strict=True)) for row in result]
+
+    def _scalar(self, stmt: Executable) -> Any:
         rows = self._fetch(stmt)
         return next(iter(rows[0].values())) if rows else None
 
-    def _run(self, stmt: ClauseElement) -> int:
-        sql, params = self._compile(stmt)
-        return self._exec(sql, params)
+    def _run(self, stmt: Executable) -> int:
+        """Run one write; the number of rows it touched."""
+        with self._connection(write=True) as conn, self._errors("running {}"):
+            return conn.execute(stmt).rowcount
 
-    def _run_many(self, stmt: ClauseElement, rows: Sequence[Mapping[str, Any]]) -> None:
+    def _run_many(self, stmt: Executable, rows: Sequence[Mapping[str, Any]]) -> None:
         """One statement for many rows (every row has the same keys)."""
         if not rows:
             return
-        sql, constants = self._compile(stmt, list(rows[0]))
-        self._many(sql, [{**constants, **row} for row in rows])
+        with self._connection(write=True) as conn, self._errors("running {}"):
+            conn.execute(stmt, [dict(row) for row in rows])
+
+    def _rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """Rows of one query written in the driver's SQL (its parameter style)."""
+        with self._connection(write=False) as conn, self._errors("reading ({})"):
+            return [tuple(row) for row in conn.exec_driver_sql(sql, _one(params))]
+
+    def _exec(self, sql: str, params: Any = ()) -> int:
+        """Run one statement written in the driver's SQL; the number of rows it touched."""
+        with self._connection(write=True) as conn, self._errors("running {}"):
+            return conn.exec_driver_sql(sql, _one(params)).rowcount
 
     def _insert_rows(self, table: Table, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert ``rows``, tuples of ``columns`` (in the table's column order): the bulk path of imports, one
         executemany of positional rows with the INSERT compiled once (:func:`insert_sql`)."""
         if rows:
-            self._many(insert_sql(self.dialect, table, columns), rows)
+            with self._connection(write=True) as conn, self._errors("running {}"):
+                conn.exec_driver_sql(insert_sql(self.dialect, table, columns), list(rows))
 
     def _insert(self, table: Table) -> Insert:
         return sqlite.insert(table) if self.dialect == "sqlite" else postgresql.insert(table)
@@ -160,6 +280,24 @@ class SQLOps:
         """Distinct ``ids`` in lists short enough for one IN (...)."""
         for chunk in iter_batches(list(dict.fromkeys(ids)), CHUNK):
             yield list(chunk)
+
+
+def _one(params: Any) -> Any:
+    """One parameter set for ``exec_driver_sql`` (a list there means many)."""
+    return tuple(params) if isinstance(params, list) else params
+
+
+def driver(conn: Connection) -> Any:
+    """The driver's own connection under ``conn``."""
+    raw = conn.connection.driver_connection
+    if raw is None:
+        raise StoreError("The store's connection was closed while in use: this is a bug in tmem; please report it.")
+    return raw
+
+
+def verb(sql: str | None) -> str:
+    """The head of a statement for error messages (``INSERT INTO items``)."""
+    return " ".join((sql or "").split("(")[0].split()[:4])
 
 
 @lru_cache(maxsize=64)

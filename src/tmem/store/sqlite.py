@@ -5,16 +5,19 @@ SQLite does its own way: scrubbing deleted bytes out of the file, and vectors as
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from tmem.errors import StoreError
 from tmem.store.base import Vector
 from tmem.store.ops_ledger import LedgerOps
-from tmem.store.sql import vector_bytes
+from tmem.store.sql import driver, vector_bytes
 from tmem.store.sqlite_base import SQLiteBase, store_error
+from tmem.store.txn import bound
 from tmem.store.upgrade import SECURE_DELETE_MARK
 
 __all__ = ["SQLiteStore", "store_error"]
@@ -27,7 +30,6 @@ class SQLiteStore(SQLiteBase, LedgerOps):
     """The default store. Open with :meth:`open`; ``":memory:"`` gives a private in-memory database (tests)."""
 
     dialect = "sqlite"
-    _sa_dialect = sqlite_dialect.dialect(paramstyle="named")
 
     @property
     def url(self) -> str:
@@ -52,34 +54,47 @@ class SQLiteStore(SQLiteBase, LedgerOps):
         when another connection's open read kept the WAL from being emptied (then run it again once it is closed).
         Must not be called inside a transaction.
         """
-        with self._lock:
-            if self._depth:
-                raise StoreError("scrub() cannot run inside a transaction: call it after the deletion has committed.")
-            self._db.execute("PRAGMA secure_delete = ON")
+        if bound(self) is not None:
+            raise StoreError("scrub() cannot run inside a transaction: call it after the deletion has committed.")
+        with self._driver() as db:
+            db.execute("PRAGMA secure_delete = ON")
             if self._path == ":memory:":
                 return True
-            busy = self._checkpoint()
-            if vacuum and not self.always_secure():
-                self._db.execute("VACUUM")  # rewrites every page: no byte written before survives
-                self._db.execute(f"PRAGMA user_version = {SECURE_DELETE_MARK}")
-                busy = self._checkpoint()
+            busy = _checkpoint(db)
+            if vacuum and not _always_secure(db):
+                db.execute("VACUUM")  # rewrites every page: no byte written before survives
+                db.execute(f"PRAGMA user_version = {SECURE_DELETE_MARK}")
+                busy = _checkpoint(db)
             return not busy
 
     def always_secure(self) -> bool:
         """Whether every byte of the file was written with secure_delete on (created by tmem, or rebuilt once by a
         scrub): then a deletion followed by a WAL checkpoint leaves nothing of the deleted content."""
-        with self._lock:
-            (version,) = self._db.execute("PRAGMA user_version").fetchone()
-        return bool(version == SECURE_DELETE_MARK)
+        with self._driver() as db:
+            return _always_secure(db)
 
-    def _checkpoint(self) -> bool:
-        """TRUNCATE checkpoint, waiting at most ``SCRUB_WAIT_MS`` for other connections' readers (not the store's
-        write timeout: an erasure a reader blocks is left pending and retried, never a request held for a minute);
-        True when it could not complete."""
-        (timeout,) = self._db.execute("PRAGMA busy_timeout").fetchone()
-        self._db.execute(f"PRAGMA busy_timeout = {min(int(timeout), SCRUB_WAIT_MS)}")
-        try:
-            busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        finally:
-            self._db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
-        return bool(busy)
+    @contextmanager
+    def _driver(self) -> Iterator[sqlite3.Connection]:
+        """The writer's own driver connection, for statements that run outside a transaction (no write of another
+        thread runs meanwhile: the writer's pool holds one connection)."""
+        with self._errors("scrubbing deleted content"), self._writer.connect() as conn:
+            db: sqlite3.Connection = driver(conn)
+            yield db
+
+
+def _always_secure(db: sqlite3.Connection) -> bool:
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    return bool(version == SECURE_DELETE_MARK)
+
+
+def _checkpoint(db: sqlite3.Connection) -> bool:
+    """TRUNCATE checkpoint, waiting at most ``SCRUB_WAIT_MS`` for other connections' readers (not the store's write
+    timeout: an erasure a reader blocks is left pending and retried, never a request held for a minute); True when it
+    could not complete."""
+    (timeout,) = db.execute("PRAGMA busy_timeout").fetchone()
+    db.execute(f"PRAGMA busy_timeout = {min(int(timeout), SCRUB_WAIT_MS)}")
+    try:
+        busy, _log, _done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+    return bool(busy)

@@ -1,33 +1,25 @@
-"""Connection, transactions, statement helpers and errors of the SQLite store (the record methods live in
-:mod:`tmem.store.ops_ledger` and its bases, :mod:`tmem.store.sqlite`): one file in the memory directory, WAL journal, busy
-timeout, foreign keys on.
+"""Engines and errors of the SQLite store (the record methods live in :mod:`tmem.store.ops_ledger` and its bases,
+:mod:`tmem.store.sqlite`; the transaction idiom in :mod:`tmem.store.sql`): one file in the memory directory, WAL
+journal, busy timeout, foreign keys on.
 
-One writer connection, behind a lock held for a whole transaction (``BEGIN IMMEDIATE``: the writers of every process
-run one at a time), and a pool of read-only connections (:mod:`tmem.store.sqlite_readers`): a read outside the
-calling thread's transaction, and every :meth:`SQLiteBase.snapshot`, runs on a reader, in parallel with the writer
-and with other readers, and sees the last committed state. A private ``:memory:`` database has one connection only:
-there every call takes the lock, as a file's writer does."""
+One writer connection (an engine whose pool holds one: a write transaction, ``BEGIN IMMEDIATE``, holds it to its
+end, so the writers of every process run one at a time) and a pool of read-only connections
+(:mod:`tmem.store.sqlite_readers`): a read outside the calling context's transaction, and every snapshot, runs on a
+reader, in parallel with the writer and with other readers, and sees the last committed state. A private
+``:memory:`` database has one connection only: there every read waits for it, as a write does."""
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
-from sqlalchemy import Table, func, select
+from sqlalchemy import Engine, Table, func, select
 
 from tmem.errors import ConfigError, IntegrityError, StoreError
-from tmem.store.rules import not_utf8
-from tmem.store.sqlite_readers import ReaderPool
+from tmem.store import sqlite_readers as connections
 from tmem.store.upgrade import upgrade_sqlite
-
-
-def _verb(sql: str) -> str:
-    """The head of a statement for error messages (``INSERT INTO items``)."""
-    return " ".join(sql.split("(")[0].split()[:4])
 
 
 def store_error(exc: sqlite3.Error, path: str, doing: str) -> StoreError:
@@ -57,17 +49,17 @@ def store_error(exc: sqlite3.Error, path: str, doing: str) -> StoreError:
 
 
 class SQLiteBase:
-    """One connection (guarded by a lock) and the statement helpers every part of the SQLite store uses."""
+    """The writer's engine, the readers' engine, and the SQLite side of the statement helpers."""
 
-    def __init__(self, db: sqlite3.Connection, path: str, readers: ReaderPool | None = None) -> None:
-        self._db = db
-        self._path = path
-        self._readers = readers  # None: one connection (":memory:"), every read takes the lock
-        self._lock = threading.RLock()
-        self._depth = 0
-        self._reading = False  # inside a snapshot() on the writer's connection (no reader pool): writes are refused
-        self._writer: int | None = None  # the thread inside transaction()
-        self._local = threading.local()  # .reader: the reader connection of this thread's snapshot()
+    _driver_error: ClassVar[type[Exception]] = sqlite3.Error
+    _write_options: ClassVar[Mapping[str, Any]] = {connections.BEGIN_OPTION: "BEGIN IMMEDIATE"}
+    _snapshot_options: ClassVar[Mapping[str, Any]] = {connections.BEGIN_OPTION: "BEGIN"}  # deferred: the first read
+    # fixes the snapshot (WAL) until it ends
+
+    def __init__(self, writer: Engine, path: str, readers: Engine | None = None) -> None:
+        self._writer = writer
+        self._path = self._where = path
+        self._reader = readers or writer  # ":memory:": one connection, every read waits for it
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -90,13 +82,7 @@ class SQLiteBase:
                     f"Cannot create the memory directory {file.parent}: {exc}. Choose another with --dir or TMEM_HOME."
                 ) from exc
         try:
-            db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout_s)
-            db.execute("PRAGMA foreign_keys = ON")
-            db.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-            db.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten, whatever the platform default
-            if target != ":memory:":
-                db.execute("PRAGMA journal_mode = WAL")
-                db.execute("PRAGMA synchronous = NORMAL")
+            db = connections.connect(target, timeout_s, reader=False)
             upgrade_sqlite(db)
         except sqlite3.OperationalError as exc:
             raise store_error(exc, target, "opening and migrating it") from exc
@@ -105,146 +91,42 @@ class SQLiteBase:
                 f"Cannot open the memory store {target}: {exc}. Check the file is a tmem database and not in use "
                 "by an incompatible version, or point --dir/TMEM_HOME elsewhere."
             ) from exc
-        return cls(db, target, None if target == ":memory:" else ReaderPool(target, timeout_s))
+        first = [db]  # the migrated connection is the writer's (":memory:": the database itself)
+
+        def writer() -> sqlite3.Connection:
+            if first:
+                return first.pop()
+            if target == ":memory:":
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            return connections.connect(target, timeout_s, reader=False)
+
+        writes = connections.engine(writer, size=1, wait_s=connections.WRITER_WAIT_S)
+        if target == ":memory:":
+            return cls(writes, target)
+        reads = connections.engine(
+            lambda: connections.connect(target, timeout_s, reader=True), size=connections.READERS, wait_s=timeout_s
+        )
+        return cls(writes, target, reads)
 
     @property
     def path(self) -> str:
         return self._path
 
     def close(self) -> None:
-        if self._readers is not None:
-            self._readers.close()
-        with self._lock:
-            self._db.close()
+        """Close every connection (one still in use is closed when given back)."""
+        if self._reader is not self._writer:
+            self._reader.dispose()
+        self._writer.dispose()
 
-    def _writing(self) -> bool:
-        """Whether the caller is inside :meth:`transaction` (it holds the lock, so no other thread can be)."""
-        return self._writer == threading.get_ident() and not self._reading
+    def _store_error(self, exc: Exception, doing: str) -> StoreError:
+        assert isinstance(exc, sqlite3.Error)
+        return store_error(exc, self._path, doing)
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        with self._lock:
-            if self._reading or self._pinned_reader() is not None:
-                raise StoreError(
-                    "A write inside Store.snapshot() (a read of one committed state): write after the block."
-                )
-            outer = self._depth == 0
-            if outer:
-                try:
-                    self._db.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as exc:
-                    raise store_error(exc, self._path, "starting a write") from exc
-                self._writer = threading.get_ident()
-            self._depth += 1
-            try:
-                yield
-            except BaseException:
-                self._depth -= 1
-                if outer:
-                    self._writer = None
-                    if self._db.in_transaction:
-                        self._db.execute("ROLLBACK")
-                raise
-            self._depth -= 1
-            if outer:
-                self._writer = None
-                self._commit()
-
-    def _pinned_reader(self) -> sqlite3.Connection | None:
-        conn: sqlite3.Connection | None = getattr(self._local, "reader", None)
-        return conn
-
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        if self._readers is None or self._writer == threading.get_ident():
-            with self._one_connection_snapshot():
-                yield
-            return
-        if self._pinned_reader() is not None:
-            yield
-            return
-        with self._readers.borrow() as conn:
-            with self._errors("starting a read"):
-                conn.execute("BEGIN")  # deferred: the first read fixes the snapshot (WAL) until it ends
-            self._local.reader = conn
-            try:
-                yield
-            finally:
-                self._local.reader = None  # the pool rolls the read back when it takes the connection back
-
-    @contextmanager
-    def _reader(self) -> Iterator[sqlite3.Connection]:
-        """The connection a read runs on: this thread's snapshot's, the writer's inside this thread's transaction
-        (it sees what the transaction wrote), else one of the pool's for this statement."""
-        pinned = self._pinned_reader()
-        if pinned is not None:
-            yield pinned
-        elif self._readers is None or self._writer == threading.get_ident():
-            with self._lock:
-                yield self._db
-        else:
-            with self._readers.borrow() as conn:
-                yield conn
-
-    @contextmanager
-    def _one_connection_snapshot(self) -> Iterator[None]:
-        """snapshot() on the writer's connection: inside this thread's transaction (joined), or on ``:memory:``."""
-        with self._lock:
-            if self._depth > 0 or self._db.in_transaction:
-                yield
-                return
-            with self._errors("starting a read"):
-                self._db.execute("BEGIN")  # deferred: the first read fixes the snapshot (WAL) until it ends
-            self._depth += 1
-            self._reading = True
-            try:
-                yield
-            finally:
-                self._depth -= 1
-                self._reading = False
-                if self._db.in_transaction:
-                    with self._errors("ending a read"):
-                        self._db.execute("ROLLBACK")  # a read: nothing to keep, and nothing written inside is kept
-
-    def _commit(self) -> None:
-        try:
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            # A failed COMMIT leaves the transaction open: roll it back, or every later write would fail too.
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise store_error(exc, self._path, "committing") from exc
-
-    @contextmanager
-    def _errors(self, doing: str, sql: str | None = None) -> Iterator[None]:
-        """Backend errors as the project's: a ``StoreError`` naming the database and what was being done (``doing``,
-        its ``{}`` filled with the head of ``sql`` only on failure: every statement passes here), or the input error
-        for text that is not valid UTF-8."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise store_error(exc, self._path, doing if sql is None else doing.format(_verb(sql))) from exc
-        except UnicodeEncodeError as exc:
-            raise not_utf8(exc) from exc
-
-    def _rows(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
-        with self._reader() as db, self._errors("reading ({})", sql):
-            return list(db.execute(sql, params).fetchall())
-
-    def _named(self, sql: str, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
-        del binary  # SQLite returns blobs as they are
-        with self._reader() as db, self._errors("reading ({})", sql):
-            cursor = db.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-    def _exec(self, sql: str, params: Any = ()) -> int:
-        with self._lock, self._errors("running {}", sql):
-            return self._db.execute(sql, params).rowcount
-
-    def _many(self, sql: str, rows: Sequence[Any]) -> None:
-        with self._lock, self._errors("running {}", sql):
-            self._db.executemany(sql, rows)
+    def _busy(self, doing: str) -> str:
+        return (
+            f"Every reader connection of the memory store {self._path} stayed busy (while {doing}). Rerun; if it "
+            "persists, run fewer concurrent searches."
+        )
 
     @staticmethod
     def _identity(table: Table, column: str) -> dict[str, Any]:

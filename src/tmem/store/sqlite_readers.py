@@ -1,77 +1,50 @@
-"""The SQLite store's readers: a small pool of read-only connections on the memory's file, so that reads run in
-parallel with each other and with the one writer (WAL: a reader sees the last committed state and never waits for a
-writer, nor a writer for it). A reader borrows a connection for one statement, or for a whole
-:meth:`tmem.store.sqlite_base.SQLiteBase.snapshot`; the writer's connection stays the store's own
-(:mod:`tmem.store.sqlite_base`). Every connection has ``secure_delete`` on (docs/reliability.md, "Erasure") and
-``query_only``: a reader cannot write."""
+"""The SQLite store's connections and engines: one writer connection, whose transactions begin with ``BEGIN
+IMMEDIATE`` (the writers of every process run one at a time), and a pool of read-only connections on the memory's
+file, so that reads run in parallel with each other and with the writer (WAL: a reader sees the last committed state
+and never waits for a writer, nor a writer for it). Each is a SQLAlchemy Engine on a creator that opens the
+connection with its pragmas; a begin event issues the ``BEGIN`` a connection's execution options name
+(``tmem_begin``): none for a single statement, which SQLite runs as its own transaction. Every connection has
+``secure_delete`` on (docs/reliability.md, "Erasure"); a reader also ``query_only``: it cannot write."""
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.pool import QueuePool
 
 READERS = 4  # connections at most: searches are CPU-bound in Python, more would only wait for the GIL
+WRITER_WAIT_S = 24 * 3600.0  # a thread waits for another thread's write transaction of this process as long as it takes
+BEGIN_OPTION = "tmem_begin"  # the execution option naming the statement that begins a connection's transaction
 
 
-class ReaderPool:
-    """Up to ``size`` read-only connections on ``path``, opened when first needed and kept until :meth:`close`."""
-
-    def __init__(self, path: str, timeout_s: float, size: int = READERS) -> None:
-        self._path = path
-        self._timeout_s = timeout_s
-        self._size = size
-        self._idle: list[sqlite3.Connection] = []
-        self._opened = 0
-        self._closed = False
-        self._free = threading.Condition()
-
-    @contextmanager
-    def borrow(self) -> Iterator[sqlite3.Connection]:
-        """A connection of the pool for this block (waits while all are borrowed)."""
-        conn = self._take()
-        try:
-            yield conn
-        finally:
-            with self._free:
-                if self._closed:
-                    conn.close()
-                else:
-                    if conn.in_transaction:  # an open read would keep the WAL from being checkpointed (scrub)
-                        conn.execute("ROLLBACK")
-                    self._idle.append(conn)
-                self._free.notify()
-
-    def _take(self) -> sqlite3.Connection:
-        with self._free:
-            while not self._closed and not self._idle and self._opened >= self._size:
-                self._free.wait()
-            if self._closed:
-                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-            if self._idle:
-                return self._idle.pop()
-            self._opened += 1
-        try:
-            return self._connect()
-        except BaseException:
-            with self._free:
-                self._opened -= 1
-                self._free.notify()
-            raise
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=self._timeout_s)
-        conn.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
-        conn.execute("PRAGMA secure_delete = ON")
+def connect(path: str, timeout_s: float, *, reader: bool) -> sqlite3.Connection:
+    """A connection on ``path`` in autocommit mode (transactions are begun explicitly) with tmem's pragmas."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout_s)
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+    conn.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten, whatever the platform default
+    if reader:
         conn.execute("PRAGMA query_only = ON")
         return conn
+    conn.execute("PRAGMA foreign_keys = ON")
+    if path != ":memory:":
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
 
-    def close(self) -> None:
-        """Close the idle connections; one still borrowed is closed when given back (it fails from then on)."""
-        with self._free:
-            self._closed = True
-            for conn in self._idle:
-                conn.close()
-            self._idle.clear()
-            self._free.notify_all()
+
+def engine(creator: Callable[[], sqlite3.Connection], *, size: int, wait_s: float) -> Engine:
+    """An engine of at most ``size`` connections from ``creator``, kept open until it is disposed (a ``:memory:``
+    database lives in its one connection); a checkout waits up to ``wait_s`` for a free one."""
+    sa_engine = create_engine(
+        "sqlite://", creator=creator, poolclass=QueuePool, pool_size=size, max_overflow=0, pool_timeout=wait_s
+    )
+    event.listen(sa_engine, "begin", _begin)
+    return sa_engine
+
+
+def _begin(conn: Connection) -> None:
+    statement = conn.get_execution_options().get(BEGIN_OPTION)
+    if statement:
+        conn.exec_driver_sql(statement)
