@@ -253,7 +253,7 @@ def test_show_sections_text(built: Path) -> None:
     assert "turns (5): D1:3, D1:4, D1:5, D1:6, D1:7" in out and "topics: tp-0001" in out
     assert "[tp-0001] LGBTQ community: Caroline's involvement and support" in out
     assert "    - [sc-0001] Caroline's first LGBTQ support group" in out
-    assert "[it-0001] atomic | scenes sc-0001 | topic tp-0001 | 2023-05-07 | Caroline" in out
+    assert "[it-0001] atomic | scenes sc-0001 | topic tp-0001 | 7 May 2023 | Caroline" in out
     assert "supersedes it-0001" in out
     host = out.index("item [it-0001] On 7 May 2023 Caroline attended")
     assert host < out.index("entity #0 [tr-0001]") < out.index("concept: LGBTQ support group")

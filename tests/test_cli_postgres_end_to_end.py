@@ -55,6 +55,7 @@ def test_import_build_search_ask_on_postgres_match_sqlite(
         monkeypatch.setenv("TMEM_DATABASE_URL", pg_url)
         on_pg = _run_all(["--dir", str(tmp_path / "unused")])
         monkeypatch.delenv("TMEM_DATABASE_URL")
+        (tmp_path / "lite").mkdir()  # a SQLite URL in a missing folder is refused (tests/test_cli_startup.py)
         on_sqlite = _run_all(["--database-url", f"sqlite:///{tmp_path / 'lite' / 'tmem.db'}"])
     assert not (tmp_path / "unused").exists()  # with a database URL nothing is written to --dir
     (space,) = on_pg["spaces"]

@@ -32,7 +32,11 @@ PINNED = Path(__file__).parent / "fixtures" / "preset_configs.json"
 
 
 # Fields added after the pin, with the value every preset leaves them at (the pin stays as generated).
-ADDED_SINCE_PIN = {"keep_speaker_names": False}
+ADDED_SINCE_PIN = {
+    "keep_speaker_names": False,
+    "order": "date",
+    "lead": 0,
+}  # the last two: layout fields (docs/context.md)
 
 
 def _effective(recipe: Recipe) -> dict[str, Any]:
