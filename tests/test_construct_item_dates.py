@@ -83,10 +83,14 @@ def test_extractive_items_carry_the_resolver_precision(text: str, precision: str
     assert (item.date_precision, item.date, item.date_end) == (precision, start, end)
 
 
+LLM_BUILT = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
+
+
 def test_the_shipped_v1_memories_open_with_day_precision(tmp_path: Path) -> None:
-    shipped = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built" / "d30-plus.db"
+    """The earlier d30-plus build (v0.1 prompts, schema 001 without precision) migrates to day precision."""
+    shipped = LLM_BUILT / "previous" / "d30-plus.db"
     if not shipped.exists():
-        pytest.skip("the LLM-built dev memories are not on this machine")
+        pytest.skip("the earlier LLM-built dev memories are not on this machine")
     copy = tmp_path / "tmem.db"
     shutil.copyfile(shipped, copy)  # never open the shipped file in place
     store = SQLiteStore.open(copy)
@@ -94,6 +98,28 @@ def test_the_shipped_v1_memories_open_with_day_precision(tmp_path: Path) -> None
     assert items and all(it.date_precision == ("day" if it.date else None) for it in items)
     assert all(it.conflicts_with == [] for it in items)
     assert check_space(store, Scope.local("d30-plus")).ok
+    store.close()
+
+
+@pytest.mark.parametrize("name", ["d26-plus", "d30-plus", "d41-plus", "d42-plus"])
+def test_the_current_llm_built_memories_keep_each_precision_with_its_span(name: str, tmp_path: Path) -> None:
+    """The builds made with the precision prompts: a dated item carries a precision, a day has no end, any wider
+    precision ends on or after its start, and the model used more than days."""
+    shipped = LLM_BUILT / f"{name}.db"
+    if not shipped.exists():
+        pytest.skip("the LLM-built dev memories are not on this machine")
+    copy = tmp_path / "tmem.db"
+    shutil.copyfile(shipped, copy)  # never open the shipped file in place
+    store = SQLiteStore.open(copy)
+    items = store.items(Scope.local(name))
+    assert items and all((it.date is None) == (it.date_precision is None) for it in items)
+    for it in items:
+        if it.date_precision == "day":
+            assert it.date_end is None, it
+        elif it.date is not None:
+            assert it.date_end is not None and it.date_end >= it.date, it
+    assert {it.date_precision for it in items} - {"day", None}
+    assert check_space(store, Scope.local(name)).ok
     store.close()
 
 

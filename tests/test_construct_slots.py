@@ -20,6 +20,7 @@ from tmem.store.sqlite import SQLiteStore
 from tmem.util.tokens import default_counter
 
 SHIPPED = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
+PREVIOUS = SHIPPED / "previous"  # the builds made before items named their slot (schema without the slot column)
 
 
 @pytest.mark.parametrize(
@@ -74,10 +75,11 @@ def test_links_form_one_chain_per_slot_pointing_to_a_later_moment(spec: list[tup
 
 
 @pytest.mark.parametrize("name", ["d26-plus", "d30-plus", "d41-plus", "d42-plus"])
-def test_the_shipped_llm_built_memories_open_and_upgrade(name: str, tmp_path: Path) -> None:
-    shipped = SHIPPED / f"{name}.db"
+def test_the_earlier_llm_built_memories_open_and_upgrade(name: str, tmp_path: Path) -> None:
+    """A store written before the slot column existed opens, gains the column empty, and takes a slot."""
+    shipped = PREVIOUS / f"{name}.db"
     if not shipped.exists():
-        pytest.skip("the LLM-built dev memories are not on this machine")
+        pytest.skip("the earlier LLM-built dev memories are not on this machine")
     copy = tmp_path / "tmem.db"
     shutil.copyfile(shipped, copy)  # never open the shipped file in place
     store = SQLiteStore.open(copy)
@@ -90,6 +92,25 @@ def test_the_shipped_llm_built_memories_open_and_upgrade(name: str, tmp_path: Pa
     reopened = SQLiteStore.open(copy)  # the migration is recorded once: a second open applies nothing
     assert reopened.items(Scope.local(name), [items[0].id])[0].slot == "x / y"
     reopened.close()
+
+
+@pytest.mark.parametrize("name", ["d26-plus", "d30-plus", "d41-plus", "d42-plus"])
+def test_the_current_llm_built_memories_name_slots_and_supersede_within_one(name: str, tmp_path: Path) -> None:
+    """The builds made with the slot prompts: some items name a slot, every slot is stored in its normal form, and
+    each supersedes link joins two statements on the same slot."""
+    shipped = SHIPPED / f"{name}.db"
+    if not shipped.exists():
+        pytest.skip("the LLM-built dev memories are not on this machine")
+    copy = tmp_path / "tmem.db"
+    shutil.copyfile(shipped, copy)  # never open the shipped file in place
+    store = SQLiteStore.open(copy)
+    items = {it.id: it for it in store.items(Scope.local(name))}
+    slots = [it.slot for it in items.values() if it.slot is not None]
+    assert slots and all(normalise_slot(slot, None) == slot for slot in slots)
+    links = [(it, items[it.supersedes]) for it in items.values() if it.supersedes is not None]
+    assert links and all(new.slot and old.slot and slot_key(new.slot) == slot_key(old.slot) for new, old in links)
+    assert check_space(store, Scope.local(name)).ok
+    store.close()
 
 
 # ------------------------------------------------------------------------------------------ the current value first
