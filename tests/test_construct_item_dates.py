@@ -3,7 +3,6 @@ carries v1 stores forward, and how contexts show them."""
 
 from __future__ import annotations
 
-import shutil
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -11,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.data import LLM_BUILT_SPACES, open_llm_built
 from tmem.answer.context import format_item
 from tmem.construct.check import check_space
 from tmem.construct.extractive.items import item_from_turn
 from tmem.models import Item, ItemKind, Turn
 from tmem.scope import Scope
-from tmem.store.sqlite import SQLiteStore
 from tmem.util.dates import parse_when
 
 DAYS = st.dates(min_value=date(1990, 1, 1), max_value=date(2090, 12, 31))
@@ -84,16 +83,29 @@ def test_extractive_items_carry_the_resolver_precision(text: str, precision: str
 
 
 def test_the_shipped_v1_memories_open_with_day_precision(tmp_path: Path) -> None:
-    shipped = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built" / "d30-plus.db"
-    if not shipped.exists():
-        pytest.skip("the LLM-built dev memories are not on this machine")
-    copy = tmp_path / "tmem.db"
-    shutil.copyfile(shipped, copy)  # never open the shipped file in place
-    store = SQLiteStore.open(copy)
+    """The earlier d30-plus build (v0.1 prompts, schema 001 without precision) migrates to day precision."""
+    store = open_llm_built("d30-plus", tmp_path, previous=True)
     items = store.items(Scope.local("d30-plus"))
     assert items and all(it.date_precision == ("day" if it.date else None) for it in items)
     assert all(it.conflicts_with == [] for it in items)
     assert check_space(store, Scope.local("d30-plus")).ok
+    store.close()
+
+
+@pytest.mark.parametrize("name", LLM_BUILT_SPACES)
+def test_the_current_llm_built_memories_keep_each_precision_with_its_span(name: str, tmp_path: Path) -> None:
+    """The builds made with the precision prompts: a dated item carries a precision, a day has no end, any wider
+    precision ends on or after its start, and the model used more than days."""
+    store = open_llm_built(name, tmp_path)
+    items = store.items(Scope.local(name))
+    assert items and all((it.date is None) == (it.date_precision is None) for it in items)
+    for it in items:
+        if it.date_precision == "day":
+            assert it.date_end is None, it
+        elif it.date is not None:
+            assert it.date_end is not None and it.date_end >= it.date, it
+    assert {it.date_precision for it in items} - {"day", None}
+    assert check_space(store, Scope.local(name)).ok
     store.close()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.data import LLM_BUILT_SPACES, open_llm_built
 from tmem.answer.budget import pack_context
 from tmem.construct.check import check_space
 from tmem.construct.slots import link_slots, normalise_slot, slot_key
@@ -18,8 +18,6 @@ from tmem.retrieve.types import ItemHit, Route, SearchResult, TurnHit
 from tmem.scope import Scope
 from tmem.store.sqlite import SQLiteStore
 from tmem.util.tokens import default_counter
-
-SHIPPED = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
 
 
 @pytest.mark.parametrize(
@@ -73,23 +71,34 @@ def test_links_form_one_chain_per_slot_pointing_to_a_later_moment(spec: list[tup
         assert len(moments) < 2 or any(by_id[o].slot == slot for o in links)
 
 
-@pytest.mark.parametrize("name", ["d26-plus", "d30-plus", "d41-plus", "d42-plus"])
-def test_the_shipped_llm_built_memories_open_and_upgrade(name: str, tmp_path: Path) -> None:
-    shipped = SHIPPED / f"{name}.db"
-    if not shipped.exists():
-        pytest.skip("the LLM-built dev memories are not on this machine")
-    copy = tmp_path / "tmem.db"
-    shutil.copyfile(shipped, copy)  # never open the shipped file in place
-    store = SQLiteStore.open(copy)
+@pytest.mark.parametrize("name", LLM_BUILT_SPACES)
+def test_the_earlier_llm_built_memories_open_and_upgrade(name: str, tmp_path: Path) -> None:
+    """A store written before the slot column existed (the builds in previous/) opens, gains the column empty, and
+    takes a slot."""
+    store = open_llm_built(name, tmp_path, previous=True)
     items = store.items(Scope.local(name))
     assert items and all(it.slot is None for it in items)
     store.put_items(Scope.local(name), [items[0].model_copy(update={"slot": "x / y"})])
     assert store.items(Scope.local(name), [items[0].id])[0].slot == "x / y"
     assert check_space(store, Scope.local(name)).ok
     store.close()
-    reopened = SQLiteStore.open(copy)  # the migration is recorded once: a second open applies nothing
+    reopened = SQLiteStore.open(tmp_path / "tmem.db")  # the migration is recorded once: a second open applies nothing
     assert reopened.items(Scope.local(name), [items[0].id])[0].slot == "x / y"
     reopened.close()
+
+
+@pytest.mark.parametrize("name", LLM_BUILT_SPACES)
+def test_the_current_llm_built_memories_name_slots_and_supersede_within_one(name: str, tmp_path: Path) -> None:
+    """The builds made with the slot prompts: some items name a slot, every slot is stored in its normal form, and
+    each supersedes link joins two statements on the same slot."""
+    store = open_llm_built(name, tmp_path)
+    items = {it.id: it for it in store.items(Scope.local(name))}
+    slots = [it.slot for it in items.values() if it.slot is not None]
+    assert slots and all(normalise_slot(slot, None) == slot for slot in slots)
+    links = [(it, items[it.supersedes]) for it in items.values() if it.supersedes is not None]
+    assert links and all(new.slot and old.slot and slot_key(new.slot) == slot_key(old.slot) for new, old in links)
+    assert check_space(store, Scope.local(name)).ok
+    store.close()
 
 
 # ------------------------------------------------------------------------------------------ the current value first

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.canary import files_holding
 from tests.support.live_server import LiveServer
 from tests.test_service import NO_AUTO_BUILD, make_keys
 from tmem.core import MemoryCore
@@ -64,15 +65,6 @@ def _import(store: Store, folder: Path, name: str, canary: str = CANARY) -> None
     import_file(store, src)
 
 
-def _files_with(root: Path, canary: str = CANARY) -> list[str]:
-    """Files under ``root`` holding the canary as written or as BM25's vocabulary holds it (lower case)."""
-    return sorted(
-        str(p)
-        for p in root.rglob("*")
-        if p.is_file() and not all(canary_free(p.read_bytes(), form) for form in (canary, canary.lower()))
-    )
-
-
 class Reader:
     """Another connection with an open read on a memory directory's database (as another process would hold)."""
 
@@ -114,7 +106,7 @@ def test_delete_and_forget_during_an_open_read_are_pending_until_upkeep_finishes
     assert [(e.seq, e.space, e.kind, e.erased) for e in memory.erasures()] == [
         (done.erasure, "secret", "delete", False)
     ]
-    assert _files_with(home)  # the open read keeps the old pages in the write-ahead log
+    assert files_holding(home, CANARY)  # the open read keeps the old pages in the write-ahead log
 
     turn = memory.store.turns(Scope.local("other"))[0]
     report = memory.forget("other", turn_ids=[turn.id])
@@ -125,7 +117,7 @@ def test_delete_and_forget_during_an_open_read_are_pending_until_upkeep_finishes
     reader.end()
     assert memory.upkeep() is True
     assert memory.erasures(pending=True) == [] and all(e.erased for e in memory.erasures())
-    assert _files_with(home) == [] and _files_with(home, "OTHERCANARY0815") == []
+    assert files_holding(home, CANARY) == [] and files_holding(home, "OTHERCANARY0815") == []
     memory.close()
 
 
@@ -164,12 +156,12 @@ def _delete_during_a_read(settings: Settings, acme: httpx.Client, beta: httpx.Cl
     }
     assert beta.get(f"/v1/erasures/{body['erasure']}").status_code == 404  # another tenant's erasure
     assert beta.get("/v1/erasures").json() == []
-    assert _files_with(settings.home)
+    assert files_holding(settings.home, CANARY)
     reader.end()
     deadline = time.monotonic() + 30
     while not _ledger_says_erased(settings, body["erasure"]) and time.monotonic() < deadline:
         time.sleep(0.1)  # no request to the server: its upkeep finishes the erasure
-    assert _files_with(settings.home) == []
+    assert files_holding(settings.home, CANARY) == []
     assert acme.get(f"/v1/erasures/{body['erasure']}").json()["status"] == "erased"
     assert acme.get("/v1/erasures", params={"pending": True}).json() == []
 
@@ -192,7 +184,9 @@ def test_an_erasure_on_one_node_leaves_no_copy_on_another_nodes_disk(store_url: 
     _import(store_a, tmp_path, "secret")
     a.build("secret")
     b.search("secret", "locker code")
-    assert _files_with(tmp_path / "b")  # node B saved the space's BM25 indices (their vocabulary holds the canary)
+    assert files_holding(
+        tmp_path / "b", CANARY
+    )  # node B saved the space's BM25 indices (their vocabulary holds the canary)
 
     if what == "forget":
         canary_turns = [t.id for t in store_a.turns(Scope.local("secret")) if CANARY in t.text]
@@ -201,12 +195,12 @@ def test_an_erasure_on_one_node_leaves_no_copy_on_another_nodes_disk(store_url: 
         assert report.scope == (SQLITE_SCOPE if store_url.startswith("sqlite") else POSTGRES_SCOPE)
     else:
         assert a.delete_space("secret").erased is True
-    assert _files_with(tmp_path / "a") == []  # the node that erased dropped its own copies at once
+    assert files_holding(tmp_path / "a", CANARY) == []  # the node that erased dropped its own copies at once
     assert b.upkeep() is True  # node B's erasure check (a running server does it every few seconds)
-    assert _files_with(tmp_path / "b") == []
+    assert files_holding(tmp_path / "b", CANARY) == []
     if what == "forget":
         assert canary_free(b.search("secret", "locker code").model_dump_json().encode(), CANARY)
-        assert _files_with(tmp_path / "b") == []  # B's new saves hold only what remains
+        assert files_holding(tmp_path / "b", CANARY) == []  # B's new saves hold only what remains
     for core in (a, b):
         core.store.close()
 
@@ -217,7 +211,7 @@ def test_a_node_without_an_erasure_mark_clears_its_saves_once(store_url: str, tm
     (lexical / "somewhere").mkdir(parents=True)
     (lexical / "somewhere" / "vocab.index.json").write_text(CANARY, encoding="utf-8")  # a save of unknown age
     sweep = LocalSweep(store, LexicalStore(lexical), lambda _space: None)
-    assert sweep.run() == ["*"] and _files_with(lexical) == []
+    assert sweep.run() == ["*"] and files_holding(lexical, CANARY) == []
     (lexical / "later").mkdir()
     (lexical / "later" / "x.json").write_text("kept", encoding="utf-8")
     assert sweep.run() == [] and (lexical / "later" / "x.json").is_file()  # the mark is written: no second clear
@@ -280,11 +274,11 @@ def test_cli_delete_during_an_open_read_says_pending_and_the_next_command_finish
     held = runner.invoke(cli, ["delete", "secret", "--yes"], env=env)
     assert held.exit_code == 0, held.output
     assert "Deleted space 'secret', erasure pending (erasure 1)." in held.output
-    assert _files_with(home)
+    assert files_holding(home, CANARY)
     reader.end()
     listed = runner.invoke(cli, ["erasures"], env=env)  # any command finishes it at its start
     assert listed.exit_code == 0, listed.output
     assert json.loads(listed.output) == [
         {"seq": 1, "space": "secret", "kind": "delete", "erased": True, "stage": "erased", "scope": SQLITE_SCOPE}
     ]
-    assert _files_with(home) == []
+    assert files_holding(home, CANARY) == []

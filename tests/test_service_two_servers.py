@@ -27,10 +27,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.canary import files_holding
 from tests.support.live_server import wait_healthy
 from tests.test_service import auth, dev_messages, wait_job
 from tests.test_service_postgres import TMEM, pg_env
-from tmem.edit.forget import canary_free
 
 CANARY = "QWOPCANARY9921"
 pytestmark = pytest.mark.postgres
@@ -56,13 +56,6 @@ def _serve(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]
         if server.poll() is None:
             server.terminate()
         server.wait(30)
-
-
-def _files_with(root: Path, canary: str) -> list[str]:
-    forms = (canary, canary.lower())
-    return sorted(
-        str(p) for p in root.rglob("*") if p.is_file() and not all(canary_free(p.read_bytes(), f) for f in forms)
-    )
 
 
 def _key(env: dict[str, str], tenant: str) -> str:
@@ -130,19 +123,19 @@ def test_two_servers_on_one_postgres(pg_url: str, tmp_path: Path) -> None:
             assert [j["id"] for j in b.get("/v1/spaces/talk/jobs").json()] == [job]
             found = b.post("/v1/spaces/talk/search", json={"q": "locker code"})
             assert found.status_code == 200 and CANARY in found.text  # A's build, in B's first search after it
-            assert _files_with(tmp_path / "b", CANARY)  # B saved BM25 indices holding the canary's word
+            assert files_holding(tmp_path / "b", CANARY)  # B saved BM25 indices holding the canary's word
 
             forgot = a.post("/v1/spaces/talk/forget", json={"turn_ids": ["canary-1"]}).json()
             assert forgot["erased"] is True, forgot
             deadline = time.monotonic() + 30
-            while _files_with(tmp_path / "b", CANARY) and time.monotonic() < deadline:
+            while files_holding(tmp_path / "b", CANARY) and time.monotonic() < deadline:
                 time.sleep(0.2)  # no request to B: its upkeep sees the erasure ledger
-            assert _files_with(tmp_path / "b", CANARY) == []
+            assert files_holding(tmp_path / "b", CANARY) == []
             for query in ("locker code", CANARY):
                 again = b.post("/v1/spaces/talk/search", json={"q": query})
                 answer = {k: v for k, v in again.json().items() if k != "query"}  # the query echoes what was asked
                 assert again.status_code == 200 and CANARY not in json.dumps(answer)
-            assert _files_with(tmp_path / "a", CANARY) == [] and _files_with(tmp_path / "b", CANARY) == []
+            assert files_holding(tmp_path / "a", CANARY) == [] and files_holding(tmp_path / "b", CANARY) == []
 
         # 16 clients of two tenants over both servers.
         with httpx.Client(base_url=url_b, headers=auth(keys["beta"]), timeout=60) as beta:

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine
 
+from tests.support.data import LLM_BUILT, LLM_BUILT_SPACES
 from tests.support.history import legacy_sqlite
 from tmem.cli.main import cli
 from tmem.construct.check import check_space
@@ -22,8 +23,6 @@ from tmem.store import open_store
 from tmem.store.rules import tenant_of
 from tmem.store.sqlite import SQLiteStore
 from tmem.store.upgrade import head, schema_diff
-
-SHIPPED = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm-built"
 
 
 def _engine_url(url: str) -> str:
@@ -126,9 +125,10 @@ def test_a_column_added_before_its_revision_is_kept(tmp_path: Path) -> None:
     assert _diff(f"sqlite:///{tmp_path / 'tmem.db'}") == []
 
 
-@pytest.mark.parametrize("name", ["d26-plus", "d30-plus", "d41-plus", "d42-plus"])
-def test_the_shipped_llm_built_memories_upgrade_and_pass_check(name: str, tmp_path: Path) -> None:
-    shipped = SHIPPED / f"{name}.db"
+@pytest.mark.parametrize("folder", ["", "previous"])  # the current builds and the ones before (schema 001)
+@pytest.mark.parametrize("name", LLM_BUILT_SPACES)
+def test_the_shipped_llm_built_memories_upgrade_and_pass_check(name: str, folder: str, tmp_path: Path) -> None:
+    shipped = LLM_BUILT / folder / f"{name}.db"
     if not shipped.exists():
         pytest.skip("the LLM-built dev memories are not on this machine")
     before = sqlite3.connect(f"file:{shipped}?mode=ro", uri=True)

@@ -4,6 +4,7 @@ test_viewer_browser.py."""
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -47,8 +48,9 @@ def client(llm_memory: Memory) -> Iterator[TestClient]:
         yield c
 
 
-def _text(html: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+def _text(page: str) -> str:
+    """The page's text as a reader sees it: tags dropped, entities (&#39; for an apostrophe) decoded."""
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
 
 
 def test_every_page_of_an_llm_built_space(client: TestClient, llm_memory: Memory) -> None:

@@ -176,8 +176,11 @@ def test_timeline_items_and_persona_of_the_llm_built_space(base_url: str, page: 
 def test_why_recalled_by_keyboard(base_url: str, page: Watched, shots: Path) -> None:
     p = page.page
     page.goto(f"{base_url}/ui/s/{LLM_SPACE}/search")
-    # a situation the Bridge view of Caroline's identity-theft item rehearses (the gate of `minilm` is 0.6 of MiniLM)
-    p.get_by_label("Query").fill("Should Caroline sign up for the store credit card at checkout?")
+    # a situation a Bridge view of Caroline's identity-theft item rehearses, in none of the item's words (the gate of
+    # `minilm` is 0.6 of MiniLM)
+    p.get_by_label("Query").fill(
+        "Caroline got a phone call asking her to confirm her bank account number and birth date."
+    )
     p.get_by_label("Preset").select_option("minilm")
     p.get_by_label("Token budget").fill("1500")
     p.get_by_label("PS: persona").check()
