@@ -182,6 +182,17 @@ class SpaceIndex:
         self.synced: SyncReport | None = None  # what bringing ``vectors`` up to date wrote (see index_space)
 
     @cached_property
+    def held(self) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        """part -> (entry ids, host ids) this index was loaded with. A shared vector host (pgvector) may already hold
+        the entries of a build committed after this index was read; search keeps only these (tmem.retrieve.lists)."""
+        ids: dict[str, set[str]] = {}
+        hosts: dict[str, set[str]] = {}
+        for e in self.entries:
+            ids.setdefault(e.part, set()).add(e.id)
+            hosts.setdefault(e.part, set()).add(e.host)
+        return {part: (frozenset(ids[part]), frozenset(hosts[part])) for part in ids}
+
+    @cached_property
     def unbuilt(self) -> Mask:
         """Over :attr:`turn_list`: the turns no scene holds yet (added since the last build, or all before the first)."""
         return np.array([tid not in self.turn_scene for tid in self.turn_ids], dtype=np.bool_)

@@ -40,7 +40,12 @@ def nearest(
     """The ``k`` entries of a node part nearest the query, through the vector index (only the rows of ``ids`` set in
     ``allowed`` when given)."""
     only = None if allowed is None else [ids[r] for r in np.flatnonzero(allowed).tolist()]
-    return [Ranked(h.id, h.score) for h in index.vectors.top_k(part, qvec, k, only)]
+    known = index.held.get(part, (frozenset(), frozenset()))[0]
+    hits = index.vectors.top_k(part, qvec, k, only)
+    if any(h.id not in known for h in hits):
+        # a shared vector host already holds a newer build's entries: ask again among this index's own (issue 33)
+        hits = index.vectors.top_k(part, qvec, k, only if only is not None else sorted(known))
+    return [Ranked(h.id, h.score) for h in hits if h.id in known]
 
 
 class RawTurns:
@@ -108,7 +113,13 @@ def _trigger_route(
     if top <= 0 or not families:
         return []
     out: list[Ranked] = []
-    for hit in index.vectors.top_hosts([view_part(f.value) for f in families], qvec, top):
+    parts = [view_part(f.value) for f in families]
+    known = frozenset().union(*(index.held.get(p, (frozenset(), frozenset()))[1] for p in parts))
+    hits = index.vectors.top_hosts(parts, qvec, top)
+    if any(h.host not in known for h in hits):
+        # a shared vector host already holds a newer build's views: ask again among this index's hosts (issue 33)
+        hits = index.vectors.top_hosts(parts, qvec, top, sorted(known))
+    for hit in (h for h in hits if h.host in known):
         winner = TriggerFamily(hit.part.removeprefix("views."))
         # the item route unites Entity and Bridge views: its view label names the family that gave the max
         label = f"{winner.value}:{hit.view}" if winner in ITEM_FAMILIES else hit.view
