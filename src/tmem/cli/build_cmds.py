@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from tmem.cli.context import AppContext, echo_json, pass_app
+from tmem.cli.context import AppContext, batch_api_options, echo_json, pass_app
 from tmem.construct.options import BuildOptions
 from tmem.construct.report import EXIT_INCOMPLETE, BuildReport
 from tmem.errors import BatchPending, ConfigError
@@ -66,19 +66,7 @@ def _size_options(fn: Any) -> Any:
     default=None,
     help="Batch protocol: write the first stage's uncached requests to FILE (OpenAI Batch JSONL) and stop.",
 )
-@click.option(
-    "--batch-api",
-    is_flag=True,
-    help="Submit each round to the OpenAI Batch API and wait for it (upload, poll, import, next round) until the "
-    "build is done. A killed build run again waits for its submitted batches instead of paying twice.",
-)
-@click.option(
-    "--poll-max",
-    type=click.FloatRange(min=0.0),
-    default=300.0,
-    show_default=True,
-    help="--batch-api: longest wait between two status checks of a batch, in seconds (starts at 10, doubles).",
-)
+@batch_api_options("the build's stages")
 @click.option(
     "--few-rounds/--sequential",
     "few_rounds",

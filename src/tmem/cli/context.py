@@ -59,6 +59,32 @@ def layout_option(owner: str = "the context") -> Callable[[F], F]:
     )
 
 
+def batch_api_options(what: str) -> Callable[[F], F]:
+    """``--batch-api`` and ``--poll-max`` (tmem.llm.batch_api) on a command whose LLM rounds are ``what``."""
+    options = [
+        click.option(
+            "--batch-api",
+            is_flag=True,
+            help=f"Submit each round ({what}) to the OpenAI Batch API and wait for it (upload, poll, import, next "
+            "round); a killed run started again waits for its submitted batches instead of paying twice.",
+        ),
+        click.option(
+            "--poll-max",
+            type=click.FloatRange(min=0.0),
+            default=300.0,
+            show_default=True,
+            help="--batch-api: longest wait between two status checks of a batch, in seconds (starts at 10, doubles).",
+        ),
+    ]
+
+    def apply(fn: F) -> F:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return apply
+
+
 def dir_option(purpose: str) -> Callable[[F], F]:
     """``--dir DIR`` on a subcommand (as ``tmem ui --dir DIR``), overriding the global ``--dir``; see :func:`use_home`."""
     return click.option(

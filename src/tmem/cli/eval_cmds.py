@@ -16,7 +16,7 @@ from typing import Any
 import click
 import platformdirs
 
-from tmem.cli.context import AppContext, echo_json, layout_option, pass_app
+from tmem.cli.context import AppContext, batch_api_options, echo_json, layout_option, pass_app
 from tmem.errors import BatchPending, InputError
 from tmem.settings import Settings
 from tmem.util.extras import require_extra
@@ -232,19 +232,7 @@ def _eval_options(f: Any) -> Any:
             default=None,
             help="Batch protocol: write uncached requests of the current stage here and stop.",
         ),
-        click.option(
-            "--batch-api",
-            is_flag=True,
-            help="Submit every round (builds, answers, judges) to the OpenAI Batch API and wait for it; a killed "
-            "run started again waits for its submitted batches instead of paying twice.",
-        ),
-        click.option(
-            "--poll-max",
-            type=click.FloatRange(min=0.0),
-            default=300.0,
-            show_default=True,
-            help="--batch-api: longest wait between two status checks of a batch, in seconds.",
-        ),
+        batch_api_options("builds, answers, judges"),
     ]
     for option in reversed(options):
         f = option(f)
